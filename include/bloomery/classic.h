@@ -1,0 +1,114 @@
+/* Classic Bloom filter, bit for bit as RedisBloom builds it.
+ *
+ * One bit array of `bits` bits (a multiple of 64) and k probes per item:
+ * a = MurmurHash64A(item, 0xc6a4a7935bd1e995), b = MurmurHash64A(item, a),
+ * probe i sets bit (a + i*b) mod bits, bit x living in byte x>>3 under mask
+ * 1 << (x & 7). Sized as RedisBloom's bloom_init with FORCE64|NOROUND. A dump
+ * taken from RedisBloom loads into this layout and answers identically.
+ *
+ * It is also the reference "plain k-probe" filter the benchmarks compare the
+ * blocked layout with. Concurrency as for bf_t: atomic OR per 64-bit word,
+ * relaxed loads; cbf_check_and_add is linearizable per item.
+ */
+#ifndef BLOOMERY_CLASSIC_H
+#define BLOOMERY_CLASSIC_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct cbf cbf_t;
+
+/* RedisBloom's pair of hashes for an item; computed once per item and reused
+ * for every link of a chain. */
+typedef struct cbf_hash {
+    uint64_t a, b;
+} cbf_hash;
+
+cbf_hash cbf_hash_item(const void *item, size_t len);
+
+/* Sized for capacity items at error rate p in (0, 1), as RedisBloom's
+ * bloom_init(entries = capacity, error = p, FORCE64|NOROUND).
+ * Errors: BLOOMERY_EINVAL, BLOOMERY_ETOOBIG, BLOOMERY_ENOMEM. */
+int cbf_create(cbf_t **out, uint64_t capacity, double error_rate);
+
+/* An explicit shape as found in a RedisBloom dump header: bits (a multiple of
+ * 8, > 0), hashes (1..64), plus the recorded fields RedisBloom keeps. The
+ * array starts zeroed. Errors: BLOOMERY_EINVAL for an inconsistent shape. */
+typedef struct cbf_shape {
+    uint64_t capacity;   /* "entries" */
+    double error_rate;
+    double bpe;          /* bits per entry as RedisBloom stored it */
+    unsigned hashes;
+    uint64_t bits;
+    uint64_t bytes;      /* bits / 8 */
+    uint8_t n2;          /* log2 size for legacy power-of-two filters; 0 here */
+} cbf_shape;
+int cbf_create_shape(cbf_t **out, const cbf_shape *shape);
+void cbf_shape_of(const cbf_t *f, cbf_shape *shape);
+
+void cbf_free(cbf_t *f);
+
+/* Bytes cbf_create would allocate (0 if invalid). */
+uint64_t cbf_bytes_for(uint64_t capacity, double error_rate);
+
+bool cbf_check(const cbf_t *f, const void *item, size_t len);
+bool cbf_add(cbf_t *f, const void *item, size_t len);          /* any bit flipped */
+bool cbf_check_and_add(cbf_t *f, const void *item, size_t len);
+bool cbf_check_hashed(const cbf_t *f, cbf_hash h);
+bool cbf_add_hashed(cbf_t *f, cbf_hash h);
+
+uint64_t cbf_bits(const cbf_t *f);
+uint64_t cbf_bytes(const cbf_t *f);
+unsigned cbf_hashes(const cbf_t *f);
+uint64_t cbf_capacity(const cbf_t *f);
+double cbf_error_rate(const cbf_t *f);
+uint64_t cbf_count(const cbf_t *f);
+void cbf_set_count(cbf_t *f, uint64_t count);
+
+/* Fraction of bits set, to the power k: the FPR of a random non-member. */
+double cbf_fpr_estimate(const cbf_t *f);
+
+int cbf_merge(cbf_t *dst, const cbf_t *src);   /* identical shapes only */
+void cbf_clear(cbf_t *f);
+const uint8_t *cbf_data(const cbf_t *f);
+uint8_t *cbf_data_mut(cbf_t *f);
+
+/* RedisBloom's SCANDUMP header for a chain of classic links (little-endian,
+ * packed): u64 total items, u32 nfilters, u32 options, u32 growth, then per
+ * link u64 bytes, u64 bits, u64 items, f64 error, f64 bpe, u32 hashes,
+ * u64 capacity, u8 n2. */
+#define CBF_RB_HEADER_FIXED 20
+#define CBF_RB_HEADER_LINK 53
+#define CBF_RB_OPT_NOROUND 1
+#define CBF_RB_OPT_ENTS_IS_BITS 2
+#define CBF_RB_OPT_FORCE64 4
+#define CBF_RB_OPT_NO_SCALING 8
+
+typedef struct cbf_rb_link {
+    cbf_shape shape;
+    uint64_t items;
+} cbf_rb_link;
+
+typedef struct cbf_rb_header {
+    uint64_t total_items;
+    uint32_t nfilters;
+    uint32_t options;
+    uint32_t growth;
+    cbf_rb_link *links;  /* nfilters entries */
+} cbf_rb_header;
+
+/* Encode into buf (CBF_RB_HEADER_FIXED + nfilters * CBF_RB_HEADER_LINK bytes). */
+size_t cbf_rb_header_size(uint32_t nfilters);
+void cbf_rb_header_encode(const cbf_rb_header *h, uint8_t *buf);
+
+/* Decode and validate as RedisBloom does (sizes consistent, k matches bpe,
+ * error in (0,1), items sum to the total, only FORCE64 filters), and also reject
+ * what it would not: zero-sized links and totals beyond max_bytes.
+ * On success h->links is malloc'd (free with cbf_rb_header_release).
+ * Errors: BLOOMERY_ECORRUPT, BLOOMERY_ETRUNC, BLOOMERY_ETOOBIG, BLOOMERY_ENOMEM. */
+int cbf_rb_header_decode(const uint8_t *buf, size_t len, uint64_t max_bytes,
+                         cbf_rb_header *h);
+void cbf_rb_header_release(cbf_rb_header *h);
+
+#endif

@@ -1,0 +1,50 @@
+/* Counting Bloom filter on the blocked layout.
+ *
+ * Each 512-bit block holds 128 four-bit counters as eight 64-bit lanes of 16
+ * counters; an item increments one counter per lane of each of its b blocks.
+ * A counter saturates at 15 and a saturated counter is never decremented:
+ * that cell loses deletability but the filter never gives a false negative.
+ * Deleting an item that was never added may remove another item's counts and
+ * cause false negatives; delete only what was added.
+ *
+ * Concurrency: counters are updated with compare-and-swap on their lane, so
+ * any mix of calls from any threads is safe; cntbf_add reports "new"
+ * linearizably (striped lock on the item's first block).
+ */
+#ifndef BLOOMERY_COUNTING_H
+#define BLOOMERY_COUNTING_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "bloomery/blocked.h"
+
+typedef struct cntbf cntbf_t;
+
+int cntbf_create(cntbf_t **out, uint64_t capacity, double error_rate, const bf_options *opts);
+int cntbf_create_shape(cntbf_t **out, uint64_t nblocks, unsigned b, uint64_t seed,
+                       uint64_t capacity, double error_rate);
+void cntbf_free(cntbf_t *c);
+uint64_t cntbf_bytes_for(uint64_t capacity, double error_rate, const bf_options *opts);
+
+/* Returns true if the item was absent before this add (it is added either way). */
+bool cntbf_add(cntbf_t *c, const void *item, size_t len);
+bool cntbf_check(const cntbf_t *c, const void *item, size_t len);
+/* Returns true if the item was present and its counters were decremented;
+ * false (nothing changed) if it was absent. */
+bool cntbf_delete(cntbf_t *c, const void *item, size_t len);
+
+uint64_t cntbf_nblocks(const cntbf_t *c);
+uint64_t cntbf_bytes(const cntbf_t *c);
+unsigned cntbf_blocks_per_key(const cntbf_t *c);
+uint64_t cntbf_seed(const cntbf_t *c);
+uint64_t cntbf_capacity(const cntbf_t *c);
+double cntbf_error_rate(const cntbf_t *c);
+uint64_t cntbf_count(const cntbf_t *c);     /* adds minus deletes */
+void cntbf_set_count(cntbf_t *c, uint64_t count);
+double cntbf_fpr_estimate(const cntbf_t *c);
+const uint8_t *cntbf_data(const cntbf_t *c);
+uint8_t *cntbf_data_mut(cntbf_t *c);
+
+#endif

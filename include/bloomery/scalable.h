@@ -1,0 +1,93 @@
+/* Scalable Bloom filter: a chain of links with RedisBloom's semantics.
+ *
+ * A scaling chain builds its first link at p/2 and halves the error for each
+ * new link, so the compound FPR stays below p; each new link has the previous
+ * link's capacity times `expansion`. A link is added when the newest link's
+ * count reaches its capacity. expansion == 0 makes the chain non-scaling: one
+ * link at p, and adding a new item to a full chain fails with BLOOMERY_EFULL
+ * (items already present still answer 0).
+ *
+ * Add checks every link newest-first and inserts into the newest only if no
+ * link has the item. Links are blocked filters (bf_t) or classic RedisBloom
+ * filters (cbf_t); a classic chain is bit-identical to RedisBloom's.
+ *
+ * Concurrency: any mix of calls from any threads. Adds of one item are
+ * linearizable (striped lock on the item hash); growth takes the chain's
+ * mutex while lookups go on against the published links.
+ */
+#ifndef BLOOMERY_SCALABLE_H
+#define BLOOMERY_SCALABLE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "bloomery/blocked.h"
+#include "bloomery/classic.h"
+
+typedef enum bloomery_layout {
+    BLOOMERY_LAYOUT_BLOCKED = 0,
+    BLOOMERY_LAYOUT_CLASSIC = 1,
+} bloomery_layout;
+
+#define SBF_DEFAULT_EXPANSION 2
+#define SBF_MAX_EXPANSION 32768
+
+typedef struct sbf sbf_t;
+
+typedef struct sbf_options {
+    bloomery_layout layout;
+    uint32_t expansion;      /* 0: non-scaling */
+    uint64_t seed;           /* blocked links' hash seed */
+    bloomery_policy policy;  /* blocked links' blocks-per-key policy */
+    /* Called before a link is allocated with its size in bytes; returning
+     * false refuses the growth (the add fails with BLOOMERY_ENOMEM and nothing
+     * changes). May be NULL. */
+    bool (*may_allocate)(void *ctx, uint64_t bytes);
+    void *may_allocate_ctx;
+} sbf_options;
+
+/* opts may be NULL: blocked layout, expansion 2, seed 0. */
+int sbf_create(sbf_t **out, uint64_t capacity, double error_rate, const sbf_options *opts);
+void sbf_free(sbf_t *s);
+
+/* Bytes of the first link for these parameters (0 if invalid). */
+uint64_t sbf_bytes_for(uint64_t capacity, double error_rate, const sbf_options *opts);
+
+/* 1: added (new), 0: may already exist, < 0: BLOOMERY_EFULL or BLOOMERY_ENOMEM. */
+int sbf_add(sbf_t *s, const void *item, size_t len);
+/* 1: may exist, 0: certainly absent. */
+int sbf_check(const sbf_t *s, const void *item, size_t len);
+
+/* Batches. results[i] as the single calls. sbf_add_many stops at the first
+ * error, stores it in results[i] and returns the number of results written
+ * (i + 1); otherwise returns n. */
+size_t sbf_add_many(sbf_t *s, const void *const *items, const size_t *lens, size_t n,
+                    int *results);
+void sbf_check_many(const sbf_t *s, const void *const *items, const size_t *lens, size_t n,
+                    int *results);
+
+bloomery_layout sbf_layout(const sbf_t *s);
+uint32_t sbf_expansion(const sbf_t *s);      /* 0 for non-scaling */
+double sbf_error_rate(const sbf_t *s);       /* as requested */
+uint64_t sbf_initial_capacity(const sbf_t *s);
+uint64_t sbf_capacity(const sbf_t *s);       /* sum over links */
+uint64_t sbf_count(const sbf_t *s);          /* sum over links */
+uint64_t sbf_bytes(const sbf_t *s);          /* sum of link bit arrays */
+uint64_t sbf_seed(const sbf_t *s);
+size_t sbf_nlinks(const sbf_t *s);
+double sbf_fpr_estimate(const sbf_t *s);     /* 1 - prod(1 - link estimate) */
+
+/* Link i (0 = oldest): exactly one of the two is non-NULL. */
+bf_t *sbf_link_blocked(const sbf_t *s, size_t i);
+cbf_t *sbf_link_classic(const sbf_t *s, size_t i);
+
+/* Build a chain from links made elsewhere (a loader). Takes ownership of the
+ * links on success. */
+int sbf_assemble(sbf_t **out, bloomery_layout layout, uint64_t capacity, double error_rate,
+                 uint32_t expansion, uint64_t seed, void **links, size_t nlinks);
+
+/* OR src into dst: same layout, expansion, link count and link shapes. */
+int sbf_merge(sbf_t *dst, const sbf_t *src);
+
+#endif
