@@ -7,7 +7,7 @@ FUZZ_BUILD  ?= build-fuzz
 JOBS        ?= $(shell nproc)
 FUZZ_SECONDS ?= 30
 
-.PHONY: all deps test test-release test-asan fuzz bench run clean install
+.PHONY: all deps test test-release test-asan test-server fuzz bench run clean install
 
 all:
 	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release >/dev/null
@@ -16,7 +16,7 @@ all:
 deps:
 	./scripts/install-deps
 
-test: test-release test-asan fuzz
+test: test-release test-asan test-server fuzz
 
 test-release: all
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
@@ -26,6 +26,14 @@ test-asan:
 	cmake --build $(ASAN_BUILD) -j $(JOBS)
 	cd $(ASAN_BUILD) && BLOOMERY_QUICK=1 ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
 		ctest --output-on-failure -j $(JOBS)
+
+# The server suites run through a real client against the release server and
+# again against the sanitizer build.
+test-server: all test-asan
+	@if [ -d tests/server ]; then \
+		BLOOMERYD=$(CURDIR)/$(BUILD)/bloomeryd /usr/bin/python3 -m pytest -q tests/server && \
+		BLOOMERY_QUICK=1 BLOOMERYD=$(CURDIR)/$(ASAN_BUILD)/bloomeryd /usr/bin/python3 -m pytest -q tests/server; \
+	fi
 
 fuzz:
 	./fuzz/run $(FUZZ_BUILD) $(FUZZ_SECONDS)

@@ -81,7 +81,8 @@ typedef struct bloomery_loader bloomery_loader;
 
 /* Parse and verify a header (first `len` bytes of buf; *used receives its
  * length) and allocate the zeroed object, refusing objects whose data would
- * exceed max_bytes (0: no limit). */
+ * exceed max_bytes (0: no limit). On failure *out may still hold a loader,
+ * whose bloomery_loader_error() says why; free it with bloomery_loader_free. */
 int bloomery_loader_open(bloomery_loader **out, const uint8_t *buf, size_t len,
                          uint64_t max_bytes, size_t *used);
 uint64_t bloomery_loader_nchunks(const bloomery_loader *l);

@@ -1,0 +1,432 @@
+/* Blocked Bloom filter (see include/bloomery/blocked.h for the contract).
+ *
+ *   block (64 bytes, one cache line)
+ *   +--------+--------+--------+--------+--------+--------+--------+--------+
+ *   | lane 0 | lane 1 | lane 2 | lane 3 | lane 4 | lane 5 | lane 6 | lane 7 |
+ *   +--------+--------+--------+--------+--------+--------+--------+--------+
+ *     64 bits each; an item sets exactly one bit in every lane of each of its
+ *     b blocks (blocked_kernel.h says which).
+ *
+ * One item costs b cache-line reads, against k scattered reads for a classic
+ * filter, at 5-9% more memory for the same FPR (sizing.c). Batches hash and
+ * prefetch a group of items before probing any, so many cache misses are in
+ * flight at once: for filters far larger than the cache, memory-level
+ * parallelism, not hashing, bounds throughput.
+ *
+ * Writers OR each lane with a relaxed atomic: a plain read-modify-write could
+ * drop a concurrent writer's bit, a false negative. Lanes whose bit is
+ * already set are skipped, so adds into a filling filter rarely lock the bus.
+ * Readers load lanes relaxed; a reader racing an add sees a subset of that
+ * add's bits, which can only make it answer "absent" for an add that has not
+ * completed. The AVX2 path reads a block with two 256-bit loads; a torn read
+ * is still a subset of the final bits, so the argument holds.
+ */
+#include "bloomery/blocked.h"
+#include "bloomery/bloomery.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#define BLOOMERY_HAVE_AVX2 1
+#endif
+
+#include "blocked_kernel.h"
+#include "mem.h"
+#include "stripe.h"
+
+#define BATCH 16
+
+struct bf {
+    uint64_t *lanes;      /* nblocks * 8 lanes, 64-byte aligned */
+    uint64_t nblocks;
+    unsigned b;
+    uint64_t seed;
+    uint64_t capacity;
+    double error_rate;
+    uint64_t count;       /* atomic */
+    size_t bytes;
+};
+
+bloomery_hash bloomery_hash_item(const void *item, size_t len, uint64_t seed)
+{
+    XXH128_hash_t x = XXH3_128bits_withSeed(item, len, seed);
+    return (bloomery_hash){x.low64, x.high64};
+}
+
+/* ---- kernel selection ---- */
+
+static int kernel = -1; /* -1 unknown, 0 portable, 1 avx2 */
+static int forced_portable;
+
+static inline int use_avx2(void)
+{
+#ifdef BLOOMERY_HAVE_AVX2
+    int k = __atomic_load_n(&kernel, __ATOMIC_RELAXED);
+    if (k < 0) {
+        __builtin_cpu_init();
+        k = __builtin_cpu_supports("avx2") ? 1 : 0;
+        __atomic_store_n(&kernel, k, __ATOMIC_RELAXED);
+    }
+    return k && !__atomic_load_n(&forced_portable, __ATOMIC_RELAXED);
+#else
+    return 0;
+#endif
+}
+
+const char *bf_kernel_name(void)
+{
+    return use_avx2() ? "avx2" : "portable";
+}
+
+void bf_force_portable(bool on)
+{
+    __atomic_store_n(&forced_portable, on ? 1 : 0, __ATOMIC_RELAXED);
+}
+
+/* ---- per-block probes ---- */
+
+static inline void masks_portable(uint32_t seed, uint64_t m[8])
+{
+    for (unsigned l = 0; l < 8; l++)
+        m[l] = 1ULL << bk_pos(seed, l, 6);
+}
+
+#ifdef BLOOMERY_HAVE_AVX2
+__attribute__((target("avx2"))) static inline void masks_avx2(uint32_t seed, __m256i *m0, __m256i *m1)
+{
+    __m256i odd = _mm256_load_si256((const __m256i *)bk_odd);
+    __m256i pos = _mm256_srli_epi32(_mm256_mullo_epi32(_mm256_set1_epi32((int)seed), odd), 26);
+    __m256i one = _mm256_set1_epi64x(1);
+    *m0 = _mm256_sllv_epi64(one, _mm256_cvtepu32_epi64(_mm256_castsi256_si128(pos)));
+    *m1 = _mm256_sllv_epi64(one, _mm256_cvtepu32_epi64(_mm256_extracti128_si256(pos, 1)));
+}
+
+__attribute__((target("avx2"))) static bool block_test_avx2(const uint64_t *blk, uint32_t seed)
+{
+    __m256i m0, m1;
+    masks_avx2(seed, &m0, &m1);
+    __m256i b0 = _mm256_load_si256((const __m256i *)blk);
+    __m256i b1 = _mm256_load_si256((const __m256i *)(blk + 4));
+    return _mm256_testc_si256(b0, m0) & _mm256_testc_si256(b1, m1);
+}
+
+__attribute__((target("avx2"))) static void block_masks_avx2(uint32_t seed, uint64_t m[8])
+{
+    __m256i m0, m1;
+    masks_avx2(seed, &m0, &m1);
+    _mm256_storeu_si256((__m256i *)m, m0);
+    _mm256_storeu_si256((__m256i *)(m + 4), m1);
+}
+#endif
+
+static inline bool block_test_portable(const uint64_t *blk, uint32_t seed)
+{
+    for (unsigned l = 0; l < 8; l++) {
+        uint64_t m = 1ULL << bk_pos(seed, l, 6);
+        if ((__atomic_load_n(&blk[l], __ATOMIC_RELAXED) & m) != m)
+            return false;
+    }
+    return true;
+}
+
+static inline bool block_test(const uint64_t *blk, uint32_t seed)
+{
+#ifdef BLOOMERY_HAVE_AVX2
+    if (use_avx2())
+        return block_test_avx2(blk, seed);
+#endif
+    return block_test_portable(blk, seed);
+}
+
+/* ORs the item's bits into the block; true if any bit was 0 before. */
+static inline bool block_set(uint64_t *blk, uint32_t seed)
+{
+    uint64_t m[8];
+#ifdef BLOOMERY_HAVE_AVX2
+    if (use_avx2())
+        block_masks_avx2(seed, m);
+    else
+#endif
+        masks_portable(seed, m);
+    bool flipped = false;
+    for (unsigned l = 0; l < 8; l++) {
+        if ((__atomic_load_n(&blk[l], __ATOMIC_RELAXED) & m[l]) != m[l]) {
+            uint64_t old = __atomic_fetch_or(&blk[l], m[l], __ATOMIC_RELAXED);
+            flipped |= (old & m[l]) == 0;
+        }
+    }
+    return flipped;
+}
+
+static inline uint64_t *block_ptr(const bf_t *bf, uint64_t idx)
+{
+    return bf->lanes + idx * 8;
+}
+
+/* ---- lifecycle ---- */
+
+static unsigned choose_b(double p, const bf_options *opts)
+{
+    if (opts && opts->blocks_per_key)
+        return opts->blocks_per_key;
+    return bloomery_blocks_per_key(p, opts ? opts->policy : BLOOMERY_POLICY_LATENCY);
+}
+
+uint64_t bf_bytes_for(uint64_t capacity, double error_rate, const bf_options *opts)
+{
+    if (capacity == 0 || !(error_rate > 0 && error_rate < 1))
+        return 0;
+    uint64_t nb = bloomery_blocked_nblocks(capacity, error_rate, choose_b(error_rate, opts));
+    if (nb == 0 || nb > SIZE_MAX / BLOOMERY_BLOCK_BYTES)
+        return 0;
+    return nb * BLOOMERY_BLOCK_BYTES;
+}
+
+int bf_create_shape(bf_t **out, uint64_t nblocks, unsigned b, uint64_t seed,
+                    uint64_t capacity, double error_rate)
+{
+    *out = NULL;
+    if (nblocks == 0 || b == 0 || b > BLOOMERY_MAX_BLOCKS_PER_KEY)
+        return BLOOMERY_EINVAL;
+    if (nblocks > (SIZE_MAX >> 7) / BLOOMERY_BLOCK_BYTES)
+        return BLOOMERY_ETOOBIG;
+    bf_t *bf = calloc(1, sizeof *bf);
+    if (!bf)
+        return BLOOMERY_ENOMEM;
+    bf->bytes = (size_t)nblocks * BLOOMERY_BLOCK_BYTES;
+    bf->lanes = bloomery_alloc_zeroed(bf->bytes);
+    if (!bf->lanes) {
+        free(bf);
+        return BLOOMERY_ENOMEM;
+    }
+    bf->nblocks = nblocks;
+    bf->b = b;
+    bf->seed = seed;
+    bf->capacity = capacity;
+    bf->error_rate = error_rate;
+    *out = bf;
+    return BLOOMERY_OK;
+}
+
+int bf_create(bf_t **out, uint64_t capacity, double error_rate, const bf_options *opts)
+{
+    *out = NULL;
+    if (capacity == 0 || !(error_rate > 0 && error_rate < 1))
+        return BLOOMERY_EINVAL;
+    unsigned b = choose_b(error_rate, opts);
+    if (b == 0 || b > BLOOMERY_MAX_BLOCKS_PER_KEY)
+        return BLOOMERY_EINVAL;
+    uint64_t nb = bloomery_blocked_nblocks(capacity, error_rate, b);
+    if (nb == 0)
+        return BLOOMERY_ETOOBIG;
+    return bf_create_shape(out, nb, b, opts ? opts->seed : 0, capacity, error_rate);
+}
+
+void bf_free(bf_t *bf)
+{
+    if (!bf)
+        return;
+    bloomery_free_zeroed(bf->lanes, bf->bytes);
+    free(bf);
+}
+
+/* ---- single items ---- */
+
+bool bf_check_hashed(const bf_t *bf, bloomery_hash h)
+{
+    for (unsigned j = 0; j < bf->b; j++)
+        if (!block_test(block_ptr(bf, bk_block(h, j, bf->nblocks)), bk_seed(h, j)))
+            return false;
+    return true;
+}
+
+static bool add_unlocked(bf_t *bf, bloomery_hash h)
+{
+    bool flipped = false;
+    for (unsigned j = 0; j < bf->b; j++)
+        flipped |= block_set(block_ptr(bf, bk_block(h, j, bf->nblocks)), bk_seed(h, j));
+    return flipped;
+}
+
+bool bf_add_hashed(bf_t *bf, bloomery_hash h)
+{
+    bool flipped = add_unlocked(bf, h);
+    if (flipped)
+        __atomic_fetch_add(&bf->count, 1, __ATOMIC_RELAXED);
+    return flipped;
+}
+
+bool bf_check_and_add_hashed(bf_t *bf, bloomery_hash h)
+{
+    /* All adds of one item share its first block, hence its stripe. */
+    uint64_t key = (uint64_t)(uintptr_t)block_ptr(bf, bk_block(h, 0, bf->nblocks));
+    bloomery_stripe_lock(key);
+    bool fresh = !bf_check_hashed(bf, h);
+    if (fresh)
+        add_unlocked(bf, h);
+    bloomery_stripe_unlock(key);
+    if (fresh)
+        __atomic_fetch_add(&bf->count, 1, __ATOMIC_RELAXED);
+    return fresh;
+}
+
+bool bf_check(const bf_t *bf, const void *item, size_t len)
+{
+    return bf_check_hashed(bf, bloomery_hash_item(item, len, bf->seed));
+}
+
+bool bf_add(bf_t *bf, const void *item, size_t len)
+{
+    return bf_add_hashed(bf, bloomery_hash_item(item, len, bf->seed));
+}
+
+bool bf_check_and_add(bf_t *bf, const void *item, size_t len)
+{
+    return bf_check_and_add_hashed(bf, bloomery_hash_item(item, len, bf->seed));
+}
+
+void bf_prefetch(const bf_t *bf, bloomery_hash h, bool for_write)
+{
+    for (unsigned j = 0; j < bf->b; j++) {
+        const uint64_t *p = block_ptr(bf, bk_block(h, j, bf->nblocks));
+        if (for_write)
+            __builtin_prefetch(p, 1, 3);
+        else
+            __builtin_prefetch(p, 0, 3);
+    }
+}
+
+/* ---- batches ---- */
+
+typedef enum { OP_CHECK, OP_ADD, OP_CHECK_AND_ADD } batch_op;
+
+static void run_group(bf_t *bf, const bloomery_hash *h, size_t n, uint8_t *out, batch_op op)
+{
+    for (size_t i = 0; i < n; i++)
+        bf_prefetch(bf, h[i], op != OP_CHECK);
+    for (size_t i = 0; i < n; i++) {
+        bool r;
+        switch (op) {
+        case OP_CHECK: r = bf_check_hashed(bf, h[i]); break;
+        case OP_ADD: r = bf_add_hashed(bf, h[i]); break;
+        default: r = bf_check_and_add_hashed(bf, h[i]); break;
+        }
+        if (out)
+            out[i] = r;
+    }
+}
+
+static void run_items(bf_t *bf, const void *const *items, const size_t *lens, size_t n,
+                      uint8_t *out, batch_op op)
+{
+    bloomery_hash h[BATCH];
+    for (size_t base = 0; base < n; base += BATCH) {
+        size_t g = n - base < BATCH ? n - base : BATCH;
+        for (size_t i = 0; i < g; i++)
+            h[i] = bloomery_hash_item(items[base + i], lens[base + i], bf->seed);
+        run_group(bf, h, g, out ? out + base : NULL, op);
+    }
+}
+
+static void run_hashed(bf_t *bf, const bloomery_hash *h, size_t n, uint8_t *out, batch_op op)
+{
+    for (size_t base = 0; base < n; base += BATCH) {
+        size_t g = n - base < BATCH ? n - base : BATCH;
+        run_group(bf, h + base, g, out ? out + base : NULL, op);
+    }
+}
+
+void bf_check_many(const bf_t *bf, const void *const *items, const size_t *lens, size_t n,
+                   uint8_t *out)
+{
+    run_items((bf_t *)bf, items, lens, n, out, OP_CHECK);
+}
+
+void bf_add_many(bf_t *bf, const void *const *items, const size_t *lens, size_t n, uint8_t *out)
+{
+    run_items(bf, items, lens, n, out, OP_ADD);
+}
+
+void bf_check_and_add_many(bf_t *bf, const void *const *items, const size_t *lens, size_t n,
+                           uint8_t *out)
+{
+    run_items(bf, items, lens, n, out, OP_CHECK_AND_ADD);
+}
+
+void bf_check_many_hashed(const bf_t *bf, const bloomery_hash *h, size_t n, uint8_t *out)
+{
+    run_hashed((bf_t *)bf, h, n, out, OP_CHECK);
+}
+
+void bf_add_many_hashed(bf_t *bf, const bloomery_hash *h, size_t n, uint8_t *out)
+{
+    run_hashed(bf, h, n, out, OP_ADD);
+}
+
+void bf_check_and_add_many_hashed(bf_t *bf, const bloomery_hash *h, size_t n, uint8_t *out)
+{
+    run_hashed(bf, h, n, out, OP_CHECK_AND_ADD);
+}
+
+/* ---- state ---- */
+
+uint64_t bf_nblocks(const bf_t *bf) { return bf->nblocks; }
+uint64_t bf_bytes(const bf_t *bf) { return bf->bytes; }
+unsigned bf_blocks_per_key(const bf_t *bf) { return bf->b; }
+uint64_t bf_seed(const bf_t *bf) { return bf->seed; }
+uint64_t bf_capacity(const bf_t *bf) { return bf->capacity; }
+double bf_error_rate(const bf_t *bf) { return bf->error_rate; }
+const uint8_t *bf_data(const bf_t *bf) { return (const uint8_t *)bf->lanes; }
+uint8_t *bf_data_mut(bf_t *bf) { return (uint8_t *)bf->lanes; }
+
+uint64_t bf_count(const bf_t *bf)
+{
+    return __atomic_load_n(&bf->count, __ATOMIC_RELAXED);
+}
+
+void bf_set_count(bf_t *bf, uint64_t count)
+{
+    __atomic_store_n(&bf->count, count, __ATOMIC_RELAXED);
+}
+
+double bf_fpr_estimate(const bf_t *bf)
+{
+    /* A random non-member hits block B with all 8 lanes set with probability
+     * prod(popcount(lane) / 64); averaging over blocks is exact for b = 1 and
+     * for independent blocks raising to b is too. */
+    double sum = 0.0;
+    for (uint64_t i = 0; i < bf->nblocks; i++) {
+        const uint64_t *blk = block_ptr(bf, i);
+        double prod = 1.0;
+        for (unsigned l = 0; l < 8 && prod > 0; l++)
+            prod *= __builtin_popcountll(__atomic_load_n(&blk[l], __ATOMIC_RELAXED)) / 64.0;
+        sum += prod;
+    }
+    return pow(sum / (double)bf->nblocks, (double)bf->b);
+}
+
+int bf_merge(bf_t *dst, const bf_t *src)
+{
+    if (dst->nblocks != src->nblocks || dst->b != src->b || dst->seed != src->seed)
+        return BLOOMERY_EINVAL;
+    uint64_t words = dst->nblocks * 8;
+    for (uint64_t i = 0; i < words; i++) {
+        uint64_t w = __atomic_load_n(&src->lanes[i], __ATOMIC_RELAXED);
+        if (w && (__atomic_load_n(&dst->lanes[i], __ATOMIC_RELAXED) & w) != w)
+            __atomic_fetch_or(&dst->lanes[i], w, __ATOMIC_RELAXED);
+    }
+    __atomic_fetch_add(&dst->count, bf_count(src), __ATOMIC_RELAXED);
+    return BLOOMERY_OK;
+}
+
+void bf_clear(bf_t *bf)
+{
+    memset(bf->lanes, 0, bf->bytes);
+    bf_set_count(bf, 0);
+}
