@@ -1,0 +1,237 @@
+/* Counting Bloom filter on the blocked layout (contract in counting.h).
+ *
+ * A 512-bit block is eight 64-bit lanes of sixteen 4-bit counters; an item
+ * owns one counter per lane of each of its blocks, placed by the same
+ * derivation as the Bloom filter (blocked_kernel.h) with 4-bit positions.
+ * Keeping one cache line per block keeps one memory access per block, at the
+ * price of 16-position lanes, which need more bits per key than 64-position
+ * ones: the sizing model is evaluated with w = 16 and b chosen for fewest
+ * bits, since memory is this structure's weak side.
+ *
+ * Counters are changed by compare-and-swap on the whole lane, so concurrent
+ * increments and decrements of neighbouring counters never lose one another.
+ */
+#include "bloomery/counting.h"
+#include "bloomery/bloomery.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "blocked_kernel.h"
+#include "mem.h"
+#include "stripe.h"
+
+#define POS_BITS 4
+#define SATURATED 15u
+
+struct cntbf {
+    uint64_t *lanes;
+    uint64_t nblocks;
+    unsigned b;
+    uint64_t seed;
+    uint64_t capacity;
+    double error_rate;
+    uint64_t count; /* atomic */
+    size_t bytes;
+};
+
+static unsigned choose_b(double p, const bf_options *opts)
+{
+    if (opts && opts->blocks_per_key)
+        return opts->blocks_per_key;
+    unsigned best = 1;
+    double best_c = INFINITY;
+    for (unsigned b = 1; b <= 4; b++) {
+        double c = bloomery_bits_per_key_split(p * BLOOMERY_SIZING_MARGIN, b, 16);
+        if (c < best_c) {
+            best_c = c;
+            best = b;
+        }
+    }
+    return best;
+}
+
+static uint64_t nblocks_for(uint64_t capacity, double p, unsigned b)
+{
+    double c = bloomery_bits_per_key_split(p * BLOOMERY_SIZING_MARGIN, b, 16);
+    if (isnan(c))
+        return 0;
+    double blocks = ceil((double)capacity * c / BLOOMERY_BLOCK_BITS);
+    if (blocks >= 9.2e18)
+        return 0;
+    return blocks < 1 ? 1 : (uint64_t)blocks;
+}
+
+uint64_t cntbf_bytes_for(uint64_t capacity, double error_rate, const bf_options *opts)
+{
+    if (capacity == 0 || !(error_rate > 0 && error_rate < 1))
+        return 0;
+    uint64_t nb = nblocks_for(capacity, error_rate, choose_b(error_rate, opts));
+    if (nb == 0 || nb > SIZE_MAX / BLOOMERY_BLOCK_BYTES)
+        return 0;
+    return nb * BLOOMERY_BLOCK_BYTES;
+}
+
+int cntbf_create_shape(cntbf_t **out, uint64_t nblocks, unsigned b, uint64_t seed,
+                       uint64_t capacity, double error_rate)
+{
+    *out = NULL;
+    if (nblocks == 0 || b == 0 || b > BLOOMERY_MAX_BLOCKS_PER_KEY)
+        return BLOOMERY_EINVAL;
+    if (nblocks > (SIZE_MAX >> 7) / BLOOMERY_BLOCK_BYTES)
+        return BLOOMERY_ETOOBIG;
+    cntbf_t *c = calloc(1, sizeof *c);
+    if (!c)
+        return BLOOMERY_ENOMEM;
+    c->bytes = (size_t)nblocks * BLOOMERY_BLOCK_BYTES;
+    c->lanes = bloomery_alloc_zeroed(c->bytes);
+    if (!c->lanes) {
+        free(c);
+        return BLOOMERY_ENOMEM;
+    }
+    c->nblocks = nblocks;
+    c->b = b;
+    c->seed = seed;
+    c->capacity = capacity;
+    c->error_rate = error_rate;
+    *out = c;
+    return BLOOMERY_OK;
+}
+
+int cntbf_create(cntbf_t **out, uint64_t capacity, double error_rate, const bf_options *opts)
+{
+    *out = NULL;
+    if (capacity == 0 || !(error_rate > 0 && error_rate < 1))
+        return BLOOMERY_EINVAL;
+    unsigned b = choose_b(error_rate, opts);
+    if (b == 0 || b > BLOOMERY_MAX_BLOCKS_PER_KEY)
+        return BLOOMERY_EINVAL;
+    uint64_t nb = nblocks_for(capacity, error_rate, b);
+    if (nb == 0)
+        return BLOOMERY_ETOOBIG;
+    return cntbf_create_shape(out, nb, b, opts ? opts->seed : 0, capacity, error_rate);
+}
+
+void cntbf_free(cntbf_t *c)
+{
+    if (!c)
+        return;
+    bloomery_free_zeroed(c->lanes, c->bytes);
+    free(c);
+}
+
+static inline uint64_t *block_ptr(const cntbf_t *c, bloomery_hash h, unsigned j)
+{
+    return c->lanes + bk_block(h, j, c->nblocks) * 8;
+}
+
+static inline unsigned counter(uint64_t lane, unsigned pos)
+{
+    return (unsigned)(lane >> (4 * pos)) & 0xf;
+}
+
+static bool present(const cntbf_t *c, bloomery_hash h)
+{
+    for (unsigned j = 0; j < c->b; j++) {
+        const uint64_t *blk = block_ptr(c, h, j);
+        uint32_t seed = bk_seed(h, j);
+        for (unsigned l = 0; l < 8; l++)
+            if (counter(__atomic_load_n(&blk[l], __ATOMIC_RELAXED), bk_pos(seed, l, POS_BITS)) == 0)
+                return false;
+    }
+    return true;
+}
+
+/* Adds delta (+1 or -1) to the item's counters, leaving saturated ones. */
+static void bump(cntbf_t *c, bloomery_hash h, int delta)
+{
+    for (unsigned j = 0; j < c->b; j++) {
+        uint64_t *blk = block_ptr(c, h, j);
+        uint32_t seed = bk_seed(h, j);
+        for (unsigned l = 0; l < 8; l++) {
+            unsigned pos = bk_pos(seed, l, POS_BITS);
+            uint64_t one = 1ULL << (4 * pos);
+            uint64_t old = __atomic_load_n(&blk[l], __ATOMIC_RELAXED), new;
+            do {
+                unsigned v = counter(old, pos);
+                if (v == SATURATED || (delta < 0 && v == 0))
+                    break;
+                new = delta > 0 ? old + one : old - one;
+            } while (!__atomic_compare_exchange_n(&blk[l], &old, new, true, __ATOMIC_RELAXED,
+                                                  __ATOMIC_RELAXED));
+        }
+    }
+}
+
+bool cntbf_check(const cntbf_t *c, const void *item, size_t len)
+{
+    return present(c, bloomery_hash_item(item, len, c->seed));
+}
+
+bool cntbf_add(cntbf_t *c, const void *item, size_t len)
+{
+    bloomery_hash h = bloomery_hash_item(item, len, c->seed);
+    uint64_t key = (uint64_t)(uintptr_t)block_ptr(c, h, 0);
+    bloomery_stripe_lock(key);
+    bool fresh = !present(c, h);
+    bump(c, h, +1);
+    bloomery_stripe_unlock(key);
+    __atomic_fetch_add(&c->count, 1, __ATOMIC_RELAXED);
+    return fresh;
+}
+
+bool cntbf_delete(cntbf_t *c, const void *item, size_t len)
+{
+    bloomery_hash h = bloomery_hash_item(item, len, c->seed);
+    uint64_t key = (uint64_t)(uintptr_t)block_ptr(c, h, 0);
+    bloomery_stripe_lock(key);
+    bool found = present(c, h);
+    if (found)
+        bump(c, h, -1);
+    bloomery_stripe_unlock(key);
+    if (found) {
+        uint64_t n = __atomic_load_n(&c->count, __ATOMIC_RELAXED);
+        while (n > 0 && !__atomic_compare_exchange_n(&c->count, &n, n - 1, true,
+                                                     __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+            ;
+    }
+    return found;
+}
+
+uint64_t cntbf_nblocks(const cntbf_t *c) { return c->nblocks; }
+uint64_t cntbf_bytes(const cntbf_t *c) { return c->bytes; }
+unsigned cntbf_blocks_per_key(const cntbf_t *c) { return c->b; }
+uint64_t cntbf_seed(const cntbf_t *c) { return c->seed; }
+uint64_t cntbf_capacity(const cntbf_t *c) { return c->capacity; }
+double cntbf_error_rate(const cntbf_t *c) { return c->error_rate; }
+const uint8_t *cntbf_data(const cntbf_t *c) { return (const uint8_t *)c->lanes; }
+uint8_t *cntbf_data_mut(cntbf_t *c) { return (uint8_t *)c->lanes; }
+
+uint64_t cntbf_count(const cntbf_t *c)
+{
+    return __atomic_load_n(&c->count, __ATOMIC_RELAXED);
+}
+
+void cntbf_set_count(cntbf_t *c, uint64_t count)
+{
+    __atomic_store_n(&c->count, count, __ATOMIC_RELAXED);
+}
+
+double cntbf_fpr_estimate(const cntbf_t *c)
+{
+    double sum = 0.0;
+    for (uint64_t i = 0; i < c->nblocks; i++) {
+        const uint64_t *blk = c->lanes + i * 8;
+        double prod = 1.0;
+        for (unsigned l = 0; l < 8 && prod > 0; l++) {
+            uint64_t w = __atomic_load_n(&blk[l], __ATOMIC_RELAXED);
+            unsigned nonzero = 0;
+            for (unsigned p = 0; p < 16; p++)
+                nonzero += counter(w, p) != 0;
+            prod *= nonzero / 16.0;
+        }
+        sum += prod;
+    }
+    return pow(sum / (double)c->nblocks, (double)c->b);
+}

@@ -1,0 +1,481 @@
+/* Scalable Bloom filter: a growing chain of links (contract in scalable.h).
+ *
+ * RedisBloom's semantics are kept exactly so classic chains are
+ * bit-identical to its filters: first link at p/2 when scaling, each next
+ * link at half the previous error and `expansion` times its capacity, a new
+ * link when the newest one's count reaches its capacity, adds go to the
+ * newest link only when no link has the item.
+ *
+ * Publication: the link array only grows. A grower (under `grow`) copies the
+ * array into a larger one when needed, publishes it, stores the new link and
+ * then publishes the new count with release order. A reader that acquires the
+ * count sees every link up to it, in whichever array it then loads; replaced
+ * arrays are retired, not freed, until the chain is freed, since readers may
+ * still be walking them.
+ */
+#include "bloomery/scalable.h"
+#include "bloomery/bloomery.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "stripe.h"
+
+#define BATCH 16
+
+typedef struct retired {
+    struct retired *next;
+    void **links;
+} retired;
+
+struct sbf {
+    bloomery_layout layout;
+    uint32_t expansion;
+    double error_rate;
+    uint64_t capacity0;
+    uint64_t seed;
+    bloomery_policy policy;
+    bool (*may_allocate)(void *ctx, uint64_t bytes);
+    void *may_allocate_ctx;
+
+    pthread_mutex_t grow;
+    void **links;        /* atomic pointer; bf_t* or cbf_t* per layout */
+    size_t nlinks;       /* atomic */
+    size_t cap_links;    /* under grow */
+    retired *retired;    /* under grow */
+};
+
+/* One hash per item serves every link: blocked links share the chain seed,
+ * classic links reuse RedisBloom's (a, b) pair as RedisBloom does. */
+typedef union item_hash {
+    bloomery_hash blocked;
+    cbf_hash classic;
+} item_hash;
+
+static inline item_hash hash_of(const sbf_t *s, const void *item, size_t len)
+{
+    item_hash h;
+    if (s->layout == BLOOMERY_LAYOUT_CLASSIC)
+        h.classic = cbf_hash_item(item, len);
+    else
+        h.blocked = bloomery_hash_item(item, len, s->seed);
+    return h;
+}
+
+static inline uint64_t stripe_key(const sbf_t *s, item_hash h)
+{
+    uint64_t x = s->layout == BLOOMERY_LAYOUT_CLASSIC ? h.classic.a : h.blocked.lo;
+    return x ^ (uint64_t)(uintptr_t)s;
+}
+
+static inline size_t load_nlinks(const sbf_t *s)
+{
+    return __atomic_load_n(&s->nlinks, __ATOMIC_ACQUIRE);
+}
+
+static inline void **load_links(const sbf_t *s)
+{
+    return __atomic_load_n(&s->links, __ATOMIC_ACQUIRE);
+}
+
+/* ---- link helpers, by layout ---- */
+
+static uint64_t link_capacity(const sbf_t *s, const void *l)
+{
+    return s->layout == BLOOMERY_LAYOUT_CLASSIC ? cbf_capacity(l) : bf_capacity(l);
+}
+
+static double link_error(const sbf_t *s, const void *l)
+{
+    return s->layout == BLOOMERY_LAYOUT_CLASSIC ? cbf_error_rate(l) : bf_error_rate(l);
+}
+
+static uint64_t link_count(const sbf_t *s, const void *l)
+{
+    return s->layout == BLOOMERY_LAYOUT_CLASSIC ? cbf_count(l) : bf_count(l);
+}
+
+static uint64_t link_bytes(const sbf_t *s, const void *l)
+{
+    return s->layout == BLOOMERY_LAYOUT_CLASSIC ? cbf_bytes(l) : bf_bytes(l);
+}
+
+static void link_free(bloomery_layout layout, void *l)
+{
+    if (layout == BLOOMERY_LAYOUT_CLASSIC)
+        cbf_free(l);
+    else
+        bf_free(l);
+}
+
+static bool link_check(const sbf_t *s, const void *l, item_hash h)
+{
+    return s->layout == BLOOMERY_LAYOUT_CLASSIC ? cbf_check_hashed(l, h.classic)
+                                                : bf_check_hashed(l, h.blocked);
+}
+
+static void link_add(const sbf_t *s, void *l, item_hash h)
+{
+    if (s->layout == BLOOMERY_LAYOUT_CLASSIC)
+        cbf_add_hashed(l, h.classic);
+    else
+        bf_add_hashed(l, h.blocked);
+}
+
+static uint64_t link_bytes_for(const sbf_t *s, uint64_t capacity, double error)
+{
+    if (s->layout == BLOOMERY_LAYOUT_CLASSIC)
+        return cbf_bytes_for(capacity, error);
+    bf_options o = {.seed = s->seed, .policy = s->policy};
+    return bf_bytes_for(capacity, error, &o);
+}
+
+static int link_create(const sbf_t *s, uint64_t capacity, double error, void **out)
+{
+    if (s->layout == BLOOMERY_LAYOUT_CLASSIC)
+        return cbf_create((cbf_t **)out, capacity, error);
+    bf_options o = {.seed = s->seed, .policy = s->policy};
+    return bf_create((bf_t **)out, capacity, error, &o);
+}
+
+/* ---- growth ---- */
+
+/* Appends a link; caller holds s->grow. */
+static int append_link(sbf_t *s, void *link)
+{
+    size_t n = s->nlinks;
+    if (n == s->cap_links) {
+        size_t cap = s->cap_links ? s->cap_links * 2 : 4;
+        void **arr = calloc(cap, sizeof *arr);
+        retired *r = malloc(sizeof *r);
+        if (!arr || !r) {
+            free(arr);
+            free(r);
+            return BLOOMERY_ENOMEM;
+        }
+        if (n)
+            memcpy(arr, s->links, n * sizeof *arr);
+        if (s->links) {
+            r->links = s->links;
+            r->next = s->retired;
+            s->retired = r;
+        } else {
+            free(r);
+        }
+        __atomic_store_n(&s->links, arr, __ATOMIC_RELEASE);
+        s->cap_links = cap;
+    }
+    s->links[n] = link;
+    __atomic_store_n(&s->nlinks, n + 1, __ATOMIC_RELEASE);
+    return BLOOMERY_OK;
+}
+
+static int new_link(sbf_t *s, uint64_t capacity, double error)
+{
+    uint64_t bytes = link_bytes_for(s, capacity, error);
+    if (bytes == 0)
+        return BLOOMERY_ETOOBIG;
+    if (s->may_allocate && !s->may_allocate(s->may_allocate_ctx, bytes))
+        return BLOOMERY_ENOMEM;
+    void *link;
+    int rc = link_create(s, capacity, error, &link);
+    if (rc != BLOOMERY_OK)
+        return rc;
+    rc = append_link(s, link);
+    if (rc != BLOOMERY_OK)
+        link_free(s->layout, link);
+    return rc;
+}
+
+/* Makes room for one more item in the newest link. Caller holds the item's
+ * stripe; growth itself is serialized by s->grow. */
+static int ensure_room(sbf_t *s)
+{
+    size_t n = load_nlinks(s);
+    void *last = load_links(s)[n - 1];
+    if (link_count(s, last) < link_capacity(s, last))
+        return BLOOMERY_OK;
+    if (s->expansion == 0)
+        return BLOOMERY_EFULL;
+    pthread_mutex_lock(&s->grow);
+    int rc = BLOOMERY_OK;
+    n = s->nlinks;
+    last = s->links[n - 1];
+    if (link_count(s, last) >= link_capacity(s, last)) {
+        uint64_t cap = link_capacity(s, last);
+        if (cap > UINT64_MAX / s->expansion)
+            rc = BLOOMERY_ETOOBIG;
+        else
+            rc = new_link(s, cap * s->expansion, link_error(s, last) * 0.5);
+    }
+    pthread_mutex_unlock(&s->grow);
+    return rc;
+}
+
+/* ---- lifecycle ---- */
+
+static int validate(uint64_t capacity, double error_rate, const sbf_options *o)
+{
+    if (capacity == 0 || !(error_rate > 0 && error_rate < 1))
+        return BLOOMERY_EINVAL;
+    if (o && (o->expansion > SBF_MAX_EXPANSION ||
+              (o->layout != BLOOMERY_LAYOUT_BLOCKED && o->layout != BLOOMERY_LAYOUT_CLASSIC)))
+        return BLOOMERY_EINVAL;
+    return BLOOMERY_OK;
+}
+
+static sbf_t *chain_new(bloomery_layout layout, uint64_t capacity, double error_rate,
+                        uint32_t expansion, uint64_t seed)
+{
+    sbf_t *s = calloc(1, sizeof *s);
+    if (!s)
+        return NULL;
+    s->layout = layout;
+    s->expansion = expansion;
+    s->error_rate = error_rate;
+    s->capacity0 = capacity;
+    s->seed = seed;
+    pthread_mutex_init(&s->grow, NULL);
+    return s;
+}
+
+static double first_error(uint32_t expansion, double p)
+{
+    return expansion ? p * 0.5 : p;
+}
+
+uint64_t sbf_bytes_for(uint64_t capacity, double error_rate, const sbf_options *opts)
+{
+    if (validate(capacity, error_rate, opts) != BLOOMERY_OK)
+        return 0;
+    uint32_t expansion = opts ? opts->expansion : SBF_DEFAULT_EXPANSION;
+    sbf_t tmp = {.layout = opts ? opts->layout : BLOOMERY_LAYOUT_BLOCKED,
+                 .seed = opts ? opts->seed : 0,
+                 .policy = opts ? opts->policy : BLOOMERY_POLICY_LATENCY};
+    return link_bytes_for(&tmp, capacity, first_error(expansion, error_rate));
+}
+
+int sbf_create(sbf_t **out, uint64_t capacity, double error_rate, const sbf_options *opts)
+{
+    *out = NULL;
+    int rc = validate(capacity, error_rate, opts);
+    if (rc != BLOOMERY_OK)
+        return rc;
+    sbf_options d = {.layout = BLOOMERY_LAYOUT_BLOCKED, .expansion = SBF_DEFAULT_EXPANSION};
+    const sbf_options *o = opts ? opts : &d;
+    sbf_t *s = chain_new(o->layout, capacity, error_rate, o->expansion, o->seed);
+    if (!s)
+        return BLOOMERY_ENOMEM;
+    s->policy = o->policy;
+    s->may_allocate = o->may_allocate;
+    s->may_allocate_ctx = o->may_allocate_ctx;
+    rc = new_link(s, capacity, first_error(s->expansion, error_rate));
+    if (rc != BLOOMERY_OK) {
+        sbf_free(s);
+        return rc;
+    }
+    *out = s;
+    return BLOOMERY_OK;
+}
+
+int sbf_assemble(sbf_t **out, bloomery_layout layout, uint64_t capacity, double error_rate,
+                 uint32_t expansion, uint64_t seed, void **links, size_t nlinks)
+{
+    *out = NULL;
+    sbf_options o = {.layout = layout, .expansion = expansion, .seed = seed};
+    if (nlinks == 0 || validate(capacity, error_rate, &o) != BLOOMERY_OK)
+        return BLOOMERY_EINVAL;
+    sbf_t *s = chain_new(layout, capacity, error_rate, expansion, seed);
+    if (!s)
+        return BLOOMERY_ENOMEM;
+    for (size_t i = 0; i < nlinks; i++) {
+        if (append_link(s, links[i]) != BLOOMERY_OK) {
+            /* Ownership passes only on success: drop what was appended. */
+            s->nlinks = 0;
+            sbf_free(s);
+            return BLOOMERY_ENOMEM;
+        }
+    }
+    *out = s;
+    return BLOOMERY_OK;
+}
+
+void sbf_free(sbf_t *s)
+{
+    if (!s)
+        return;
+    for (size_t i = 0; i < s->nlinks; i++)
+        link_free(s->layout, s->links[i]);
+    free(s->links);
+    while (s->retired) {
+        retired *r = s->retired;
+        s->retired = r->next;
+        free(r->links);
+        free(r);
+    }
+    pthread_mutex_destroy(&s->grow);
+    free(s);
+}
+
+/* ---- membership ---- */
+
+static bool chain_has(const sbf_t *s, item_hash h)
+{
+    size_t n = load_nlinks(s);
+    void **links = load_links(s);
+    for (size_t i = n; i-- > 0;)
+        if (link_check(s, links[i], h))
+            return true;
+    return false;
+}
+
+static int add_hashed(sbf_t *s, item_hash h)
+{
+    uint64_t key = stripe_key(s, h);
+    bloomery_stripe_lock(key);
+    int rc;
+    if (chain_has(s, h)) {
+        rc = 0;
+    } else if ((rc = ensure_room(s)) == BLOOMERY_OK) {
+        size_t n = load_nlinks(s);
+        link_add(s, load_links(s)[n - 1], h);
+        rc = 1;
+    }
+    bloomery_stripe_unlock(key);
+    return rc;
+}
+
+int sbf_add(sbf_t *s, const void *item, size_t len)
+{
+    return add_hashed(s, hash_of(s, item, len));
+}
+
+int sbf_check(const sbf_t *s, const void *item, size_t len)
+{
+    return chain_has(s, hash_of(s, item, len));
+}
+
+static void prefetch(const sbf_t *s, item_hash h, bool for_write)
+{
+    if (s->layout != BLOOMERY_LAYOUT_BLOCKED)
+        return;
+    size_t n = load_nlinks(s);
+    void **links = load_links(s);
+    for (size_t i = 0; i < n; i++)
+        bf_prefetch(links[i], h.blocked, for_write);
+}
+
+size_t sbf_add_many(sbf_t *s, const void *const *items, const size_t *lens, size_t n,
+                    int *results)
+{
+    item_hash h[BATCH];
+    for (size_t base = 0; base < n; base += BATCH) {
+        size_t g = n - base < BATCH ? n - base : BATCH;
+        for (size_t i = 0; i < g; i++) {
+            h[i] = hash_of(s, items[base + i], lens[base + i]);
+            prefetch(s, h[i], true);
+        }
+        for (size_t i = 0; i < g; i++) {
+            int rc = add_hashed(s, h[i]);
+            results[base + i] = rc;
+            if (rc < 0)
+                return base + i + 1;
+        }
+    }
+    return n;
+}
+
+void sbf_check_many(const sbf_t *s, const void *const *items, const size_t *lens, size_t n,
+                    int *results)
+{
+    item_hash h[BATCH];
+    for (size_t base = 0; base < n; base += BATCH) {
+        size_t g = n - base < BATCH ? n - base : BATCH;
+        for (size_t i = 0; i < g; i++) {
+            h[i] = hash_of(s, items[base + i], lens[base + i]);
+            prefetch(s, h[i], false);
+        }
+        for (size_t i = 0; i < g; i++)
+            results[base + i] = chain_has(s, h[i]);
+    }
+}
+
+/* ---- state ---- */
+
+bloomery_layout sbf_layout(const sbf_t *s) { return s->layout; }
+uint32_t sbf_expansion(const sbf_t *s) { return s->expansion; }
+double sbf_error_rate(const sbf_t *s) { return s->error_rate; }
+uint64_t sbf_initial_capacity(const sbf_t *s) { return s->capacity0; }
+uint64_t sbf_seed(const sbf_t *s) { return s->seed; }
+size_t sbf_nlinks(const sbf_t *s) { return load_nlinks(s); }
+
+#define SUM_LINKS(s, fn)                                                                           \
+    do {                                                                                           \
+        size_t n_ = load_nlinks(s);                                                                \
+        void **l_ = load_links(s);                                                                 \
+        uint64_t t_ = 0;                                                                           \
+        for (size_t i_ = 0; i_ < n_; i_++)                                                         \
+            t_ += fn(s, l_[i_]);                                                                   \
+        return t_;                                                                                 \
+    } while (0)
+
+uint64_t sbf_capacity(const sbf_t *s) { SUM_LINKS(s, link_capacity); }
+uint64_t sbf_count(const sbf_t *s) { SUM_LINKS(s, link_count); }
+uint64_t sbf_bytes(const sbf_t *s) { SUM_LINKS(s, link_bytes); }
+
+double sbf_fpr_estimate(const sbf_t *s)
+{
+    size_t n = load_nlinks(s);
+    void **links = load_links(s);
+    double pass = 1.0;
+    for (size_t i = 0; i < n; i++) {
+        double e = s->layout == BLOOMERY_LAYOUT_CLASSIC ? cbf_fpr_estimate(links[i])
+                                                        : bf_fpr_estimate(links[i]);
+        pass *= 1.0 - e;
+    }
+    return 1.0 - pass;
+}
+
+bf_t *sbf_link_blocked(const sbf_t *s, size_t i)
+{
+    if (s->layout != BLOOMERY_LAYOUT_BLOCKED || i >= load_nlinks(s))
+        return NULL;
+    return load_links(s)[i];
+}
+
+cbf_t *sbf_link_classic(const sbf_t *s, size_t i)
+{
+    if (s->layout != BLOOMERY_LAYOUT_CLASSIC || i >= load_nlinks(s))
+        return NULL;
+    return load_links(s)[i];
+}
+
+int sbf_merge(sbf_t *dst, const sbf_t *src)
+{
+    size_t n = load_nlinks(dst);
+    if (dst->layout != src->layout || dst->expansion != src->expansion ||
+        dst->seed != src->seed || n != load_nlinks(src))
+        return BLOOMERY_EINVAL;
+    void **d = load_links(dst), **s = load_links(src);
+    for (size_t i = 0; i < n; i++) {
+        /* Check every shape before changing anything. */
+        if (dst->layout == BLOOMERY_LAYOUT_CLASSIC) {
+            cbf_shape a, b;
+            cbf_shape_of(d[i], &a);
+            cbf_shape_of(s[i], &b);
+            if (a.bits != b.bits || a.hashes != b.hashes)
+                return BLOOMERY_EINVAL;
+        } else if (bf_nblocks(d[i]) != bf_nblocks(s[i]) ||
+                   bf_blocks_per_key(d[i]) != bf_blocks_per_key(s[i])) {
+            return BLOOMERY_EINVAL;
+        }
+    }
+    for (size_t i = 0; i < n; i++) {
+        int rc = dst->layout == BLOOMERY_LAYOUT_CLASSIC ? cbf_merge(d[i], s[i]) : bf_merge(d[i], s[i]);
+        if (rc != BLOOMERY_OK)
+            return rc;
+    }
+    return BLOOMERY_OK;
+}

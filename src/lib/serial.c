@@ -1,0 +1,765 @@
+/* Serialization of every structure as a header plus checksummed chunks
+ * (contract in serial.h). Format version 1, all integers little-endian:
+ *
+ *   header
+ *   +----------+---------+------+------------+---------+----------+
+ *   | "BLMRYIMG"| version | type | chunk size | P bytes | R regions|
+ *   |    8     |   u16   | u16  |    u32     |   u32   |   u32    |
+ *   +----------+---------+------+------------+---------+----------+
+ *   | params (P bytes, per type) | R x u64 region lengths | XXH3-64 |
+ *   +----------------------------+------------------------+---------+
+ *
+ *   blocked, counting: u64 nblocks, u32 b, u64 seed, u64 capacity,
+ *                      f64 error, u64 count; one region of nblocks * 64.
+ *   scalable:          u8 layout, u32 expansion, u64 capacity, f64 error,
+ *                      u64 seed, u32 nlinks, then per link
+ *                        blocked: u64 nblocks, u32 b, u64 capacity, f64 error,
+ *                                 u64 count
+ *                        classic: u64 capacity, f64 error, f64 bpe,
+ *                                 u32 hashes, u64 bits, u64 count
+ *                      one region per link.
+ *   hll:               no params; one region, the Redis HLL string.
+ *
+ * Regions are cut into chunks of `chunk size` bytes (the last of a region may
+ * be shorter), numbered across regions. Chunk i's checksum is XXH3-64 of its
+ * bytes seeded with header_checksum ^ (i * golden ratio), binding it to its
+ * place and to this header. A blob is the header followed by every chunk and
+ * its u64 checksum.
+ */
+#include "bloomery/serial.h"
+#include "bloomery/bloomery.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <xxhash.h>
+
+#define MAGIC "BLMRYIMG"
+#define FIXED_HEADER 24
+#define MAX_PARAMS (1u << 20)
+#define MAX_REGIONS (1u << 16)
+#define MIN_CHUNK 64u
+#define GOLDEN 0x9e3779b97f4a7c15ULL
+
+/* ---- little-endian buffer ---- */
+
+typedef struct wbuf {
+    uint8_t *p;
+    size_t len, cap;
+    int failed;
+} wbuf;
+
+static void put(wbuf *w, const void *src, size_t n)
+{
+    if (w->failed)
+        return;
+    if (w->len + n > w->cap) {
+        size_t cap = w->cap ? w->cap * 2 : 256;
+        while (cap < w->len + n)
+            cap *= 2;
+        uint8_t *p = realloc(w->p, cap);
+        if (!p) {
+            w->failed = 1;
+            return;
+        }
+        w->p = p;
+        w->cap = cap;
+    }
+    memcpy(w->p + w->len, src, n);
+    w->len += n;
+}
+
+static void put_u64(wbuf *w, uint64_t v)
+{
+    uint8_t b[8];
+    for (int i = 0; i < 8; i++)
+        b[i] = (uint8_t)(v >> (8 * i));
+    put(w, b, 8);
+}
+
+static void put_u32(wbuf *w, uint32_t v)
+{
+    uint8_t b[4];
+    for (int i = 0; i < 4; i++)
+        b[i] = (uint8_t)(v >> (8 * i));
+    put(w, b, 4);
+}
+
+static void put_u16(wbuf *w, uint16_t v)
+{
+    uint8_t b[2] = {(uint8_t)v, (uint8_t)(v >> 8)};
+    put(w, b, 2);
+}
+
+static void put_f64(wbuf *w, double d)
+{
+    uint64_t v;
+    memcpy(&v, &d, 8);
+    put_u64(w, v);
+}
+
+typedef struct rbuf {
+    const uint8_t *p;
+    size_t len, off;
+    int short_read;
+} rbuf;
+
+static uint64_t get_le(rbuf *r, unsigned n)
+{
+    if (r->len - r->off < n) {
+        r->short_read = 1;
+        r->off = r->len;
+        return 0;
+    }
+    uint64_t v = 0;
+    for (unsigned i = 0; i < n; i++)
+        v |= (uint64_t)r->p[r->off + i] << (8 * i);
+    r->off += n;
+    return v;
+}
+
+static uint64_t get_u64(rbuf *r) { return get_le(r, 8); }
+static uint32_t get_u32(rbuf *r) { return (uint32_t)get_le(r, 4); }
+static uint8_t get_u8(rbuf *r) { return (uint8_t)get_le(r, 1); }
+
+static double get_f64(rbuf *r)
+{
+    uint64_t v = get_u64(r);
+    double d;
+    memcpy(&d, &v, 8);
+    return d;
+}
+
+/* ---- images ---- */
+
+typedef struct region {
+    const uint8_t *data;
+    uint64_t len;
+} region;
+
+struct bloomery_image {
+    uint8_t *header;
+    size_t header_len;
+    uint64_t header_sum;
+    uint32_t chunk_size;
+    region *regions;
+    uint32_t nregions;
+    uint64_t *first_chunk; /* nregions + 1 prefix counts */
+};
+
+static uint64_t chunks_of(uint64_t len, uint32_t cs)
+{
+    return len / cs + (len % cs != 0);
+}
+
+static uint64_t chunk_sum(uint64_t header_sum, uint64_t i, const uint8_t *data, size_t len)
+{
+    return XXH3_64bits_withSeed(data, len, header_sum ^ (i * GOLDEN));
+}
+
+static void put_blocked_params(wbuf *w, uint64_t nblocks, unsigned b, uint64_t seed,
+                               uint64_t capacity, double error, uint64_t count)
+{
+    put_u64(w, nblocks);
+    put_u32(w, b);
+    put_u64(w, seed);
+    put_u64(w, capacity);
+    put_f64(w, error);
+    put_u64(w, count);
+}
+
+/* Fills params and regions for obj. */
+static int describe(bloomery_object obj, wbuf *params, region **regions, uint32_t *nregions)
+{
+    *regions = NULL;
+    *nregions = 0;
+    switch (obj.type) {
+    case BLOOMERY_TYPE_BLOCKED: {
+        const bf_t *f = obj.u.bf;
+        put_blocked_params(params, bf_nblocks(f), bf_blocks_per_key(f), bf_seed(f),
+                           bf_capacity(f), bf_error_rate(f), bf_count(f));
+        *regions = malloc(sizeof **regions);
+        if (!*regions)
+            return BLOOMERY_ENOMEM;
+        (*regions)[0] = (region){bf_data(f), bf_bytes(f)};
+        *nregions = 1;
+        return BLOOMERY_OK;
+    }
+    case BLOOMERY_TYPE_COUNTING: {
+        const cntbf_t *c = obj.u.cnt;
+        put_blocked_params(params, cntbf_nblocks(c), cntbf_blocks_per_key(c), cntbf_seed(c),
+                           cntbf_capacity(c), cntbf_error_rate(c), cntbf_count(c));
+        *regions = malloc(sizeof **regions);
+        if (!*regions)
+            return BLOOMERY_ENOMEM;
+        (*regions)[0] = (region){cntbf_data(c), cntbf_bytes(c)};
+        *nregions = 1;
+        return BLOOMERY_OK;
+    }
+    case BLOOMERY_TYPE_SCALABLE: {
+        const sbf_t *s = obj.u.sbf;
+        size_t n = sbf_nlinks(s);
+        if (n > MAX_REGIONS)
+            return BLOOMERY_ETOOBIG;
+        uint8_t layout = (uint8_t)sbf_layout(s);
+        put(params, &layout, 1);
+        put_u32(params, sbf_expansion(s));
+        put_u64(params, sbf_initial_capacity(s));
+        put_f64(params, sbf_error_rate(s));
+        put_u64(params, sbf_seed(s));
+        put_u32(params, (uint32_t)n);
+        *regions = malloc(n * sizeof **regions);
+        if (!*regions)
+            return BLOOMERY_ENOMEM;
+        for (size_t i = 0; i < n; i++) {
+            if (sbf_layout(s) == BLOOMERY_LAYOUT_CLASSIC) {
+                const cbf_t *l = sbf_link_classic(s, i);
+                cbf_shape sh;
+                cbf_shape_of(l, &sh);
+                put_u64(params, sh.capacity);
+                put_f64(params, sh.error_rate);
+                put_f64(params, sh.bpe);
+                put_u32(params, sh.hashes);
+                put_u64(params, sh.bits);
+                put_u64(params, cbf_count(l));
+                (*regions)[i] = (region){cbf_data(l), cbf_bytes(l)};
+            } else {
+                const bf_t *l = sbf_link_blocked(s, i);
+                put_u64(params, bf_nblocks(l));
+                put_u32(params, bf_blocks_per_key(l));
+                put_u64(params, bf_capacity(l));
+                put_f64(params, bf_error_rate(l));
+                put_u64(params, bf_count(l));
+                (*regions)[i] = (region){bf_data(l), bf_bytes(l)};
+            }
+        }
+        *nregions = (uint32_t)n;
+        return BLOOMERY_OK;
+    }
+    case BLOOMERY_TYPE_HLL: {
+        size_t len;
+        const uint8_t *p = hll_bytes(obj.u.hll, &len);
+        *regions = malloc(sizeof **regions);
+        if (!*regions)
+            return BLOOMERY_ENOMEM;
+        (*regions)[0] = (region){p, len};
+        *nregions = 1;
+        return BLOOMERY_OK;
+    }
+    }
+    return BLOOMERY_EINVAL;
+}
+
+int bloomery_image_create(bloomery_image **out, bloomery_object obj, uint32_t chunk_size)
+{
+    *out = NULL;
+    if (chunk_size == 0)
+        chunk_size = BLOOMERY_CHUNK_DEFAULT;
+    if (chunk_size < MIN_CHUNK || chunk_size > BLOOMERY_CHUNK_MAX)
+        return BLOOMERY_EINVAL;
+    bloomery_image *img = calloc(1, sizeof *img);
+    wbuf params = {0}, h = {0};
+    if (!img)
+        return BLOOMERY_ENOMEM;
+    int rc = describe(obj, &params, &img->regions, &img->nregions);
+    if (rc == BLOOMERY_OK && params.failed)
+        rc = BLOOMERY_ENOMEM;
+    if (rc == BLOOMERY_OK) {
+        img->chunk_size = chunk_size;
+        img->first_chunk = malloc((img->nregions + 1) * sizeof *img->first_chunk);
+        if (!img->first_chunk)
+            rc = BLOOMERY_ENOMEM;
+    }
+    if (rc == BLOOMERY_OK) {
+        img->first_chunk[0] = 0;
+        for (uint32_t r = 0; r < img->nregions; r++)
+            img->first_chunk[r + 1] = img->first_chunk[r] + chunks_of(img->regions[r].len, chunk_size);
+        put(&h, MAGIC, 8);
+        put_u16(&h, BLOOMERY_SERIAL_VERSION);
+        put_u16(&h, (uint16_t)obj.type);
+        put_u32(&h, chunk_size);
+        put_u32(&h, (uint32_t)params.len);
+        put_u32(&h, img->nregions);
+        put(&h, params.p, params.len);
+        for (uint32_t r = 0; r < img->nregions; r++)
+            put_u64(&h, img->regions[r].len);
+        if (!h.failed)
+            img->header_sum = XXH3_64bits(h.p, h.len);
+        put_u64(&h, img->header_sum);
+        if (h.failed)
+            rc = BLOOMERY_ENOMEM;
+    }
+    free(params.p);
+    if (rc != BLOOMERY_OK) {
+        free(h.p);
+        bloomery_image_free(img);
+        return rc;
+    }
+    img->header = h.p;
+    img->header_len = h.len;
+    *out = img;
+    return BLOOMERY_OK;
+}
+
+void bloomery_image_free(bloomery_image *img)
+{
+    if (!img)
+        return;
+    free(img->header);
+    free(img->regions);
+    free(img->first_chunk);
+    free(img);
+}
+
+const uint8_t *bloomery_image_header(const bloomery_image *img, size_t *len)
+{
+    *len = img->header_len;
+    return img->header;
+}
+
+uint64_t bloomery_image_nchunks(const bloomery_image *img)
+{
+    return img->first_chunk[img->nregions];
+}
+
+/* Region holding global chunk i (binary search over the prefix counts). */
+static uint32_t region_of(const uint64_t *first_chunk, uint32_t nregions, uint64_t i)
+{
+    uint32_t lo = 0, hi = nregions;
+    while (hi - lo > 1) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        if (first_chunk[mid] <= i)
+            lo = mid;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+static void chunk_span(const uint64_t *first_chunk, uint32_t nregions, const uint64_t *lens,
+                       uint32_t cs, uint64_t i, uint32_t *r, uint64_t *off, size_t *len)
+{
+    *r = region_of(first_chunk, nregions, i);
+    *off = (i - first_chunk[*r]) * cs;
+    uint64_t left = lens[*r] - *off;
+    *len = (size_t)(left < cs ? left : cs);
+}
+
+const uint8_t *bloomery_image_chunk(const bloomery_image *img, uint64_t i, size_t *len)
+{
+    if (i >= bloomery_image_nchunks(img)) {
+        *len = 0;
+        return NULL;
+    }
+    uint32_t r = region_of(img->first_chunk, img->nregions, i);
+    uint64_t off = (i - img->first_chunk[r]) * img->chunk_size;
+    uint64_t left = img->regions[r].len - off;
+    *len = (size_t)(left < img->chunk_size ? left : img->chunk_size);
+    return img->regions[r].data + off;
+}
+
+uint64_t bloomery_image_chunk_checksum(const bloomery_image *img, uint64_t i,
+                                       const uint8_t *data, size_t len)
+{
+    return chunk_sum(img->header_sum, i, data, len);
+}
+
+int bloomery_serialize(bloomery_object obj, uint32_t chunk_size, uint8_t **out, size_t *len)
+{
+    *out = NULL;
+    *len = 0;
+    bloomery_image *img;
+    int rc = bloomery_image_create(&img, obj, chunk_size);
+    if (rc != BLOOMERY_OK)
+        return rc;
+    wbuf w = {0};
+    size_t hl;
+    const uint8_t *h = bloomery_image_header(img, &hl);
+    put(&w, h, hl);
+    uint64_t n = bloomery_image_nchunks(img);
+    for (uint64_t i = 0; i < n && !w.failed; i++) {
+        size_t cl;
+        const uint8_t *c = bloomery_image_chunk(img, i, &cl);
+        /* Checksum what is written, not what the live object holds later. */
+        size_t at = w.len;
+        put(&w, c, cl);
+        if (!w.failed)
+            put_u64(&w, bloomery_image_chunk_checksum(img, i, w.p + at, cl));
+    }
+    bloomery_image_free(img);
+    if (w.failed) {
+        free(w.p);
+        return BLOOMERY_ENOMEM;
+    }
+    *out = w.p;
+    *len = w.len;
+    return BLOOMERY_OK;
+}
+
+/* ---- loading ---- */
+
+struct bloomery_loader {
+    bloomery_type type;
+    uint64_t header_sum;
+    uint32_t chunk_size;
+    uint32_t nregions;
+    uint64_t *lens;
+    uint8_t **dest;        /* where each region's bytes go */
+    uint64_t *first_chunk;
+    uint8_t *loaded;       /* one flag per chunk */
+    uint64_t nchunks, nloaded;
+    bloomery_object obj;   /* zeroed object being filled; HLL: NULL until finish */
+    uint8_t *hll_buf;
+    char err[160];
+};
+
+static int fail(bloomery_loader *l, int rc, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+static int fail(bloomery_loader *l, int rc, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(l->err, sizeof l->err, fmt, ap);
+    va_end(ap);
+    return rc;
+}
+
+static int valid_error(double e)
+{
+    return e > 0 && e < 1;
+}
+
+/* Creates the zeroed object the header describes and points dest at its
+ * regions. The params reader must be consumed exactly. */
+static int build_object(bloomery_loader *l, rbuf *p, uint64_t max_bytes)
+{
+    uint64_t total = 0;
+    for (uint32_t r = 0; r < l->nregions; r++) {
+        if (l->lens[r] > UINT64_MAX - total)
+            return fail(l, BLOOMERY_ETOOBIG, "region sizes overflow");
+        total += l->lens[r];
+    }
+    if (max_bytes && total > max_bytes)
+        return fail(l, BLOOMERY_ETOOBIG, "object of %llu bytes exceeds the limit of %llu",
+                    (unsigned long long)total, (unsigned long long)max_bytes);
+
+    switch (l->type) {
+    case BLOOMERY_TYPE_BLOCKED:
+    case BLOOMERY_TYPE_COUNTING: {
+        uint64_t nblocks = get_u64(p);
+        uint32_t b = get_u32(p);
+        uint64_t seed = get_u64(p), capacity = get_u64(p);
+        double error = get_f64(p);
+        uint64_t count = get_u64(p);
+        if (p->short_read || p->off != p->len)
+            return fail(l, BLOOMERY_ECORRUPT, "parameters have the wrong length");
+        if (l->nregions != 1 || nblocks == 0 || nblocks > UINT64_MAX / 64 || l->lens[0] != nblocks * 64)
+            return fail(l, BLOOMERY_ECORRUPT, "data size does not match %llu blocks",
+                        (unsigned long long)nblocks);
+        if (b == 0 || b > BLOOMERY_MAX_BLOCKS_PER_KEY || !valid_error(error) || capacity == 0)
+            return fail(l, BLOOMERY_ECORRUPT, "invalid filter parameters");
+        int rc;
+        if (l->type == BLOOMERY_TYPE_BLOCKED) {
+            rc = bf_create_shape(&l->obj.u.bf, nblocks, b, seed, capacity, error);
+            if (rc == BLOOMERY_OK) {
+                bf_set_count(l->obj.u.bf, count);
+                l->dest[0] = bf_data_mut(l->obj.u.bf);
+            }
+        } else {
+            rc = cntbf_create_shape(&l->obj.u.cnt, nblocks, b, seed, capacity, error);
+            if (rc == BLOOMERY_OK) {
+                cntbf_set_count(l->obj.u.cnt, count);
+                l->dest[0] = cntbf_data_mut(l->obj.u.cnt);
+            }
+        }
+        if (rc != BLOOMERY_OK)
+            return fail(l, rc, "cannot allocate the filter: %s", bloomery_strerror(rc));
+        l->obj.type = l->type;
+        return BLOOMERY_OK;
+    }
+    case BLOOMERY_TYPE_SCALABLE: {
+        uint8_t layout = get_u8(p);
+        uint32_t expansion = get_u32(p);
+        uint64_t capacity = get_u64(p);
+        double error = get_f64(p);
+        uint64_t seed = get_u64(p);
+        uint32_t nlinks = get_u32(p);
+        if (p->short_read)
+            return fail(l, BLOOMERY_ECORRUPT, "parameters are truncated");
+        if (layout > BLOOMERY_LAYOUT_CLASSIC || expansion > SBF_MAX_EXPANSION || capacity == 0 ||
+            !valid_error(error) || nlinks == 0 || nlinks != l->nregions)
+            return fail(l, BLOOMERY_ECORRUPT, "invalid chain parameters");
+        void **links = calloc(nlinks, sizeof *links);
+        if (!links)
+            return fail(l, BLOOMERY_ENOMEM, "out of memory");
+        int rc = BLOOMERY_OK;
+        uint32_t made = 0;
+        for (; made < nlinks && rc == BLOOMERY_OK; made++) {
+            if (layout == BLOOMERY_LAYOUT_CLASSIC) {
+                cbf_shape sh = {0};
+                sh.capacity = get_u64(p);
+                sh.error_rate = get_f64(p);
+                sh.bpe = get_f64(p);
+                sh.hashes = get_u32(p);
+                sh.bits = get_u64(p);
+                sh.bytes = sh.bits / 8;
+                uint64_t count = get_u64(p);
+                if (p->short_read || sh.bits % 64 != 0 || sh.bytes != l->lens[made] ||
+                    !valid_error(sh.error_rate) || sh.capacity == 0) {
+                    rc = fail(l, BLOOMERY_ECORRUPT, "invalid classic link %u", made);
+                    break;
+                }
+                rc = cbf_create_shape((cbf_t **)&links[made], &sh);
+                if (rc == BLOOMERY_OK) {
+                    cbf_set_count(links[made], count);
+                    l->dest[made] = cbf_data_mut(links[made]);
+                } else {
+                    rc = fail(l, rc == BLOOMERY_EINVAL ? BLOOMERY_ECORRUPT : rc,
+                              "invalid classic link %u: %s", made, bloomery_strerror(rc));
+                }
+            } else {
+                uint64_t nblocks = get_u64(p);
+                uint32_t b = get_u32(p);
+                uint64_t cap = get_u64(p);
+                double e = get_f64(p);
+                uint64_t count = get_u64(p);
+                if (p->short_read || nblocks == 0 || nblocks > UINT64_MAX / 64 ||
+                    nblocks * 64 != l->lens[made] || b == 0 || b > BLOOMERY_MAX_BLOCKS_PER_KEY ||
+                    !valid_error(e) || cap == 0) {
+                    rc = fail(l, BLOOMERY_ECORRUPT, "invalid blocked link %u", made);
+                    break;
+                }
+                rc = bf_create_shape((bf_t **)&links[made], nblocks, b, seed, cap, e);
+                if (rc == BLOOMERY_OK) {
+                    bf_set_count(links[made], count);
+                    l->dest[made] = bf_data_mut(links[made]);
+                } else {
+                    rc = fail(l, rc, "cannot allocate link %u: %s", made, bloomery_strerror(rc));
+                }
+            }
+        }
+        if (rc == BLOOMERY_OK && p->off != p->len)
+            rc = fail(l, BLOOMERY_ECORRUPT, "parameters have trailing bytes");
+        if (rc == BLOOMERY_OK) {
+            rc = sbf_assemble(&l->obj.u.sbf, (bloomery_layout)layout, capacity, error, expansion,
+                              seed, links, nlinks);
+            if (rc != BLOOMERY_OK)
+                fail(l, rc, "cannot assemble the chain: %s", bloomery_strerror(rc));
+        }
+        if (rc != BLOOMERY_OK) {
+            for (uint32_t i = 0; i < nlinks; i++) {
+                if (layout == BLOOMERY_LAYOUT_CLASSIC)
+                    cbf_free(links[i]);
+                else
+                    bf_free(links[i]);
+            }
+        } else {
+            l->obj.type = l->type;
+        }
+        free(links);
+        return rc;
+    }
+    case BLOOMERY_TYPE_HLL:
+        if (p->len != 0 || l->nregions != 1 || l->lens[0] < 16 || l->lens[0] > HLL_DENSE_SIZE)
+            return fail(l, BLOOMERY_ECORRUPT, "invalid HyperLogLog size");
+        l->hll_buf = malloc((size_t)l->lens[0]);
+        if (!l->hll_buf)
+            return fail(l, BLOOMERY_ENOMEM, "out of memory");
+        l->dest[0] = l->hll_buf;
+        return BLOOMERY_OK;
+    }
+    return fail(l, BLOOMERY_ETYPE, "unknown object type %u", (unsigned)l->type);
+}
+
+int bloomery_loader_open(bloomery_loader **out, const uint8_t *buf, size_t len,
+                         uint64_t max_bytes, size_t *used)
+{
+    *out = NULL;
+    bloomery_loader *l = calloc(1, sizeof *l);
+    if (!l)
+        return BLOOMERY_ENOMEM;
+    *out = l; /* so the caller can read the message even on failure */
+    if (len < FIXED_HEADER)
+        return fail(l, BLOOMERY_ETRUNC, "header is truncated (%zu bytes)", len);
+    if (memcmp(buf, MAGIC, 8) != 0)
+        return fail(l, BLOOMERY_ECORRUPT, "bad magic: not a bloomery image");
+    rbuf r = {buf, len, 8, 0};
+    uint16_t version = (uint16_t)get_le(&r, 2);
+    uint16_t type = (uint16_t)get_le(&r, 2);
+    uint32_t cs = get_u32(&r), plen = get_u32(&r), nregions = get_u32(&r);
+    if (plen > MAX_PARAMS || nregions > MAX_REGIONS)
+        return fail(l, BLOOMERY_ECORRUPT, "header sizes out of range");
+    size_t hlen = FIXED_HEADER + (size_t)plen + 8 * (size_t)nregions + 8;
+    if (len < hlen)
+        return fail(l, BLOOMERY_ETRUNC, "header is truncated (%zu of %zu bytes)", len, hlen);
+    uint64_t sum = XXH3_64bits(buf, hlen - 8);
+    rbuf tail = {buf, hlen, hlen - 8, 0};
+    if (get_u64(&tail) != sum)
+        return fail(l, BLOOMERY_ECORRUPT, "header checksum mismatch");
+    /* The checksum is good, so what follows was written by us: still check
+     * every field, since a forged header can carry a valid checksum. */
+    if (version != BLOOMERY_SERIAL_VERSION)
+        return fail(l, BLOOMERY_EVERSION, "unsupported format version %u", version);
+    if (type < BLOOMERY_TYPE_BLOCKED || type > BLOOMERY_TYPE_HLL)
+        return fail(l, BLOOMERY_ETYPE, "unknown object type %u", type);
+    if (cs < MIN_CHUNK || cs > BLOOMERY_CHUNK_MAX)
+        return fail(l, BLOOMERY_ECORRUPT, "chunk size %u out of range", cs);
+    if (nregions == 0)
+        return fail(l, BLOOMERY_ECORRUPT, "no data regions");
+    l->type = (bloomery_type)type;
+    l->header_sum = sum;
+    l->chunk_size = cs;
+    l->nregions = nregions;
+    l->lens = calloc(nregions, sizeof *l->lens);
+    l->dest = calloc(nregions, sizeof *l->dest);
+    l->first_chunk = calloc(nregions + 1, sizeof *l->first_chunk);
+    if (!l->lens || !l->dest || !l->first_chunk)
+        return fail(l, BLOOMERY_ENOMEM, "out of memory");
+    rbuf lens = {buf, hlen - 8, FIXED_HEADER + plen, 0};
+    for (uint32_t i = 0; i < nregions; i++) {
+        l->lens[i] = get_u64(&lens);
+        if (l->lens[i] == 0)
+            return fail(l, BLOOMERY_ECORRUPT, "region %u is empty", i);
+        l->first_chunk[i + 1] = l->first_chunk[i] + chunks_of(l->lens[i], cs);
+    }
+    rbuf params = {buf + FIXED_HEADER, plen, 0, 0};
+    int rc = build_object(l, &params, max_bytes);
+    if (rc != BLOOMERY_OK)
+        return rc;
+    l->nchunks = l->first_chunk[nregions];
+    l->loaded = calloc(l->nchunks, 1);
+    if (!l->loaded)
+        return fail(l, BLOOMERY_ENOMEM, "out of memory");
+    if (used)
+        *used = hlen;
+    return BLOOMERY_OK;
+}
+
+uint64_t bloomery_loader_nchunks(const bloomery_loader *l)
+{
+    return l->nchunks;
+}
+
+size_t bloomery_loader_chunk_len(const bloomery_loader *l, uint64_t i)
+{
+    if (i >= l->nchunks)
+        return 0;
+    uint32_t r;
+    uint64_t off;
+    size_t len;
+    chunk_span(l->first_chunk, l->nregions, l->lens, l->chunk_size, i, &r, &off, &len);
+    return len;
+}
+
+int bloomery_loader_chunk(bloomery_loader *l, uint64_t i, const uint8_t *data, size_t len,
+                          uint64_t checksum)
+{
+    if (!l->loaded)
+        return fail(l, BLOOMERY_ESTATE, "no valid header loaded");
+    if (i >= l->nchunks)
+        return fail(l, BLOOMERY_ECORRUPT, "chunk %llu out of range (%llu chunks)",
+                    (unsigned long long)i, (unsigned long long)l->nchunks);
+    uint32_t r;
+    uint64_t off;
+    size_t want;
+    chunk_span(l->first_chunk, l->nregions, l->lens, l->chunk_size, i, &r, &off, &want);
+    if (len != want)
+        return fail(l, len < want ? BLOOMERY_ETRUNC : BLOOMERY_ECORRUPT,
+                    "chunk %llu has %zu bytes, expected %zu", (unsigned long long)i, len, want);
+    if (chunk_sum(l->header_sum, i, data, len) != checksum)
+        return fail(l, BLOOMERY_ECORRUPT, "chunk %llu checksum mismatch", (unsigned long long)i);
+    if (l->loaded[i])
+        return fail(l, BLOOMERY_ECORRUPT, "chunk %llu loaded twice", (unsigned long long)i);
+    memcpy(l->dest[r] + off, data, len);
+    l->loaded[i] = 1;
+    l->nloaded++;
+    return BLOOMERY_OK;
+}
+
+int bloomery_loader_finish(bloomery_loader *l, bloomery_object *out)
+{
+    if (!l->loaded)
+        return fail(l, BLOOMERY_ESTATE, "no valid header loaded");
+    if (l->nloaded != l->nchunks)
+        return fail(l, BLOOMERY_ETRUNC, "%llu of %llu chunks missing",
+                    (unsigned long long)(l->nchunks - l->nloaded), (unsigned long long)l->nchunks);
+    if (l->type == BLOOMERY_TYPE_HLL) {
+        hll_t *h;
+        int rc = hll_from_bytes(&h, l->hll_buf, (size_t)l->lens[0], 0);
+        if (rc != BLOOMERY_OK)
+            return fail(l, BLOOMERY_ECORRUPT, "invalid HyperLogLog value: %s", bloomery_strerror(rc));
+        l->obj.type = BLOOMERY_TYPE_HLL;
+        l->obj.u.hll = h;
+    }
+    *out = l->obj;
+    l->obj.u.any = NULL;
+    return BLOOMERY_OK;
+}
+
+const char *bloomery_loader_error(const bloomery_loader *l)
+{
+    return l->err[0] ? l->err : "no error";
+}
+
+void bloomery_object_free(bloomery_object *o)
+{
+    if (!o || !o->u.any)
+        return;
+    switch (o->type) {
+    case BLOOMERY_TYPE_BLOCKED: bf_free(o->u.bf); break;
+    case BLOOMERY_TYPE_SCALABLE: sbf_free(o->u.sbf); break;
+    case BLOOMERY_TYPE_COUNTING: cntbf_free(o->u.cnt); break;
+    case BLOOMERY_TYPE_HLL: hll_free(o->u.hll); break;
+    }
+    o->u.any = NULL;
+}
+
+void bloomery_loader_free(bloomery_loader *l)
+{
+    if (!l)
+        return;
+    if (l->obj.u.any) {
+        l->obj.type = l->type;
+        bloomery_object_free(&l->obj);
+    }
+    free(l->lens);
+    free(l->dest);
+    free(l->first_chunk);
+    free(l->loaded);
+    free(l->hll_buf);
+    free(l);
+}
+
+static _Thread_local char deser_msg[160];
+
+int bloomery_deserialize(const uint8_t *buf, size_t len, uint64_t max_bytes,
+                         bloomery_object *out, const char **msg)
+{
+    out->u.any = NULL;
+    bloomery_loader *l;
+    size_t off;
+    int rc = bloomery_loader_open(&l, buf, len, max_bytes, &off);
+    for (uint64_t i = 0; rc == BLOOMERY_OK && i < bloomery_loader_nchunks(l); i++) {
+        size_t cl = bloomery_loader_chunk_len(l, i);
+        if (len - off < cl + 8) {
+            rc = fail(l, BLOOMERY_ETRUNC, "data ends inside chunk %llu", (unsigned long long)i);
+            break;
+        }
+        rbuf sum = {buf + off + cl, 8, 0, 0};
+        rc = bloomery_loader_chunk(l, i, buf + off, cl, get_u64(&sum));
+        off += cl + 8;
+    }
+    if (rc == BLOOMERY_OK && off != len)
+        rc = fail(l, BLOOMERY_ECORRUPT, "%zu trailing bytes after the last chunk", len - off);
+    if (rc == BLOOMERY_OK)
+        rc = bloomery_loader_finish(l, out);
+    if (msg) {
+        snprintf(deser_msg, sizeof deser_msg, "%s", l ? bloomery_loader_error(l) : "out of memory");
+        *msg = deser_msg;
+    }
+    bloomery_loader_free(l);
+    return rc;
+}
