@@ -1,0 +1,148 @@
+/* Counting filter: add/check/delete, no false negatives for items added and
+ * not deleted, FPR at capacity, saturation keeps items present. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "bloomery/bloomery.h"
+#include "testutil.h"
+
+static void test_add_check_delete(void **state)
+{
+    (void)state;
+    cntbf_t *c;
+    assert_int_equal(cntbf_create(&c, 1000, 0.01, NULL), BLOOMERY_OK);
+    assert_true(cntbf_add(c, "a", 1));
+    assert_false(cntbf_add(c, "a", 1));
+    assert_true(cntbf_check(c, "a", 1));
+    assert_true(cntbf_delete(c, "a", 1));
+    assert_true(cntbf_check(c, "a", 1)); /* added twice, deleted once */
+    assert_true(cntbf_delete(c, "a", 1));
+    assert_false(cntbf_check(c, "a", 1));
+    assert_false(cntbf_delete(c, "a", 1));
+    assert_int_equal(cntbf_count(c), 0);
+    cntbf_free(c);
+}
+
+static void test_no_false_negatives_after_deletes(void **state)
+{
+    (void)state;
+    uint64_t n = tu_scale(500000, 30000);
+    cntbf_t *c;
+    assert_int_equal(cntbf_create(&c, n, 0.01, NULL), BLOOMERY_OK);
+    char key[32];
+    for (uint64_t i = 0; i < n; i++)
+        cntbf_add(c, key, tu_key(key, "k:", i));
+    /* Delete every odd item; even ones must all remain. */
+    uint64_t deleted = 0;
+    for (uint64_t i = 1; i < n; i += 2)
+        deleted += cntbf_delete(c, key, tu_key(key, "k:", i));
+    assert_int_equal(deleted, n / 2);
+    uint64_t missing = 0, still = 0;
+    for (uint64_t i = 0; i < n; i++) {
+        bool in = cntbf_check(c, key, tu_key(key, "k:", i));
+        if (i % 2 == 0)
+            missing += !in;
+        else
+            still += in;
+    }
+    assert_int_equal(missing, 0);
+    /* Deleted items linger only as false positives of the half-full filter. */
+    assert_true((double)still / (double)(n / 2) < 0.01);
+    cntbf_free(c);
+}
+
+static void test_fpr_at_capacity(void **state)
+{
+    (void)state;
+    double ps[] = {1e-2, 1e-3, 1e-4};
+    for (int k = 0; k < 3; k++) {
+        uint64_t n = tu_scale(300000, 30000), q = tu_scale(5000000, 300000);
+        cntbf_t *c;
+        assert_int_equal(cntbf_create(&c, n, ps[k], NULL), BLOOMERY_OK);
+        char key[32];
+        for (uint64_t i = 0; i < n; i++)
+            cntbf_add(c, key, tu_key(key, "m:", i));
+        uint64_t fp = 0;
+        for (uint64_t i = 0; i < q; i++)
+            fp += cntbf_check(c, key, tu_key(key, "x:", i));
+        double rate = (double)fp / (double)q;
+        printf("# counting p=%g: measured %.3g (bound %.3g), estimate %.3g, %.1f bits/key, b=%u\n", ps[k],
+               rate, tu_fpr_bound(ps[k], q), cntbf_fpr_estimate(c), 8.0 * (double)cntbf_bytes(c) / (double)n,
+               cntbf_blocks_per_key(c));
+        assert_true(rate <= tu_fpr_bound(ps[k], q));
+        cntbf_free(c);
+    }
+}
+
+static void test_saturation(void **state)
+{
+    (void)state;
+    cntbf_t *c;
+    assert_int_equal(cntbf_create(&c, 100, 0.01, NULL), BLOOMERY_OK);
+    for (int i = 0; i < 40; i++)
+        cntbf_add(c, "hot", 3);
+    /* Counters stuck at 15 are never decremented: the item cannot vanish. */
+    for (int i = 0; i < 40; i++)
+        assert_true(cntbf_delete(c, "hot", 3));
+    assert_true(cntbf_check(c, "hot", 3));
+    cntbf_free(c);
+}
+
+typedef struct race {
+    cntbf_t *c;
+    const char *prefix;
+    uint64_t n;
+} race;
+
+static void *churn(void *arg)
+{
+    race *r = arg;
+    char key[32];
+    for (uint64_t i = 0; i < r->n; i++) {
+        size_t len = tu_key(key, r->prefix, i);
+        cntbf_add(r->c, key, len);
+        cntbf_add(r->c, key, len);
+        cntbf_delete(r->c, key, len);
+    }
+    return NULL;
+}
+
+static void test_concurrent_counters(void **state)
+{
+    (void)state;
+    uint64_t n = tu_scale(200000, 20000);
+    cntbf_t *c;
+    assert_int_equal(cntbf_create(&c, 2 * n, 0.01, NULL), BLOOMERY_OK);
+    race a = {c, "a:", n}, b = {c, "b:", n};
+    pthread_t ta, tb;
+    pthread_create(&ta, NULL, churn, &a);
+    pthread_create(&tb, NULL, churn, &b);
+    pthread_join(ta, NULL);
+    pthread_join(tb, NULL);
+    char key[32];
+    uint64_t missing = 0;
+    for (uint64_t i = 0; i < n; i++) {
+        missing += !cntbf_check(c, key, tu_key(key, "a:", i));
+        missing += !cntbf_check(c, key, tu_key(key, "b:", i));
+    }
+    assert_int_equal(missing, 0);
+    cntbf_free(c);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_add_check_delete),
+        cmocka_unit_test(test_no_false_negatives_after_deletes),
+        cmocka_unit_test(test_fpr_at_capacity),
+        cmocka_unit_test(test_saturation),
+        cmocka_unit_test(test_concurrent_counters),
+    };
+    return cmocka_run_group_tests_name("counting", tests, NULL, NULL);
+}

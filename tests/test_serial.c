@@ -1,0 +1,233 @@
+/* Serialization: every type round-trips to identical answers and bytes; every
+ * single-byte flip and every truncation of a serialized object is rejected
+ * with an error, never loaded; chunks may arrive in any order but each must
+ * arrive once, intact and in its place. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bloomery/bloomery.h"
+#include "testutil.h"
+
+#define MAX_BYTES (1ULL << 30)
+
+static bloomery_object make(bloomery_type type, int variant)
+{
+    bloomery_object o = {.type = type};
+    char key[32];
+    switch (type) {
+    case BLOOMERY_TYPE_BLOCKED:
+        assert_int_equal(bf_create(&o.u.bf, 500, variant ? 1e-6 : 0.01, NULL), BLOOMERY_OK);
+        for (uint64_t i = 0; i < 300; i++)
+            bf_add(o.u.bf, key, tu_key(key, "s:", i));
+        break;
+    case BLOOMERY_TYPE_COUNTING:
+        assert_int_equal(cntbf_create(&o.u.cnt, 200, 0.01, NULL), BLOOMERY_OK);
+        for (uint64_t i = 0; i < 150; i++)
+            cntbf_add(o.u.cnt, key, tu_key(key, "s:", i));
+        break;
+    case BLOOMERY_TYPE_SCALABLE: {
+        sbf_options opt = {.layout = variant ? BLOOMERY_LAYOUT_CLASSIC : BLOOMERY_LAYOUT_BLOCKED,
+                           .expansion = 2, .seed = 77};
+        assert_int_equal(sbf_create(&o.u.sbf, 50, 0.01, &opt), BLOOMERY_OK);
+        for (uint64_t i = 0; i < 300; i++) /* three links */
+            sbf_add(o.u.sbf, key, tu_key(key, "s:", i));
+        assert_int_equal(sbf_nlinks(o.u.sbf), 3);
+        break;
+    }
+    case BLOOMERY_TYPE_HLL:
+        assert_int_equal(hll_create(&o.u.hll, 0), BLOOMERY_OK);
+        for (uint64_t i = 0; i < (variant ? 5000u : 50u); i++)
+            hll_add(o.u.hll, key, tu_key(key, "s:", i));
+        break;
+    }
+    return o;
+}
+
+/* Answers for members and non-members must agree between a and b. */
+static void same_answers(bloomery_object a, bloomery_object b)
+{
+    assert_int_equal(a.type, b.type);
+    char key[32];
+    for (uint64_t i = 0; i < 2000; i++) {
+        size_t len = tu_key(key, i < 1000 ? "s:" : "z:", i % 1000);
+        switch (a.type) {
+        case BLOOMERY_TYPE_BLOCKED:
+            assert_int_equal(bf_check(a.u.bf, key, len), bf_check(b.u.bf, key, len));
+            break;
+        case BLOOMERY_TYPE_COUNTING:
+            assert_int_equal(cntbf_check(a.u.cnt, key, len), cntbf_check(b.u.cnt, key, len));
+            break;
+        case BLOOMERY_TYPE_SCALABLE:
+            assert_int_equal(sbf_check(a.u.sbf, key, len), sbf_check(b.u.sbf, key, len));
+            break;
+        case BLOOMERY_TYPE_HLL:
+            break;
+        }
+    }
+    if (a.type == BLOOMERY_TYPE_HLL) {
+        size_t la, lb;
+        const uint8_t *pa = hll_bytes(a.u.hll, &la), *pb = hll_bytes(b.u.hll, &lb);
+        assert_int_equal(la, lb);
+        assert_memory_equal(pa, pb, la);
+    }
+    if (a.type == BLOOMERY_TYPE_SCALABLE) {
+        assert_int_equal(sbf_count(a.u.sbf), sbf_count(b.u.sbf));
+        assert_int_equal(sbf_capacity(a.u.sbf), sbf_capacity(b.u.sbf));
+        assert_int_equal(sbf_expansion(a.u.sbf), sbf_expansion(b.u.sbf));
+        assert_int_equal(sbf_layout(a.u.sbf), sbf_layout(b.u.sbf));
+    }
+}
+
+static const bloomery_type types[] = {BLOOMERY_TYPE_BLOCKED, BLOOMERY_TYPE_COUNTING,
+                                      BLOOMERY_TYPE_SCALABLE, BLOOMERY_TYPE_HLL};
+
+static void test_round_trip(void **state)
+{
+    (void)state;
+    for (int t = 0; t < 4; t++) {
+        for (int v = 0; v < 2; v++) {
+            bloomery_object o = make(types[t], v);
+            uint8_t *blob;
+            size_t len;
+            assert_int_equal(bloomery_serialize(o, 256, &blob, &len), BLOOMERY_OK);
+            bloomery_object back;
+            const char *msg;
+            int rc = bloomery_deserialize(blob, len, MAX_BYTES, &back, &msg);
+            if (rc != BLOOMERY_OK)
+                fail_msg("type %d: %s", types[t], msg);
+            same_answers(o, back);
+            /* Serializing the loaded copy gives the same bytes. */
+            uint8_t *blob2;
+            size_t len2;
+            assert_int_equal(bloomery_serialize(back, 256, &blob2, &len2), BLOOMERY_OK);
+            assert_int_equal(len, len2);
+            assert_memory_equal(blob, blob2, len);
+            free(blob);
+            free(blob2);
+            bloomery_object_free(&back);
+            bloomery_object_free(&o);
+        }
+    }
+}
+
+static void test_every_flip_and_truncation(void **state)
+{
+    (void)state;
+    for (int t = 0; t < 4; t++) {
+        bloomery_object o = make(types[t], 0);
+        uint8_t *blob;
+        size_t len;
+        assert_int_equal(bloomery_serialize(o, 128, &blob, &len), BLOOMERY_OK);
+        uint8_t *copy = malloc(len);
+        unsigned accepted = 0;
+        for (size_t i = 0; i < len; i++) {
+            for (unsigned x = 1; x < 256; x++) { /* every other value of each byte */
+                memcpy(copy, blob, len);
+                copy[i] ^= (uint8_t)x;
+                bloomery_object back;
+                if (bloomery_deserialize(copy, len, MAX_BYTES, &back, NULL) == BLOOMERY_OK) {
+                    accepted++;
+                    bloomery_object_free(&back);
+                }
+            }
+            bloomery_object back;
+            /* Every proper prefix is truncated. */
+            if (bloomery_deserialize(blob, i, MAX_BYTES, &back, NULL) == BLOOMERY_OK) {
+                accepted++;
+                bloomery_object_free(&back);
+            }
+        }
+        printf("# type %d: %zu bytes, %zu byte changes and %zu truncations tried\n", types[t], len, 255 * len, len);
+        assert_int_equal(accepted, 0);
+        free(copy);
+        free(blob);
+        bloomery_object_free(&o);
+    }
+}
+
+static void test_loader_chunks(void **state)
+{
+    (void)state;
+    bloomery_object o = make(BLOOMERY_TYPE_SCALABLE, 0);
+    bloomery_image *img;
+    assert_int_equal(bloomery_image_create(&img, o, 64), BLOOMERY_OK);
+    size_t hl;
+    const uint8_t *h = bloomery_image_header(img, &hl);
+    uint64_t n = bloomery_image_nchunks(img);
+    assert_true(n > 3);
+
+    bloomery_loader *l;
+    size_t used;
+    assert_int_equal(bloomery_loader_open(&l, h, hl, MAX_BYTES, &used), BLOOMERY_OK);
+    assert_int_equal(used, hl);
+    assert_int_equal(bloomery_loader_nchunks(l), n);
+    /* Reverse order is fine; a chunk in another's place is not. */
+    for (uint64_t k = n; k-- > 0;) {
+        size_t cl;
+        const uint8_t *c = bloomery_image_chunk(img, k, &cl);
+        uint64_t sum = bloomery_image_chunk_checksum(img, k, c, cl);
+        if (k > 0) {
+            size_t pl;
+            const uint8_t *prev = bloomery_image_chunk(img, k - 1, &pl);
+            if (pl == cl)
+                assert_int_equal(bloomery_loader_chunk(l, k, prev, pl,
+                                                       bloomery_image_chunk_checksum(img, k - 1, prev, pl)),
+                                 BLOOMERY_ECORRUPT);
+        }
+        if (k == 1) {
+            bloomery_object none;
+            assert_int_equal(bloomery_loader_finish(l, &none), BLOOMERY_ETRUNC);
+        }
+        assert_int_equal(bloomery_loader_chunk(l, k, c, cl, sum), BLOOMERY_OK);
+        if (k == n - 1)
+            assert_int_equal(bloomery_loader_chunk(l, k, c, cl, sum), BLOOMERY_ECORRUPT);
+    }
+    assert_int_equal(bloomery_loader_chunk(l, n, NULL, 0, 0), BLOOMERY_ECORRUPT);
+    bloomery_object back;
+    assert_int_equal(bloomery_loader_finish(l, &back), BLOOMERY_OK);
+    bloomery_loader_free(l);
+    same_answers(o, back);
+    bloomery_object_free(&back);
+
+    /* The size limit is enforced before anything is allocated. */
+    assert_int_equal(bloomery_loader_open(&l, h, hl, 16, &used), BLOOMERY_ETOOBIG);
+    assert_non_null(strstr(bloomery_loader_error(l), "exceeds"));
+    bloomery_loader_free(l);
+    bloomery_image_free(img);
+    bloomery_object_free(&o);
+}
+
+static void test_garbage(void **state)
+{
+    (void)state;
+    uint64_t seed = 1;
+    uint8_t buf[512];
+    for (int round = 0; round < 2000; round++) {
+        size_t len = tu_next(&seed) % sizeof buf;
+        for (size_t i = 0; i < len; i++)
+            buf[i] = (uint8_t)tu_next(&seed);
+        if (round % 2 && len >= 8)
+            memcpy(buf, "BLMRYIMG", 8);
+        bloomery_object o;
+        const char *msg = NULL;
+        assert_int_not_equal(bloomery_deserialize(buf, len, MAX_BYTES, &o, &msg), BLOOMERY_OK);
+        assert_non_null(msg);
+    }
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_round_trip),
+        cmocka_unit_test(test_every_flip_and_truncation),
+        cmocka_unit_test(test_loader_chunks),
+        cmocka_unit_test(test_garbage),
+    };
+    return cmocka_run_group_tests_name("serial", tests, NULL, NULL);
+}
