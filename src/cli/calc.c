@@ -23,15 +23,20 @@ static void calc_usage(FILE *f)
             "Numbers may be written as 1e9.\n");
 }
 
+/* "304.00 MiB (0.30 GiB)": the GiB figure is how the seeds' tables read. */
 static void human_bytes(double bytes, char *buf, size_t len)
 {
     static const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
+    double v = bytes;
     unsigned u = 0;
-    while (bytes >= 1024 && u < 5) {
-        bytes /= 1024;
+    while (v >= 1024 && u < 5) {
+        v /= 1024;
         u++;
     }
-    snprintf(buf, len, "%.2f %s", bytes, units[u]);
+    if (u == 2)
+        snprintf(buf, len, "%.2f %s (%.2f GiB)", v, units[u], bytes / 1073741824.0);
+    else
+        snprintf(buf, len, "%.2f %s", v, units[u]);
 }
 
 static int forward(unsigned long long n, double p, bloomery_policy policy)
@@ -47,7 +52,7 @@ static int forward(unsigned long long n, double p, bloomery_policy policy)
     double bpk = bbits / (double)n;
     unsigned k = bloomery_classic_hashes(p);
     double cbpk = (double)cbits / (double)n;
-    char hb[32], hc[32];
+    char hb[48], hc[48];
     human_bytes(bbits / 8, hb, sizeof hb);
     human_bytes((double)cbits / 8, hc, sizeof hc);
 
