@@ -22,35 +22,53 @@
 
 typedef struct hll hll_t;
 
-/* A new, empty (sparse) HLL. sparse_max_bytes as Redis's
- * hll-sparse-max-bytes (0 means the default 3000). */
+/* A new, empty (sparse) HLL: header + XZERO:16384, cache marked invalid,
+ * i.e. the value Redis stores for a key created by PFADD or PFMERGE.
+ * sparse_max_bytes as Redis's hll-sparse-max-bytes, header included (0 means
+ * the default 3000). BLOOMERY_EINVAL if out is NULL. */
 int hll_create(hll_t **out, size_t sparse_max_bytes);
 void hll_free(hll_t *h);
 
-/* Adopt a Redis HLL string. Validates as Redis does for PFADD/PFCOUNT:
- * BLOOMERY_ETYPE for a bad magic/encoding/size (Redis's WRONGTYPE "not a
- * valid HyperLogLog string value"); BLOOMERY_ECORRUPT for invalid sparse
- * data (Redis's INVALIDOBJ). */
+/* Adopt a Redis HLL string (the bytes are copied). Validates as Redis does
+ * for PFADD/PFCOUNT: BLOOMERY_ETYPE for a bad magic or encoding, a value
+ * shorter than the 16-byte header, or a dense value not exactly
+ * HLL_DENSE_SIZE bytes (Redis's WRONGTYPE "not a valid HyperLogLog string
+ * value"); BLOOMERY_ECORRUPT for invalid sparse data
+ * (Redis's INVALIDOBJ): a truncated opcode or runs not covering exactly
+ * 16384 registers. The whole sparse program is checked here, where Redis
+ * checks lazily, so some damaged values Redis would still serve are refused.
+ * The three unused header bytes are not checked (Redis does not either).
+ * A sparse value may be longer than sparse_max_bytes; it is promoted at its
+ * next growth. */
 int hll_from_bytes(hll_t **out, const uint8_t *buf, size_t len, size_t sparse_max_bytes);
 
-/* 1 if a register changed (or the value was just created by the caller and
- * must be reported as updated), 0 if not, < 0 on error. */
+/* PFADD of one element: 1 if a register changed (the cache is then marked
+ * invalid), 0 if not, < 0 on error (BLOOMERY_ENOMEM: the value is
+ * unchanged). PFADD's reply is 1 also when the command created the key;
+ * that is the caller's to add (a fresh hll_t changes on its first add
+ * anyway). elem may be NULL when len is 0. */
 int hll_add(hll_t *h, const void *elem, size_t len);
 
-/* PFCOUNT of one key: uses and refreshes the cached cardinality in the header
- * (so the bytes change as Redis's do). < 0 on corrupt data. */
+/* PFCOUNT of one key: returns the cached cardinality when valid, else
+ * computes it and stores it in the header (so the bytes change as Redis's
+ * do). < 0 on corrupt data (not expected: values are checked on entry). */
 int hll_count(hll_t *h, uint64_t *card);
 
 /* PFCOUNT of several keys: union count, no caching. NULL entries are empty. */
 int hll_count_union(hll_t *const *hs, size_t n, uint64_t *card);
 
-/* PFMERGE: dst = max(dst, srcs...) per register, promotion as Redis. */
+/* PFMERGE: dst = max(dst, srcs...) per register; NULL entries are empty and
+ * srcs may include dst. dst becomes dense if any input (dst included) is
+ * dense, else it is updated sparsely and may be promoted, as Redis does; the
+ * cache is marked invalid. On error dst is unchanged. */
 int hll_merge(hll_t *dst, hll_t *const *srcs, size_t n);
 
-/* The Redis string value. */
+/* The Redis string value. The pointer is valid until the next hll_add,
+ * hll_count or hll_merge (as dst) on h. */
 const uint8_t *hll_bytes(const hll_t *h, size_t *len);
 
-/* Register j's value, 0..51 (tests, serialization checks). */
+/* Register j's value (tests, serialization checks): 0..51 from hashing,
+ * up to 63 in foreign dense bytes. BLOOMERY_EINVAL for j >= 16384. */
 int hll_register(const hll_t *h, unsigned j);
 
 #endif
