@@ -1,0 +1,364 @@
+/* A client connection: read, parse, run, reply.
+ *
+ * Every read callback parses and runs all complete requests in the input
+ * buffer and then flushes the replies with one write, so a pipeline of N
+ * commands costs one read and one write, not N. Replies go to the client's
+ * own buffer (no allocation per command once it has grown); a write tries
+ * uv_try_write first and only hands the rest to uv_write when the socket is
+ * full, while new replies keep accumulating behind it.
+ *
+ * Output limits as Redis's client-output-buffer-limit for normal clients:
+ * pending output past the hard limit, or past the soft limit for longer than
+ * its seconds, closes the client at once (its replies are dropped), so a
+ * client that sends but never reads cannot exhaust memory.
+ */
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "server.h"
+#include "util.h"
+
+#define READ_CHUNK (16 * 1024)
+/* Buffers larger than this are released when they become empty, so an idle
+ * client that once sent a large request does not keep the memory. */
+#define KEEP_BUFFER (64 * 1024)
+
+pthread_mutex_t clients_lock = PTHREAD_MUTEX_INITIALIZER;
+client *all_clients;
+
+static void format_addr(const struct sockaddr_storage *ss, char *out, size_t n) {
+    char host[INET6_ADDRSTRLEN] = "?";
+    int port = 0;
+    if (ss->ss_family == AF_INET) {
+        const struct sockaddr_in *s = (const struct sockaddr_in *)ss;
+        inet_ntop(AF_INET, &s->sin_addr, host, sizeof(host));
+        port = ntohs(s->sin_port);
+    } else if (ss->ss_family == AF_INET6) {
+        const struct sockaddr_in6 *s = (const struct sockaddr_in6 *)ss;
+        inet_ntop(AF_INET6, &s->sin6_addr, host, sizeof(host));
+        port = ntohs(s->sin6_port);
+    }
+    snprintf(out, n, "%s:%d", host, port);
+}
+
+static void free_unopened(uv_handle_t *h) { free(h->data); }
+
+client *client_create(worker *w, int fd) {
+    client *c = calloc(1, sizeof(*c));
+    if (c == NULL) return NULL;
+    if (uv_tcp_init(&w->loop, &c->tcp) != 0) {
+        free(c);
+        return NULL;
+    }
+    if (uv_tcp_open(&c->tcp, fd) != 0) {
+        /* The handle is initialized: it must go through uv_close. */
+        c->tcp.data = c;
+        uv_close((uv_handle_t *)&c->tcp, free_unopened);
+        return NULL;
+    }
+    c->tcp.data = c;
+    c->w = w;
+    c->fd = fd;
+    c->id = atomic_fetch_add(&srv.next_client_id, 1) + 1;
+    uv_tcp_nodelay(&c->tcp, 1);
+    struct sockaddr_storage ss;
+    socklen_t sl = sizeof(ss);
+    if (getpeername(fd, (struct sockaddr *)&ss, &sl) == 0) format_addr(&ss, c->addr, sizeof(c->addr));
+    sl = sizeof(ss);
+    if (getsockname(fd, (struct sockaddr *)&ss, &sl) == 0) format_addr(&ss, c->laddr, sizeof(c->laddr));
+    reply_init(&c->out);
+    resp_parser_init(&c->parser);
+    c->authenticated = !config_requirepass_set();
+    atomic_store(&c->resp, 2);
+    c->ctime_ms = now_ms();
+    atomic_store(&c->last_ms, c->ctime_ms);
+    atomic_store(&c->lastcmd, "NULL");
+
+    c->next = w->clients;
+    if (w->clients) w->clients->prev = c;
+    w->clients = c;
+    pthread_mutex_lock(&clients_lock);
+    c->gnext = all_clients;
+    if (all_clients) all_clients->gprev = c;
+    all_clients = c;
+    pthread_mutex_unlock(&clients_lock);
+
+    if (uv_read_start((uv_stream_t *)&c->tcp, client_alloc, client_on_read) != 0) {
+        client_close(c);
+        return c;
+    }
+    return c;
+}
+
+static void on_closed(uv_handle_t *h) {
+    client *c = h->data;
+    resp_parser_free(&c->parser);
+    reply_free(&c->out);
+    free(c->wbuf);
+    free(c->qbuf);
+    free(c->argv);
+    free(c->argvlen);
+    free(c->name);
+    free(c->lib_name);
+    free(c->lib_ver);
+    free(c);
+    atomic_fetch_sub(&srv.connected, 1);
+}
+
+void client_close(client *c) {
+    if (c->closing) return;
+    c->closing = true;
+    worker *w = c->w;
+    if (c->prev) c->prev->next = c->next;
+    else w->clients = c->next;
+    if (c->next) c->next->prev = c->prev;
+    pthread_mutex_lock(&clients_lock);
+    if (c->gprev) c->gprev->gnext = c->gnext;
+    else all_clients = c->gnext;
+    if (c->gnext) c->gnext->gprev = c->gprev;
+    pthread_mutex_unlock(&clients_lock);
+    uv_read_stop((uv_stream_t *)&c->tcp);
+    uv_close((uv_handle_t *)&c->tcp, on_closed);
+}
+
+void client_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
+    (void)suggested;
+    client *c = h->data;
+    /* Move the unprocessed tail to the front; the parser's offsets are
+     * relative to the request start, which moves with it. */
+    if (c->qpos > 0) {
+        memmove(c->qbuf, c->qbuf + c->qpos, c->qlen - c->qpos);
+        c->qlen -= c->qpos;
+        c->qpos = 0;
+    }
+    size_t want = READ_CHUNK;
+    if (c->parser.need > want) want = c->parser.need;
+    if (c->qcap - c->qlen < want) {
+        size_t cap = c->qcap ? c->qcap : READ_CHUNK;
+        while (cap - c->qlen < want) cap *= 2;
+        char *q = realloc(c->qbuf, cap);
+        if (q == NULL) {
+            buf->base = NULL;
+            buf->len = 0;
+            return;
+        }
+        c->qbuf = q;
+        c->qcap = cap;
+    }
+    buf->base = c->qbuf + c->qlen;
+    buf->len = c->qcap - c->qlen;
+}
+
+static size_t pending_output(client *c) { return c->out.len + (c->writing ? c->wlen : 0); }
+
+bool client_obuf_over_limit(client *c) {
+    size_t used = pending_output(c);
+    long long hard = atomic_load_explicit(&cfg.obuf_hard, memory_order_relaxed);
+    long long soft = atomic_load_explicit(&cfg.obuf_soft, memory_order_relaxed);
+    if (hard > 0 && used >= (size_t)hard) return true;
+    if (soft > 0 && used >= (size_t)soft) {
+        int64_t now = now_ms();
+        long long secs = atomic_load_explicit(&cfg.obuf_soft_seconds, memory_order_relaxed);
+        if (c->soft_limit_since == 0) {
+            c->soft_limit_since = now;
+            return secs == 0;
+        }
+        return now - c->soft_limit_since >= secs * 1000;
+    }
+    c->soft_limit_since = 0;
+    return false;
+}
+
+static void drop_over_limit(client *c) {
+    server_log(LOG_WARNING,
+               "Client id=%llu addr=%s closed for overcoming of output buffer limits.",
+               (unsigned long long)c->id, c->addr);
+    client_close(c);
+}
+
+static bool ensure_argv(client *c, size_t n) {
+    if ((size_t)c->argvcap >= n) return true;
+    size_t cap = c->argvcap ? (size_t)c->argvcap : 16;
+    while (cap < n) cap *= 2;
+    const char **a = realloc(c->argv, cap * sizeof(*a));
+    if (a == NULL) return false;
+    c->argv = a;
+    size_t *l = realloc(c->argvlen, cap * sizeof(*l));
+    if (l == NULL) return false;
+    c->argvlen = l;
+    c->argvcap = (int)cap;
+    return true;
+}
+
+static void process_input(client *c) {
+    resp_limits lim = {
+        .max_bulk = atomic_load_explicit(&cfg.proto_max_bulk_len, memory_order_relaxed),
+        .max_args = atomic_load_explicit(&cfg.proto_max_multibulk_len, memory_order_relaxed),
+    };
+    while (!c->closing && !c->close_after_reply && c->qpos < c->qlen) {
+        lim.authenticated = c->authenticated;
+        char *start = c->qbuf + c->qpos;
+        resp_status st = resp_parse(&c->parser, start, c->qlen - c->qpos, &lim);
+        if (st == RESP_AGAIN) break;
+        if (st == RESP_ERROR) {
+            reply_errorf(&c->out, "ERR Protocol error: %s", c->parser.error);
+            server_log(LOG_VERBOSE, "Protocol error (%s) from client id=%llu addr=%s",
+                       c->parser.error, (unsigned long long)c->id, c->addr);
+            c->close_after_reply = true;
+            break;
+        }
+        size_t argc = c->parser.argc;
+        if (argc > 0) {
+            if (!ensure_argv(c, argc)) {
+                c->close_after_reply = true;
+                break;
+            }
+            for (size_t i = 0; i < argc; i++) {
+                c->argv[i] = start + c->parser.argv[i].off;
+                c->argvlen[i] = c->parser.argv[i].len;
+            }
+            c->argc = (int)argc;
+            command_dispatch(c);
+            c->argc = 0;
+        }
+        c->qpos += c->parser.pos;
+        resp_parser_reset(&c->parser);
+        if (c->out.failed || client_obuf_over_limit(c)) {
+            drop_over_limit(c);
+            return;
+        }
+    }
+    if (c->qpos == c->qlen) {
+        c->qpos = c->qlen = 0;
+        if (c->qcap > KEEP_BUFFER && c->parser.need == 0) {
+            free(c->qbuf);
+            c->qbuf = NULL;
+            c->qcap = 0;
+        }
+    }
+}
+
+void client_on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf) {
+    (void)buf;
+    client *c = s->data;
+    if (nread < 0) {
+        client_close(c);
+        return;
+    }
+    if (nread == 0 || c->closing) return;
+    c->qlen += (size_t)nread;
+    worker *w = c->w;
+    atomic_store_explicit(&w->net_in,
+                          atomic_load_explicit(&w->net_in, memory_order_relaxed) + (uint64_t)nread,
+                          memory_order_relaxed);
+    atomic_store_explicit(&c->last_ms, now_ms(), memory_order_relaxed);
+    process_input(c);
+    if (c->closing) return;
+    atomic_store_explicit(&c->qbuf_used, c->qlen - c->qpos, memory_order_relaxed);
+    if (c->close_after_reply) uv_read_stop((uv_stream_t *)&c->tcp);
+    client_flush(c);
+}
+
+static void on_written(uv_write_t *req, int status) {
+    client *c = req->data;
+    c->writing = false;
+    if (status < 0 || c->closing) {
+        if (!c->closing) client_close(c);
+        return;
+    }
+    worker *w = c->w;
+    atomic_store_explicit(&w->net_out,
+                          atomic_load_explicit(&w->net_out, memory_order_relaxed) + c->wlen,
+                          memory_order_relaxed);
+    /* Keep the written buffer as the next output buffer when that one is
+     * still empty: steady pipelines then allocate nothing. */
+    if (c->out.len == 0 && c->out.cap < KEEP_BUFFER) {
+        free(c->out.buf);
+        c->out.buf = c->wbuf;
+        c->out.cap = c->wcap;
+    } else {
+        free(c->wbuf);
+    }
+    c->wbuf = NULL;
+    c->wlen = c->wcap = 0;
+    client_flush(c);
+}
+
+void client_flush(client *c) {
+    if (c->closing || c->writing) return;
+    if (c->out.len == 0) {
+        if (c->close_after_reply) client_close(c);
+        return;
+    }
+    uv_buf_t b = uv_buf_init(c->out.buf, (unsigned)c->out.len);
+    int n = uv_try_write((uv_stream_t *)&c->tcp, &b, 1);
+    if (n == UV_EAGAIN) n = 0;
+    if (n < 0) {
+        client_close(c);
+        return;
+    }
+    worker *w = c->w;
+    atomic_store_explicit(&w->net_out,
+                          atomic_load_explicit(&w->net_out, memory_order_relaxed) + (uint64_t)n,
+                          memory_order_relaxed);
+    if ((size_t)n == c->out.len) {
+        c->out.len = 0;
+        if (c->out.cap > KEEP_BUFFER) reply_free(&c->out);
+        atomic_store_explicit(&c->obuf_used, 0, memory_order_relaxed);
+        if (c->close_after_reply) client_close(c);
+        return;
+    }
+    /* The socket is full: the unsent rest becomes the in-flight write and a
+     * fresh buffer takes new replies. */
+    size_t rest = c->out.len - (size_t)n;
+    memmove(c->out.buf, c->out.buf + n, rest);
+    c->wbuf = c->out.buf;
+    c->wcap = c->out.cap;
+    c->wlen = rest;
+    c->out.buf = NULL;
+    c->out.len = c->out.cap = 0;
+    c->writing = true;
+    c->wreq.data = c;
+    uv_buf_t wb = uv_buf_init(c->wbuf, (unsigned)rest);
+    atomic_store_explicit(&c->obuf_used, rest, memory_order_relaxed);
+    if (uv_write(&c->wreq, (uv_stream_t *)&c->tcp, &wb, 1, on_written) != 0) {
+        c->writing = false;
+        client_close(c);
+    }
+}
+
+void client_cron(client *c, int64_t now) {
+    long long timeout = atomic_load_explicit(&cfg.timeout, memory_order_relaxed);
+    if (timeout > 0 && !c->writing &&
+        now - atomic_load_explicit(&c->last_ms, memory_order_relaxed) > timeout * 1000) {
+        server_log(LOG_VERBOSE, "Closing idle client id=%llu", (unsigned long long)c->id);
+        client_close(c);
+        return;
+    }
+    if (c->writing && client_obuf_over_limit(c)) drop_over_limit(c);
+}
+
+void client_info_line(client *c, char *out, size_t outlen) {
+    int64_t now = now_ms();
+    const char *name = c->name ? c->name : "";
+    const char *libn = c->lib_name ? c->lib_name : "";
+    const char *libv = c->lib_ver ? c->lib_ver : "";
+    size_t q = atomic_load_explicit(&c->qbuf_used, memory_order_relaxed);
+    size_t o = atomic_load_explicit(&c->obuf_used, memory_order_relaxed);
+    const char *cmd = atomic_load_explicit(&c->lastcmd, memory_order_relaxed);
+    snprintf(out, outlen,
+             "id=%llu addr=%s laddr=%s fd=%d name=%s age=%lld idle=%lld flags=N db=0 sub=0 "
+             "psub=0 ssub=0 multi=-1 qbuf=%zu qbuf-free=0 argv-mem=0 multi-mem=0 rbs=%d rbp=0 "
+             "obl=0 oll=0 omem=%zu tot-mem=%zu events=r cmd=%s user=default redir=-1 resp=%d "
+             "lib-name=%s lib-ver=%s",
+             (unsigned long long)c->id, c->addr, c->laddr, c->fd, name,
+             (long long)((now - c->ctime_ms) / 1000),
+             (long long)((now - atomic_load_explicit(&c->last_ms, memory_order_relaxed)) / 1000),
+             q, READ_CHUNK, o, sizeof(client) + q + o, cmd,
+             atomic_load_explicit(&c->resp, memory_order_relaxed), libn, libv);
+}

@@ -1,0 +1,375 @@
+/* Settings table, config file and CONFIG GET/SET; see config.h. */
+#include "config.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bloomery/scalable.h"
+#include "resp.h"
+#include "util.h"
+
+server_config cfg;
+
+static pthread_mutex_t str_lock = PTHREAD_MUTEX_INITIALIZER;
+static char *s_bind, *s_dir, *s_requirepass, *s_logfile, *s_config_file, *s_pidfile;
+
+typedef enum { T_INT, T_MEM, T_DOUBLE, T_STR, T_ENUM, T_OBUF, T_FIXED } cfg_type;
+
+typedef struct cfg_entry {
+    const char *name;
+    cfg_type type;
+    bool mutable_;
+    _Atomic long long *num;
+    long long min, max;
+    char **str;
+    const char *const *enums;   /* T_ENUM: names by value */
+    const char *fixed;          /* T_FIXED: the only value, shown by CONFIG GET */
+    const char *deflt;
+} cfg_entry;
+
+static const char *const loglevels[] = {"debug", "verbose", "notice", "warning", NULL};
+static const char *const layouts[] = {"blocked", "classic", NULL};
+static const char *const policies[] = {"noeviction", NULL};
+static _Atomic long long policy_dummy;
+static _Atomic long long databases_dummy;
+
+#define GB (1024LL * 1024 * 1024)
+
+static const cfg_entry table[] = {
+    {"bind", T_STR, false, NULL, 0, 0, &s_bind, NULL, NULL, "127.0.0.1"},
+    {"port", T_INT, false, &cfg.port, 0, 65535, NULL, NULL, NULL, "6379"},
+    {"threads", T_INT, false, &cfg.threads, 0, 256, NULL, NULL, NULL, "0"},
+    {"dir", T_STR, false, NULL, 0, 0, &s_dir, NULL, NULL, "./data"},
+    {"requirepass", T_STR, true, NULL, 0, 0, &s_requirepass, NULL, NULL, ""},
+    {"maxmemory", T_MEM, true, &cfg.maxmemory, 0, 1LL << 62, NULL, NULL, NULL, "0"},
+    {"maxmemory-policy", T_ENUM, true, &policy_dummy, 0, 0, NULL, policies, NULL, "noeviction"},
+    {"maxclients", T_INT, true, &cfg.maxclients, 1, 1000000, NULL, NULL, NULL, "10000"},
+    {"timeout", T_INT, true, &cfg.timeout, 0, 1LL << 31, NULL, NULL, NULL, "0"},
+    {"proto-max-bulk-len", T_MEM, true, &cfg.proto_max_bulk_len, 1024 * 1024, 1LL << 40, NULL,
+     NULL, NULL, "512mb"},
+    {"proto-max-multibulk-len", T_INT, true, &cfg.proto_max_multibulk_len, 1, 2147483647LL, NULL,
+     NULL, NULL, "8388608"},
+    {"client-output-buffer-limit", T_OBUF, true, NULL, 0, 0, NULL, NULL, NULL,
+     "normal 256mb 64mb 60"},
+    {"hll-sparse-max-bytes", T_MEM, true, &cfg.hll_sparse_max_bytes, 0, 16000, NULL, NULL, NULL,
+     "3000"},
+    {"bf-error-rate", T_DOUBLE, true, NULL, 0, 0, NULL, NULL, NULL, "0.01"},
+    {"bf-initial-size", T_INT, true, &cfg.bf_initial_size, 1, 1LL << 30, NULL, NULL, NULL, "100"},
+    {"bf-expansion-factor", T_INT, true, &cfg.bf_expansion, 0, SBF_MAX_EXPANSION, NULL, NULL,
+     NULL, "2"},
+    {"bf-default-layout", T_ENUM, true, &cfg.bf_layout, 0, 0, NULL, layouts, NULL, "blocked"},
+    {"hz", T_INT, true, &cfg.hz, 1, 500, NULL, NULL, NULL, "10"},
+    {"tcp-backlog", T_INT, false, &cfg.tcp_backlog, 1, 65535, NULL, NULL, NULL, "511"},
+    {"loglevel", T_ENUM, true, &cfg.loglevel, 0, 0, NULL, loglevels, NULL, "notice"},
+    {"logfile", T_STR, false, NULL, 0, 0, &s_logfile, NULL, NULL, ""},
+    {"pidfile", T_STR, false, NULL, 0, 0, &s_pidfile, NULL, NULL, ""},
+    {"databases", T_INT, false, &databases_dummy, 1, 1, NULL, NULL, NULL, "1"},
+    /* Persistence is not implemented yet: these answer what clients probe
+     * for and refuse any other value. */
+    {"save", T_FIXED, false, NULL, 0, 0, NULL, NULL, "", ""},
+    {"appendonly", T_FIXED, false, NULL, 0, 0, NULL, NULL, "no", "no"},
+};
+#define NTABLE (sizeof(table) / sizeof(table[0]))
+
+static const cfg_entry *find(const char *name) {
+    for (size_t i = 0; i < NTABLE; i++)
+        if (str_eq_ci(name, strlen(name), table[i].name)) return &table[i];
+    return NULL;
+}
+
+static bool set_obuf(int argc, const char *const *argv, const size_t *lens, char *err,
+                     size_t errlen) {
+    /* "class hard soft seconds" groups; only the normal class applies here,
+     * the others are accepted for redis.conf compatibility. */
+    if (argc == 0 || argc % 4 != 0) {
+        snprintf(err, errlen, "wrong number of arguments");
+        return false;
+    }
+    for (int i = 0; i < argc; i += 4) {
+        long long h, s, t;
+        if (!str_to_mem(argv[i + 1], lens[i + 1], &h) || !str_to_mem(argv[i + 2], lens[i + 2], &s) ||
+            !str_to_ll(argv[i + 3], lens[i + 3], &t) || h < 0 || s < 0 || t < 0) {
+            snprintf(err, errlen, "Invalid arguments");
+            return false;
+        }
+        if (str_eq_ci(argv[i], lens[i], "normal")) {
+            atomic_store(&cfg.obuf_hard, h);
+            atomic_store(&cfg.obuf_soft, s);
+            atomic_store(&cfg.obuf_soft_seconds, t);
+        } else if (!str_eq_ci(argv[i], lens[i], "replica") && !str_eq_ci(argv[i], lens[i], "slave") &&
+                   !str_eq_ci(argv[i], lens[i], "pubsub")) {
+            snprintf(err, errlen, "Invalid client class specified in buffer limit configuration.");
+            return false;
+        }
+    }
+    return true;
+}
+
+static bool apply_entry(const cfg_entry *c, int argc, const char *const *argv, const size_t *lens,
+                        char *err, size_t errlen) {
+    if (c->type == T_OBUF) {
+        /* A single quoted value holds the groups: split it. */
+        if (argc == 1) {
+            resp_parser p;
+            resp_parser_init(&p);
+            char *copy = strndup(argv[0], lens[0]);
+            bool ok = copy && resp_split_line(&p, copy, lens[0]);
+            const char *v[64];
+            size_t l[64];
+            int n = 0;
+            for (size_t i = 0; ok && i < p.argc && n < 64; i++, n++) {
+                v[n] = copy + p.argv[i].off;
+                l[n] = p.argv[i].len;
+                copy[p.argv[i].off + p.argv[i].len] = '\0';
+            }
+            ok = ok && set_obuf(n, v, l, err, errlen);
+            free(copy);
+            resp_parser_free(&p);
+            return ok;
+        }
+        return set_obuf(argc, argv, lens, err, errlen);
+    }
+    if (c->type == T_STR && str_eq_ci(c->name, strlen(c->name), "bind")) {
+        /* "bind a b c": several addresses, kept space-separated. */
+        size_t total = 1;
+        for (int i = 0; i < argc; i++) total += lens[i] + 1;
+        char *v = calloc(1, total);
+        if (v == NULL) return false;
+        for (int i = 0; i < argc; i++) {
+            if (i) strcat(v, " ");
+            strncat(v, argv[i], lens[i]);
+        }
+        pthread_mutex_lock(&str_lock);
+        free(*c->str);
+        *c->str = v;
+        pthread_mutex_unlock(&str_lock);
+        return true;
+    }
+    if (argc != 1) {
+        snprintf(err, errlen, "wrong number of arguments");
+        return false;
+    }
+    const char *a = argv[0];
+    size_t al = lens[0];
+    long long v;
+    switch (c->type) {
+    case T_INT:
+        if (!str_to_ll(a, al, &v)) {
+            snprintf(err, errlen, "argument couldn't be parsed into an integer");
+            return false;
+        }
+        if (v < c->min || v > c->max) {
+            snprintf(err, errlen, "argument must be between %lld and %lld inclusive", c->min, c->max);
+            return false;
+        }
+        atomic_store(c->num, v);
+        return true;
+    case T_MEM:
+        if (!str_to_mem(a, al, &v)) {
+            snprintf(err, errlen, "argument must be a memory value");
+            return false;
+        }
+        if (v < c->min || v > c->max) {
+            snprintf(err, errlen, "argument must be between %lld and %lld inclusive", c->min, c->max);
+            return false;
+        }
+        atomic_store(c->num, v);
+        return true;
+    case T_DOUBLE: {
+        double d;
+        if (!str_to_double(a, al, &d) || !(d > 0 && d < 1)) {
+            snprintf(err, errlen, "argument must be a number in the range (0, 1)");
+            return false;
+        }
+        /* RedisBloom silently caps the default error rate. */
+        if (d > 0.25) d = 0.25;
+        atomic_store(&cfg.bf_error_rate, d);
+        return true;
+    }
+    case T_ENUM:
+        for (int i = 0; c->enums[i]; i++) {
+            if (str_eq_ci(a, al, c->enums[i])) {
+                atomic_store(c->num, i);
+                return true;
+            }
+        }
+        snprintf(err, errlen, "argument(s) must be one of the following: ");
+        for (int i = 0; c->enums[i]; i++) {
+            strncat(err, c->enums[i], errlen - strlen(err) - 1);
+            if (c->enums[i + 1]) strncat(err, ", ", errlen - strlen(err) - 1);
+        }
+        return false;
+    case T_STR: {
+        char *s = strndup(a, al);
+        if (s == NULL) return false;
+        pthread_mutex_lock(&str_lock);
+        free(*c->str);
+        *c->str = s;
+        pthread_mutex_unlock(&str_lock);
+        return true;
+    }
+    case T_FIXED:
+        if (al != strlen(c->fixed) || memcmp(a, c->fixed, al) != 0) {
+            snprintf(err, errlen, "persistence is not available in this version");
+            return false;
+        }
+        return true;
+    case T_OBUF: break;
+    }
+    return false;
+}
+
+bool config_apply(const char *name, int argc, const char *const *argv, const size_t *lens,
+                  bool at_startup, char *err, size_t errlen) {
+    const cfg_entry *c = find(name);
+    if (c == NULL) {
+        snprintf(err, errlen, "unknown option '%s'", name);
+        return false;
+    }
+    if (!at_startup && !c->mutable_) {
+        snprintf(err, errlen, "can't set immutable config");
+        return false;
+    }
+    return apply_entry(c, argc, argv, lens, err, errlen);
+}
+
+void config_init(void) {
+    atomic_store(&cfg.bf_error_rate, 0.01);
+    for (size_t i = 0; i < NTABLE; i++) {
+        const cfg_entry *c = &table[i];
+        char err[256];
+        if (c->type == T_FIXED) continue;
+        if (c->type == T_STR) {
+            *c->str = strdup(c->deflt);
+            continue;
+        }
+        const char *v = c->deflt;
+        size_t l = strlen(v);
+        if (!apply_entry(c, 1, &v, &l, err, sizeof(err))) abort();
+    }
+    s_config_file = strdup("");
+}
+
+void config_free(void) {
+    pthread_mutex_lock(&str_lock);
+    char **all[] = {&s_bind, &s_dir, &s_requirepass, &s_logfile, &s_config_file, &s_pidfile};
+    for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++) {
+        free(*all[i]);
+        *all[i] = NULL;
+    }
+    pthread_mutex_unlock(&str_lock);
+}
+
+bool config_load_file(const char *path, char *err, size_t errlen) {
+    FILE *f = fopen(path, "r");
+    if (f == NULL) {
+        snprintf(err, errlen, "can't open config file '%s': %s", path, strerror(errno));
+        return false;
+    }
+    char *line = NULL;
+    size_t cap = 0;
+    ssize_t n;
+    int lineno = 0;
+    bool ok = true;
+    resp_parser p;
+    resp_parser_init(&p);
+    while (ok && (n = getline(&line, &cap, f)) >= 0) {
+        lineno++;
+        size_t len = (size_t)n;
+        while (len && (line[len - 1] == '\n' || line[len - 1] == '\r')) len--;
+        size_t i = 0;
+        while (i < len && (line[i] == ' ' || line[i] == '\t')) i++;
+        if (i == len || line[i] == '#') continue;
+        if (!resp_split_line(&p, line, len)) {
+            snprintf(err, errlen, "%s:%d: unbalanced quotes", path, lineno);
+            ok = false;
+            break;
+        }
+        if (p.argc == 0) continue;
+        const char *argv[64];
+        size_t lens[64];
+        size_t argc = p.argc < 64 ? p.argc : 64;
+        for (size_t k = 0; k < argc; k++) {
+            argv[k] = line + p.argv[k].off;
+            lens[k] = p.argv[k].len;
+        }
+        char name[128];
+        snprintf(name, sizeof(name), "%.*s", (int)lens[0], argv[0]);
+        char why[256];
+        if (!config_apply(name, (int)argc - 1, argv + 1, lens + 1, true, why, sizeof(why))) {
+            snprintf(err, errlen, "%s:%d: '%s': %s", path, lineno, name, why);
+            ok = false;
+        }
+    }
+    resp_parser_free(&p);
+    free(line);
+    fclose(f);
+    if (ok) {
+        char *abs = realpath(path, NULL);
+        pthread_mutex_lock(&str_lock);
+        free(s_config_file);
+        s_config_file = abs ? abs : strdup(path);
+        pthread_mutex_unlock(&str_lock);
+    }
+    return ok;
+}
+
+bool config_format(const char *name, char *out, size_t outlen) {
+    const cfg_entry *c = find(name);
+    if (c == NULL) return false;
+    switch (c->type) {
+    case T_INT:
+    case T_MEM: snprintf(out, outlen, "%lld", atomic_load(c->num)); break;
+    case T_DOUBLE: snprintf(out, outlen, "%g", atomic_load(&cfg.bf_error_rate)); break;
+    case T_ENUM: snprintf(out, outlen, "%s", c->enums[atomic_load(c->num)]); break;
+    case T_STR:
+        pthread_mutex_lock(&str_lock);
+        snprintf(out, outlen, "%s", *c->str ? *c->str : "");
+        pthread_mutex_unlock(&str_lock);
+        break;
+    case T_FIXED: snprintf(out, outlen, "%s", c->fixed); break;
+    case T_OBUF:
+        snprintf(out, outlen, "normal %lld %lld %lld slave 268435456 67108864 60 pubsub 33554432 8388608 60",
+                 atomic_load(&cfg.obuf_hard), atomic_load(&cfg.obuf_soft),
+                 atomic_load(&cfg.obuf_soft_seconds));
+        break;
+    }
+    return true;
+}
+
+void config_match(const char *pat, size_t plen, void (*fn)(void *ctx, const char *name), void *ctx) {
+    for (size_t i = 0; i < NTABLE; i++)
+        if (glob_match(pat, plen, table[i].name, strlen(table[i].name), true)) fn(ctx, table[i].name);
+}
+
+char *config_get_str(const char *name) {
+    char *v = NULL;
+    pthread_mutex_lock(&str_lock);
+    if (strcmp(name, "config-file") == 0) {
+        v = strdup(s_config_file ? s_config_file : "");
+    } else {
+        const cfg_entry *c = find(name);
+        if (c && c->type == T_STR) v = strdup(*c->str ? *c->str : "");
+    }
+    pthread_mutex_unlock(&str_lock);
+    return v;
+}
+
+bool config_requirepass_set(void) {
+    pthread_mutex_lock(&str_lock);
+    bool set = s_requirepass && s_requirepass[0];
+    pthread_mutex_unlock(&str_lock);
+    return set;
+}
+
+bool config_check_password(const char *p, size_t len) {
+    pthread_mutex_lock(&str_lock);
+    size_t n = strlen(s_requirepass);
+    unsigned diff = (unsigned)(n ^ len);
+    for (size_t i = 0; i < len; i++) diff |= (unsigned char)(p[i] ^ s_requirepass[n ? i % n : 0]);
+    pthread_mutex_unlock(&str_lock);
+    return n > 0 && diff == 0;
+}

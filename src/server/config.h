@@ -1,0 +1,66 @@
+/* Server settings: one table names every setting, its type, default and
+ * range, and whether CONFIG SET may change it while the server runs. The same
+ * table reads the config file (redis.conf syntax), the command line
+ * (--name value) and serves CONFIG GET/SET.
+ *
+ * Numeric settings are atomics: workers read them on every command without a
+ * lock. String settings are guarded by a mutex; copy them with
+ * config_get_str().
+ */
+#ifndef BLOOMERYD_CONFIG_H
+#define BLOOMERYD_CONFIG_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+typedef struct server_config {
+    _Atomic long long port;
+    _Atomic long long threads;
+    _Atomic long long maxmemory;
+    _Atomic long long maxclients;
+    _Atomic long long timeout;
+    _Atomic long long proto_max_bulk_len;
+    _Atomic long long proto_max_multibulk_len;
+    _Atomic long long obuf_hard, obuf_soft, obuf_soft_seconds;
+    _Atomic long long hll_sparse_max_bytes;
+    _Atomic long long bf_initial_size;
+    _Atomic long long bf_expansion;
+    _Atomic long long hz;
+    _Atomic long long tcp_backlog;
+    _Atomic long long loglevel;        /* 0 debug .. 3 warning */
+    _Atomic long long bf_layout;       /* bloomery_layout */
+    _Atomic double bf_error_rate;
+} server_config;
+
+extern server_config cfg;
+
+enum { LOG_DEBUG = 0, LOG_VERBOSE = 1, LOG_NOTICE = 2, LOG_WARNING = 3 };
+
+/* Defaults into cfg. */
+void config_init(void);
+void config_free(void);
+
+/* Apply "name arg..." (already split). err receives a static or buffered
+ * message on failure. at_startup allows immutable settings. */
+bool config_apply(const char *name, int argc, const char *const *argv, const size_t *lens,
+                  bool at_startup, char *err, size_t errlen);
+
+/* Read a redis.conf-style file. */
+bool config_load_file(const char *path, char *err, size_t errlen);
+
+/* Current value as CONFIG GET prints it; returns false for an unknown name. */
+bool config_format(const char *name, char *out, size_t outlen);
+
+/* Names matching a glob pattern, in table order; fn called for each. */
+void config_match(const char *pat, size_t plen, void (*fn)(void *ctx, const char *name),
+                  void *ctx);
+
+/* Copy of a string setting ("bind", "dir", "requirepass", "logfile",
+ * "config-file"); caller frees. */
+char *config_get_str(const char *name);
+bool config_requirepass_set(void);
+/* Constant-time-ish comparison with requirepass. */
+bool config_check_password(const char *p, size_t len);
+
+#endif

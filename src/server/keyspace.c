@@ -1,0 +1,404 @@
+/* The striped keyspace; see keyspace.h for the locking rules.
+ *
+ * A key's 64-bit XXH3 hash picks its stripe with the low KS_STRIPE_BITS bits
+ * and its bucket with the bits above them, so the two choices are
+ * independent. Each stripe is a chained table that doubles when it holds
+ * more entries than buckets; the doubling happens under the stripe's write
+ * lock, all at once, which keeps SCAN's cursor arithmetic simple (one table
+ * per stripe, never two).
+ */
+#include "keyspace.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <xxhash.h>
+
+#include "util.h"
+
+static ks_stripe stripes[KS_STRIPES];
+static _Atomic uint64_t used_memory;
+_Atomic uint64_t ks_stat_expired;
+static _Atomic unsigned expire_next_stripe;
+
+#define INITIAL_BUCKETS 4
+
+void ks_init(void) {
+    pthread_rwlockattr_t attr;
+    pthread_rwlockattr_init(&attr);
+    /* Writers (creation, DEL, EXPIRE) must not starve behind a constant
+     * stream of BF.EXISTS readers on a hot stripe. */
+    pthread_rwlockattr_setkind_np(&attr, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+    for (unsigned i = 0; i < KS_STRIPES; i++) {
+        ks_stripe *st = &stripes[i];
+        pthread_rwlock_init(&st->lock, &attr);
+        st->buckets = calloc(INITIAL_BUCKETS, sizeof(kv_entry *));
+        if (st->buckets == NULL) abort();
+        st->mask = INITIAL_BUCKETS - 1;
+        st->count = st->expires = st->expire_cursor = 0;
+    }
+    pthread_rwlockattr_destroy(&attr);
+}
+
+static void free_entry(kv_entry *e) {
+    ks_mem_add(-(int64_t)(ks_entry_overhead(e->klen) + kv_obj_bytes(e->obj)));
+    kv_obj_free(e->obj);
+    free(e);
+}
+
+void ks_shutdown(void) {
+    ks_flush();
+    for (unsigned i = 0; i < KS_STRIPES; i++) {
+        free(stripes[i].buckets);
+        stripes[i].buckets = NULL;
+        pthread_rwlock_destroy(&stripes[i].lock);
+    }
+}
+
+uint64_t ks_hash(const char *key, size_t klen) { return XXH3_64bits(key, klen); }
+
+uint64_t ks_entry_overhead(size_t klen) {
+    return sizeof(kv_entry) + klen + sizeof(kv_obj);
+}
+
+bool ks_entry_expired(const kv_entry *e, int64_t now) {
+    return e->expire_ms != 0 && e->expire_ms <= now;
+}
+
+static kv_entry **find_slot(ks_stripe *st, uint64_t hash, const char *key, size_t klen) {
+    kv_entry **pp = &st->buckets[(hash >> KS_STRIPE_BITS) & st->mask];
+    for (; *pp; pp = &(*pp)->next) {
+        kv_entry *e = *pp;
+        if (e->hash == hash && e->klen == klen && memcmp(e->key, key, klen) == 0) return pp;
+    }
+    return pp;
+}
+
+static void unlink_slot(ks_stripe *st, kv_entry **pp) {
+    kv_entry *e = *pp;
+    *pp = e->next;
+    st->count--;
+    if (e->expire_ms) st->expires--;
+    free_entry(e);
+}
+
+kv_entry *ks_open(ks_ref *ref, const char *key, size_t klen, bool write) {
+    ref->hash = ks_hash(key, klen);
+    ref->st = &stripes[ref->hash & (KS_STRIPES - 1)];
+    ref->write = write;
+    ref->key = key;
+    ref->klen = klen;
+    if (write)
+        pthread_rwlock_wrlock(&ref->st->lock);
+    else
+        pthread_rwlock_rdlock(&ref->st->lock);
+    kv_entry **pp = find_slot(ref->st, ref->hash, key, klen);
+    kv_entry *e = *pp;
+    if (e && e->expire_ms && ks_entry_expired(e, now_ms())) {
+        if (write) {
+            unlink_slot(ref->st, pp);
+            atomic_fetch_add_explicit(&ks_stat_expired, 1, memory_order_relaxed);
+        }
+        e = NULL;
+    }
+    ref->e = e;
+    return e;
+}
+
+void ks_close(ks_ref *ref) {
+    if (ref->st) pthread_rwlock_unlock(&ref->st->lock);
+    ref->st = NULL;
+}
+
+static void grow(ks_stripe *st) {
+    uint64_t nb = (st->mask + 1) * 2;
+    kv_entry **b = calloc(nb, sizeof(*b));
+    if (b == NULL) return;   /* keep the old table: longer chains, still correct */
+    for (uint64_t i = 0; i <= st->mask; i++) {
+        kv_entry *e = st->buckets[i];
+        while (e) {
+            kv_entry *next = e->next;
+            uint64_t j = (e->hash >> KS_STRIPE_BITS) & (nb - 1);
+            e->next = b[j];
+            b[j] = e;
+            e = next;
+        }
+    }
+    free(st->buckets);
+    st->buckets = b;
+    st->mask = nb - 1;
+}
+
+kv_entry *ks_add(ks_ref *ref, kv_obj *obj) {
+    kv_entry *e = malloc(sizeof(*e) + ref->klen + 1);
+    if (e == NULL) return NULL;
+    e->hash = ref->hash;
+    e->expire_ms = 0;
+    e->obj = obj;
+    e->klen = ref->klen;
+    memcpy(e->key, ref->key, ref->klen);
+    e->key[ref->klen] = '\0';
+    ks_stripe *st = ref->st;
+    if (st->count >= st->mask + 1) grow(st);
+    kv_entry **pp = &st->buckets[(e->hash >> KS_STRIPE_BITS) & st->mask];
+    e->next = *pp;
+    *pp = e;
+    st->count++;
+    /* Only the entry: a value's bytes are counted by whoever allocates them
+     * (see kv_obj.value_bytes), so moving an object between keys is free. */
+    ks_mem_add((int64_t)ks_entry_overhead(e->klen));
+    ref->e = e;
+    return e;
+}
+
+void ks_remove(ks_ref *ref) {
+    kv_entry **pp = find_slot(ref->st, ref->hash, ref->key, ref->klen);
+    if (*pp) unlink_slot(ref->st, pp);
+    ref->e = NULL;
+}
+
+void ks_set_expire(ks_ref *ref, int64_t when_ms) {
+    kv_entry *e = ref->e;
+    if (e->expire_ms && !when_ms) ref->st->expires--;
+    if (!e->expire_ms && when_ms) ref->st->expires++;
+    e->expire_ms = when_ms;
+}
+
+/* ---- several keys ---- */
+
+static int cmp_unsigned(const void *a, const void *b) {
+    unsigned x = *(const unsigned *)a, y = *(const unsigned *)b;
+    return x < y ? -1 : x > y;
+}
+
+void ks_lock_many(ks_multi *m, const char *const *keys, const size_t *lens, size_t n, bool write) {
+    m->write = write;
+    m->stripes = n <= 8 ? m->small : malloc(n * sizeof(unsigned));
+    if (m->stripes == NULL) abort();
+    for (size_t i = 0; i < n; i++) m->stripes[i] = ks_hash(keys[i], lens[i]) & (KS_STRIPES - 1);
+    qsort(m->stripes, n, sizeof(unsigned), cmp_unsigned);
+    unsigned k = 0;
+    for (size_t i = 0; i < n; i++)
+        if (k == 0 || m->stripes[k - 1] != m->stripes[i]) m->stripes[k++] = m->stripes[i];
+    m->nstripes = k;
+    for (unsigned i = 0; i < k; i++) {
+        if (write)
+            pthread_rwlock_wrlock(&stripes[m->stripes[i]].lock);
+        else
+            pthread_rwlock_rdlock(&stripes[m->stripes[i]].lock);
+    }
+}
+
+void ks_unlock_many(ks_multi *m) {
+    for (unsigned i = m->nstripes; i-- > 0;) pthread_rwlock_unlock(&stripes[m->stripes[i]].lock);
+    if (m->stripes != m->small) free(m->stripes);
+    m->stripes = NULL;
+    m->nstripes = 0;
+}
+
+kv_entry *ks_find_locked(const char *key, size_t klen, ks_ref *ref, bool write) {
+    ref->hash = ks_hash(key, klen);
+    ref->st = &stripes[ref->hash & (KS_STRIPES - 1)];
+    ref->write = write;
+    ref->key = key;
+    ref->klen = klen;
+    kv_entry **pp = find_slot(ref->st, ref->hash, key, klen);
+    kv_entry *e = *pp;
+    if (e && e->expire_ms && ks_entry_expired(e, now_ms())) {
+        if (write) {
+            unlink_slot(ref->st, pp);
+            atomic_fetch_add_explicit(&ks_stat_expired, 1, memory_order_relaxed);
+        }
+        e = NULL;
+    }
+    ref->e = e;
+    return e;
+}
+
+/* ---- objects ---- */
+
+kv_obj *kv_obj_new(kv_type type, void *value) {
+    kv_obj *o = calloc(1, sizeof(*o));
+    if (o == NULL) return NULL;
+    o->type = type;
+    switch (type) {
+    case KV_BLOOM: o->u.sbf = value; break;
+    case KV_COUNTING: o->u.cnt = value; break;
+    case KV_HLL: o->u.hll = value; break;
+    case KV_LOADING: o->u.loader = value; break;
+    }
+    pthread_mutex_init(&o->lock, NULL);
+    return o;
+}
+
+void kv_obj_free(kv_obj *o) {
+    if (o == NULL) return;
+    switch (o->type) {
+    case KV_BLOOM: sbf_free(o->u.sbf); break;
+    case KV_COUNTING: cntbf_free(o->u.cnt); break;
+    case KV_HLL: hll_free(o->u.hll); break;
+    case KV_LOADING: bloomery_loader_free(o->u.loader); break;
+    }
+    free(o->chunk_seen);
+    pthread_mutex_destroy(&o->lock);
+    free(o);
+}
+
+uint64_t kv_obj_bytes(const kv_obj *o) {
+    return atomic_load_explicit(&o->value_bytes, memory_order_relaxed);
+}
+
+const char *kv_type_name(kv_type t) {
+    switch (t) {
+    case KV_BLOOM:
+    case KV_COUNTING:
+    case KV_LOADING: return "MBbloom--";
+    case KV_HLL: return "string";
+    }
+    return "none";
+}
+
+/* ---- memory ---- */
+
+uint64_t ks_used_memory(void) { return atomic_load_explicit(&used_memory, memory_order_relaxed); }
+
+void ks_mem_add(int64_t delta) {
+    atomic_fetch_add_explicit(&used_memory, (uint64_t)delta, memory_order_relaxed);
+}
+
+bool ks_mem_try_reserve(uint64_t bytes, uint64_t limit) {
+    uint64_t cur = atomic_load_explicit(&used_memory, memory_order_relaxed);
+    for (;;) {
+        if (limit && (cur + bytes > limit || cur + bytes < cur)) return false;
+        if (atomic_compare_exchange_weak_explicit(&used_memory, &cur, cur + bytes,
+                                                  memory_order_relaxed, memory_order_relaxed))
+            return true;
+    }
+}
+
+/* ---- counters and iteration ---- */
+
+uint64_t ks_dbsize(void) {
+    uint64_t n = 0;
+    for (unsigned i = 0; i < KS_STRIPES; i++) {
+        pthread_rwlock_rdlock(&stripes[i].lock);
+        n += stripes[i].count;
+        pthread_rwlock_unlock(&stripes[i].lock);
+    }
+    return n;
+}
+
+uint64_t ks_expires_count(void) {
+    uint64_t n = 0;
+    for (unsigned i = 0; i < KS_STRIPES; i++) {
+        pthread_rwlock_rdlock(&stripes[i].lock);
+        n += stripes[i].expires;
+        pthread_rwlock_unlock(&stripes[i].lock);
+    }
+    return n;
+}
+
+static uint64_t rev64(uint64_t v) {
+    v = ((v >> 1) & 0x5555555555555555ULL) | ((v & 0x5555555555555555ULL) << 1);
+    v = ((v >> 2) & 0x3333333333333333ULL) | ((v & 0x3333333333333333ULL) << 2);
+    v = ((v >> 4) & 0x0F0F0F0F0F0F0F0FULL) | ((v & 0x0F0F0F0F0F0F0F0FULL) << 4);
+    return __builtin_bswap64(v);
+}
+
+static void visit_bucket(ks_stripe *st, uint64_t b, int64_t now, ks_visit_fn fn, void *ctx,
+                         uint64_t *emitted) {
+    for (kv_entry *e = st->buckets[b]; e; e = e->next) {
+        (*emitted)++;
+        if (!ks_entry_expired(e, now)) fn(ctx, e);
+    }
+}
+
+uint64_t ks_scan(uint64_t cursor, uint64_t count, ks_visit_fn fn, void *ctx) {
+    unsigned s = (unsigned)(cursor & (KS_STRIPES - 1));
+    uint64_t v = cursor >> KS_STRIPE_BITS;
+    uint64_t emitted = 0, visited = 0;
+    int64_t now = now_ms();
+    if (count == 0) count = 1;
+    for (;;) {
+        ks_stripe *st = &stripes[s];
+        pthread_rwlock_rdlock(&st->lock);
+        uint64_t mask = st->mask;
+        v &= mask;
+        do {
+            visit_bucket(st, v, now, fn, ctx, &emitted);
+            visited++;
+            v |= ~mask;
+            v = rev64(v);
+            v++;
+            v = rev64(v);
+        } while (v != 0 && emitted < count && visited < count * 10 + 1000);
+        pthread_rwlock_unlock(&st->lock);
+        if (v == 0) {
+            if (++s == KS_STRIPES) return 0;
+        }
+        if (emitted >= count || visited >= count * 10 + 1000)
+            return (v << KS_STRIPE_BITS) | s;
+    }
+}
+
+void ks_foreach(ks_visit_fn fn, void *ctx) {
+    int64_t now = now_ms();
+    for (unsigned s = 0; s < KS_STRIPES; s++) {
+        ks_stripe *st = &stripes[s];
+        pthread_rwlock_rdlock(&st->lock);
+        uint64_t dummy = 0;
+        for (uint64_t b = 0; b <= st->mask; b++) visit_bucket(st, b, now, fn, ctx, &dummy);
+        pthread_rwlock_unlock(&st->lock);
+    }
+}
+
+uint64_t ks_flush(void) {
+    uint64_t n = 0;
+    for (unsigned s = 0; s < KS_STRIPES; s++) {
+        ks_stripe *st = &stripes[s];
+        pthread_rwlock_wrlock(&st->lock);
+        for (uint64_t b = 0; b <= st->mask; b++) {
+            kv_entry *e = st->buckets[b];
+            while (e) {
+                kv_entry *next = e->next;
+                free_entry(e);
+                n++;
+                e = next;
+            }
+            st->buckets[b] = NULL;
+        }
+        st->count = st->expires = 0;
+        pthread_rwlock_unlock(&st->lock);
+    }
+    return n;
+}
+
+uint64_t ks_active_expire(int64_t budget_us) {
+    int64_t start = mono_us();
+    uint64_t removed = 0;
+    for (unsigned i = 0; i < KS_STRIPES; i++) {
+        unsigned s = atomic_fetch_add_explicit(&expire_next_stripe, 1, memory_order_relaxed) &
+                     (KS_STRIPES - 1);
+        ks_stripe *st = &stripes[s];
+        /* Racy peek: a stripe without expiring keys is not worth a lock. */
+        if (__atomic_load_n(&st->expires, __ATOMIC_RELAXED) == 0) continue;
+        pthread_rwlock_wrlock(&st->lock);
+        int64_t now = now_ms();
+        uint64_t nb = st->mask + 1, steps = nb < 64 ? nb : 64;
+        for (uint64_t k = 0; k < steps && st->expires; k++) {
+            uint64_t b = st->expire_cursor++ & st->mask;
+            kv_entry **pp = &st->buckets[b];
+            while (*pp) {
+                if (ks_entry_expired(*pp, now)) {
+                    unlink_slot(st, pp);
+                    removed++;
+                } else {
+                    pp = &(*pp)->next;
+                }
+            }
+        }
+        pthread_rwlock_unlock(&st->lock);
+        if (mono_us() - start > budget_us) break;
+    }
+    atomic_fetch_add_explicit(&ks_stat_expired, removed, memory_order_relaxed);
+    return removed;
+}

@@ -1,0 +1,153 @@
+/* The keyspace: every key of the one database, shared by all workers.
+ *
+ * Keys are spread over KS_STRIPES independent hash tables, each behind its
+ * own reader/writer lock, so commands on different keys never contend and
+ * commands on one key take only a shared lock: BF.ADD and BF.EXISTS read-lock
+ * the stripe, find the entry and call the library, whose filters take
+ * concurrent writers by themselves (atomic OR of lanes). Creating, deleting,
+ * renaming or changing the expiry of a key write-locks its stripe. A
+ * multi-key command locks its stripes in ascending order, so two such
+ * commands cannot deadlock.
+ *
+ * Expiry is lazy (an expired key is invisible to every lookup and removed by
+ * the next writer of its stripe) and active (ks_active_expire walks stripes
+ * from a timer). Every value is a library object, so a snapshot can later
+ * walk the stripes and serialize values with serial.h.
+ */
+#ifndef BLOOMERYD_KEYSPACE_H
+#define BLOOMERYD_KEYSPACE_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "bloomery/bloomery.h"
+
+#define KS_STRIPE_BITS 10
+#define KS_STRIPES (1u << KS_STRIPE_BITS)
+
+typedef enum kv_type {
+    KV_BLOOM = 1,     /* sbf_t: scalable, blocked or classic links */
+    KV_COUNTING = 2,  /* cntbf_t */
+    KV_HLL = 3,       /* hll_t, guarded by obj->lock */
+    KV_LOADING = 4,   /* a blocked dump being loaded with BF.LOADCHUNK */
+} kv_type;
+
+typedef struct kv_obj {
+    kv_type type;
+    union {
+        sbf_t *sbf;
+        cntbf_t *cnt;
+        hll_t *hll;
+        bloomery_loader *loader;
+    } u;
+    /* HLL values and loaders are not thread-safe: readers hold the stripe's
+     * shared lock, so they serialize on this. */
+    pthread_mutex_t lock;
+    /* Bytes of the value counted in used memory. Added by whoever allocates
+     * them (filter growth adds from the library's may_allocate callback),
+     * subtracted when the entry is freed. */
+    _Atomic uint64_t value_bytes;
+    uint64_t chunks_loaded;   /* loading: chunks received so far */
+    uint8_t *chunk_seen;      /* loading: one flag per chunk */
+} kv_obj;
+
+typedef struct kv_entry {
+    struct kv_entry *next;
+    uint64_t hash;
+    int64_t expire_ms;        /* 0: no expiry; changed only under the write lock */
+    kv_obj *obj;
+    size_t klen;
+    char key[];
+} kv_entry;
+
+typedef struct ks_stripe {
+    pthread_rwlock_t lock;
+    kv_entry **buckets;
+    uint64_t mask;            /* buckets - 1 */
+    uint64_t count;
+    uint64_t expires;         /* entries with an expiry */
+    uint64_t expire_cursor;   /* active expiry resumes here */
+    char pad[64];
+} ks_stripe;
+
+/* A key opened by ks_open: its stripe stays locked until ks_close. */
+typedef struct ks_ref {
+    ks_stripe *st;
+    bool write;
+    uint64_t hash;
+    const char *key;
+    size_t klen;
+    kv_entry *e;
+} ks_ref;
+
+void ks_init(void);
+void ks_shutdown(void);   /* frees everything */
+
+uint64_t ks_hash(const char *key, size_t klen);
+
+/* Lock key's stripe (shared or exclusive) and find the live entry. An
+ * expired entry is deleted when the lock is exclusive and is reported as
+ * missing either way. */
+kv_entry *ks_open(ks_ref *ref, const char *key, size_t klen, bool write);
+void ks_close(ks_ref *ref);
+
+/* With an exclusive ref to a missing key: insert obj (ownership passes).
+ * Accounts the entry's overhead; the value's bytes are already counted. */
+kv_entry *ks_add(ks_ref *ref, kv_obj *obj);
+/* With an exclusive ref to a present key: delete it. */
+void ks_remove(ks_ref *ref);
+/* Set or clear (0) an entry's expiry; exclusive lock held. */
+void ks_set_expire(ks_ref *ref, int64_t when_ms);
+
+/* Several keys at once: their distinct stripes are locked in ascending order
+ * (all exclusive when write). */
+typedef struct ks_multi {
+    unsigned nstripes;
+    bool write;
+    unsigned *stripes;
+    unsigned small[8];
+} ks_multi;
+void ks_lock_many(ks_multi *m, const char *const *keys, const size_t *lens, size_t n, bool write);
+void ks_unlock_many(ks_multi *m);
+/* Lookups and changes under ks_lock_many. ks_find_locked never deletes; an
+ * expired key is reported missing. */
+kv_entry *ks_find_locked(const char *key, size_t klen, ks_ref *ref, bool write);
+
+/* Objects. */
+kv_obj *kv_obj_new(kv_type type, void *value);
+void kv_obj_free(kv_obj *o);
+uint64_t kv_obj_bytes(const kv_obj *o);   /* value bytes counted in used memory */
+const char *kv_type_name(kv_type t);      /* as TYPE answers */
+
+/* Memory accounting: exact bytes of every value plus key and entry overhead. */
+uint64_t ks_used_memory(void);
+void ks_mem_add(int64_t delta);
+/* Reserve bytes if used + bytes stays within limit (0: no limit). */
+bool ks_mem_try_reserve(uint64_t bytes, uint64_t limit);
+uint64_t ks_entry_overhead(size_t klen);
+
+/* Counters. */
+uint64_t ks_dbsize(void);
+uint64_t ks_expires_count(void);
+extern _Atomic uint64_t ks_stat_expired;
+
+/* Iteration. ks_scan visits whole buckets, Redis-style reverse-binary
+ * cursor inside each stripe, so every key present for the whole scan is
+ * returned at least once even across table growth. fn is called with the
+ * stripe read-locked and must not call back into the keyspace. */
+typedef void (*ks_visit_fn)(void *ctx, const kv_entry *e);
+uint64_t ks_scan(uint64_t cursor, uint64_t count, ks_visit_fn fn, void *ctx);
+void ks_foreach(ks_visit_fn fn, void *ctx);
+
+/* Remove every key; returns the number removed. */
+uint64_t ks_flush(void);
+/* One active-expiry step: visits stripes holding expiring keys until
+ * budget_us has passed. Returns keys removed. */
+uint64_t ks_active_expire(int64_t budget_us);
+
+bool ks_entry_expired(const kv_entry *e, int64_t now);
+
+#endif

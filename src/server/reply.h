@@ -1,0 +1,55 @@
+/* Reply encoding for RESP2 and RESP3 into a growable per-client buffer.
+ *
+ * Every reply goes through one of these calls so the protocol differences
+ * live in one place: booleans are :0/:1 in RESP2 and #f/#t in RESP3, a map is
+ * a flat array of 2n elements in RESP2, a null is $-1 or _, a double is a
+ * bulk string or ,<d>, a verbatim string is a bulk string or =<len>\r\ntxt:.
+ *
+ * On allocation failure the buffer is marked failed and further output is
+ * dropped; the connection layer then closes the client rather than send a
+ * truncated reply.
+ */
+#ifndef BLOOMERYD_REPLY_H
+#define BLOOMERYD_REPLY_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct reply {
+    char *buf;
+    size_t len, cap;
+    int proto;      /* 2 or 3 */
+    bool failed;
+} reply;
+
+void reply_init(reply *r);
+void reply_free(reply *r);
+bool reply_reserve(reply *r, size_t extra);
+void reply_raw(reply *r, const void *p, size_t n);
+
+void reply_simple(reply *r, const char *s);            /* +s */
+void reply_ok(reply *r);
+/* -msg: msg is sent as given (so it carries its own "ERR " when it has one);
+ * \r and \n become spaces. */
+void reply_error(reply *r, const char *msg);
+void reply_errorf(reply *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void reply_int(reply *r, long long v);
+void reply_bool(reply *r, bool v);
+void reply_bulk(reply *r, const void *p, size_t n);
+void reply_bulk_str(reply *r, const char *s);
+void reply_bulk_ll(reply *r, long long v);
+void reply_double(reply *r, double d);
+void reply_null(reply *r);
+void reply_array(reply *r, long long n);
+void reply_map(reply *r, long long n);                 /* n key/value pairs */
+void reply_set(reply *r, long long n);
+void reply_verbatim(reply *r, const char *s, size_t n); /* "txt" in RESP3 */
+void reply_wrong_arity(reply *r, const char *cmdname);
+
+/* For replies whose length is known only at the end: reserve a header slot,
+ * fill it later. */
+size_t reply_defer_len(reply *r);
+void reply_set_array_len(reply *r, size_t slot, long long n);
+
+#endif

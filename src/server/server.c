@@ -1,0 +1,385 @@
+/* bloomeryd: main(). Options, data directory, listening sockets, signals
+ * and the server cron (active expiry, ops/sec sampling) run on the main
+ * thread's loop; requests are served by the workers (worker.c).
+ *
+ * Usage: bloomeryd [config-file] [--name value ...]
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "server.h"
+#include "util.h"
+
+server_state srv;
+
+static FILE *logfp;
+static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
+
+#define MAX_LISTENERS 16
+static int listen_fds[MAX_LISTENERS];
+static uv_poll_t listen_polls[MAX_LISTENERS];
+static int nlisten;
+static uv_signal_t sig_term, sig_int;
+static uv_timer_t cron_timer;
+static uv_loop_t main_loop;
+
+#define OPS_SAMPLES 16
+static uint64_t ops_samples[OPS_SAMPLES];
+static int ops_idx;
+static uint64_t ops_last_count;
+static int64_t ops_last_ms;
+
+void server_log(int level, const char *fmt, ...) {
+    if (level < atomic_load_explicit(&cfg.loglevel, memory_order_relaxed)) return;
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    struct tm tm;
+    localtime_r(&ts.tv_sec, &tm);
+    char when[64];
+    size_t off = strftime(when, sizeof(when), "%d %b %Y %H:%M:%S.", &tm);
+    snprintf(when + off, sizeof(when) - off, "%03d", (int)(ts.tv_nsec / 1000000));
+    const char *mark = ".-*#";
+    pthread_mutex_lock(&log_lock);
+    FILE *fp = logfp ? logfp : stdout;
+    fprintf(fp, "%d:M %s %c %s\n", (int)getpid(), when, mark[level], msg);
+    fflush(fp);
+    pthread_mutex_unlock(&log_lock);
+}
+
+static void usage(void) {
+    fprintf(stderr,
+            "Usage: bloomeryd [/path/to/bloomery.conf] [--name value ...]\n"
+            "       bloomeryd --port 6380 --threads 4 --dir ./data\n"
+            "       bloomeryd -v | --version\n"
+            "Every setting of bloomery.conf can be given as --name value.\n");
+}
+
+/* ---- listening ---- */
+
+static void on_accept(uv_poll_t *p, int status, int events) {
+    (void)events;
+    if (status < 0) return;
+    int lfd = *(int *)p->data;
+    for (int i = 0; i < 64; i++) {
+        int fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (fd < 0) {
+            if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
+                server_log(LOG_WARNING, "Accepting client connection: %s", strerror(errno));
+            return;
+        }
+        atomic_fetch_add(&srv.total_connections, 1);
+        long long maxc = atomic_load(&cfg.maxclients);
+        if ((long long)atomic_load(&srv.connected) >= maxc) {
+            static const char err[] = "-ERR max number of clients reached\r\n";
+            ssize_t w = write(fd, err, sizeof(err) - 1);
+            (void)w;
+            close(fd);
+            atomic_fetch_add(&srv.rejected_connections, 1);
+            continue;
+        }
+        atomic_fetch_add(&srv.connected, 1);
+        worker_adopt(fd);
+    }
+}
+
+static int listen_on(const char *host, int port, int backlog) {
+    struct addrinfo hints = {0}, *res;
+    char portstr[16];
+    snprintf(portstr, sizeof(portstr), "%d", port);
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = AI_PASSIVE | AI_NUMERICHOST;
+    const char *h = host;
+    if (h[0] == '-') h++;   /* "-::1": optional address in redis.conf */
+    if (strcmp(h, "*") == 0) h = "0.0.0.0";
+    int rc = getaddrinfo(h, portstr, &hints, &res);
+    if (rc != 0) {
+        server_log(LOG_WARNING, "Invalid bind address '%s': %s", host, gai_strerror(rc));
+        return -1;
+    }
+    int fd = socket(res->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
+        freeaddrinfo(res);
+        return -1;
+    }
+    int one = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    if (res->ai_family == AF_INET6) setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one));
+    if (bind(fd, res->ai_addr, res->ai_addrlen) < 0 || listen(fd, backlog) < 0) {
+        server_log(LOG_WARNING, "Could not create server TCP listening socket %s:%d: %s", host,
+                   port, strerror(errno));
+        close(fd);
+        freeaddrinfo(res);
+        return -1;
+    }
+    freeaddrinfo(res);
+    struct sockaddr_storage ss;
+    socklen_t sl = sizeof(ss);
+    if (getsockname(fd, (struct sockaddr *)&ss, &sl) == 0) {
+        if (ss.ss_family == AF_INET) srv.listen_port = ntohs(((struct sockaddr_in *)&ss)->sin_port);
+        else srv.listen_port = ntohs(((struct sockaddr_in6 *)&ss)->sin6_port);
+    }
+    return fd;
+}
+
+/* ---- shutdown and cron ---- */
+
+static void close_noop(uv_handle_t *h) { (void)h; }
+
+static void begin_shutdown(void) {
+    static bool started;
+    if (started) return;
+    started = true;
+    server_log(LOG_WARNING, "Shutting down: user requested, no data is saved (persistence "
+                            "is not implemented yet).");
+    for (int i = 0; i < nlisten; i++) {
+        uv_close((uv_handle_t *)&listen_polls[i], close_noop);
+        close(listen_fds[i]);
+    }
+    uv_close((uv_handle_t *)&sig_term, close_noop);
+    uv_close((uv_handle_t *)&sig_int, close_noop);
+    uv_close((uv_handle_t *)&cron_timer, close_noop);
+    uv_close((uv_handle_t *)&srv.shutdown_async, close_noop);
+}
+
+static void on_signal(uv_signal_t *s, int signum) {
+    (void)s;
+    server_log(LOG_WARNING, "Received %s scheduling shutdown...", signum == SIGINT ? "SIGINT" : "SIGTERM");
+    begin_shutdown();
+}
+
+static void on_shutdown_async(uv_async_t *a) {
+    (void)a;
+    if (atomic_load(&srv.shutdown_requested)) begin_shutdown();
+}
+
+static uint64_t total_commands(void) {
+    uint64_t n = 0;
+    for (int i = 0; i < srv.nworkers; i++)
+        n += atomic_load_explicit(&srv.workers[i].commands, memory_order_relaxed);
+    return n;
+}
+
+static void on_cron(uv_timer_t *t) {
+    (void)t;
+    long long hz = atomic_load(&cfg.hz);
+    /* A quarter of each cron period at most, as Redis's slow cycle. */
+    ks_active_expire(250000 / (hz > 0 ? hz : 10));
+    int64_t now = mono_us() / 1000;
+    uint64_t cmds = total_commands();
+    if (ops_last_ms && now > ops_last_ms) {
+        ops_samples[ops_idx++ % OPS_SAMPLES] = (cmds - ops_last_count) * 1000 / (uint64_t)(now - ops_last_ms);
+        uint64_t sum = 0;
+        for (int i = 0; i < OPS_SAMPLES; i++) sum += ops_samples[i];
+        atomic_store(&srv.ops_sec, sum / OPS_SAMPLES);
+    }
+    ops_last_ms = now;
+    ops_last_count = cmds;
+    uv_timer_set_repeat(&cron_timer, (uint64_t)(1000 / (hz > 0 ? hz : 10)));
+}
+
+/* ---- options ---- */
+
+static bool parse_options(int argc, char **argv) {
+    int i = 1;
+    char err[512];
+    if (i < argc && argv[i][0] != '-') {
+        if (!config_load_file(argv[i], err, sizeof(err))) {
+            fprintf(stderr, "*** FATAL CONFIG FILE ERROR ***\n%s\n", err);
+            return false;
+        }
+        i++;
+    }
+    while (i < argc) {
+        const char *a = argv[i];
+        if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+            usage();
+            exit(0);
+        }
+        if (strcmp(a, "-v") == 0 || strcmp(a, "--version") == 0) {
+            printf("bloomeryd v=%s (redis protocol %s) libbloomery %s\n", BLOOMERYD_VERSION,
+                   REDIS_COMPAT_VERSION, BLOOMERY_VERSION_STRING);
+            exit(0);
+        }
+        if (strncmp(a, "--", 2) != 0 || a[2] == '\0') {
+            fprintf(stderr, "Unexpected argument '%s'\n", a);
+            usage();
+            return false;
+        }
+        const char *vals[64];
+        size_t lens[64];
+        int n = 0;
+        int j = i + 1;
+        /* Values run to the next --option; a value may itself start with a
+         * single '-' (negative numbers). */
+        while (j < argc && strncmp(argv[j], "--", 2) != 0 && n < 64) {
+            vals[n] = argv[j];
+            lens[n] = strlen(argv[j]);
+            n++;
+            j++;
+        }
+        if (n == 0) {
+            fprintf(stderr, "Option '%s' needs a value\n", a);
+            return false;
+        }
+        if (!config_apply(a + 2, n, vals, lens, true, err, sizeof(err))) {
+            fprintf(stderr, "*** FATAL CONFIG ERROR *** '%s': %s\n", a + 2, err);
+            return false;
+        }
+        i = j;
+    }
+    return true;
+}
+
+static bool make_dir(const char *path) {
+    char buf[4096];
+    snprintf(buf, sizeof(buf), "%s", path);
+    for (char *p = buf + 1; *p; p++) {
+        if (*p == '/') {
+            *p = '\0';
+            if (mkdir(buf, 0755) < 0 && errno != EEXIST) return false;
+            *p = '/';
+        }
+    }
+    return mkdir(buf, 0755) == 0 || errno == EEXIST;
+}
+
+static void make_run_id(void) {
+    unsigned char rnd[20];
+    int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+    ssize_t got = fd >= 0 ? read(fd, rnd, sizeof(rnd)) : -1;
+    if (fd >= 0) close(fd);
+    if (got != (ssize_t)sizeof(rnd)) {
+        uint64_t x = (uint64_t)now_us() ^ ((uint64_t)getpid() << 32);
+        for (size_t i = 0; i < sizeof(rnd); i++) {
+            x = x * 6364136223846793005ULL + 1442695040888963407ULL;
+            rnd[i] = (unsigned char)(x >> 56);
+        }
+    }
+    for (size_t i = 0; i < sizeof(rnd); i++) snprintf(srv.run_id + 2 * i, 3, "%02x", rnd[i]);
+}
+
+int main(int argc, char **argv) {
+    signal(SIGPIPE, SIG_IGN);
+    config_init();
+    if (!parse_options(argc, argv)) {
+        config_free();
+        return 1;
+    }
+    char *logfile = config_get_str("logfile");
+    if (logfile && logfile[0]) {
+        logfp = fopen(logfile, "a");
+        if (logfp == NULL) {
+            fprintf(stderr, "Can't open the log file %s: %s\n", logfile, strerror(errno));
+            free(logfile);
+            config_free();
+            return 1;
+        }
+    }
+    free(logfile);
+
+    srv.start_ms = now_ms();
+    make_run_id();
+    ssize_t el = readlink("/proc/self/exe", srv.executable, sizeof(srv.executable) - 1);
+    if (el > 0) srv.executable[el] = '\0';
+
+    char *dir = config_get_str("dir");
+    if (!make_dir(dir)) {
+        server_log(LOG_WARNING, "Can't create the data directory '%s': %s", dir, strerror(errno));
+        free(dir);
+        config_free();
+        return 1;
+    }
+    free(dir);
+
+    ks_init();
+    commands_init();
+    if (uv_loop_init(&main_loop) != 0) return 1;
+    srv.main_loop = &main_loop;
+
+    char *bind = config_get_str("bind");
+    int port = (int)atomic_load(&cfg.port);
+    int backlog = (int)atomic_load(&cfg.tcp_backlog);
+    char *save = NULL;
+    for (char *tok = strtok_r(bind, " ", &save); tok && nlisten < MAX_LISTENERS;
+         tok = strtok_r(NULL, " ", &save)) {
+        int fd = listen_on(tok, port, backlog);
+        if (fd < 0) {
+            if (tok[0] == '-') continue;   /* optional address */
+            free(bind);
+            return 1;
+        }
+        listen_fds[nlisten] = fd;
+        nlisten++;
+    }
+    free(bind);
+    if (nlisten == 0) {
+        server_log(LOG_WARNING, "No address to listen on.");
+        return 1;
+    }
+
+    int nthreads = (int)atomic_load(&cfg.threads);
+    if (nthreads <= 0) {
+        long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+        nthreads = ncpu > 0 ? (int)ncpu : 1;
+    }
+    if (workers_start(nthreads) != 0) {
+        server_log(LOG_WARNING, "Could not start worker threads.");
+        return 1;
+    }
+    for (int i = 0; i < nlisten; i++) {
+        uv_poll_init(&main_loop, &listen_polls[i], listen_fds[i]);
+        listen_polls[i].data = &listen_fds[i];
+        uv_poll_start(&listen_polls[i], UV_READABLE, on_accept);
+    }
+    uv_signal_init(&main_loop, &sig_term);
+    uv_signal_start(&sig_term, on_signal, SIGTERM);
+    uv_signal_init(&main_loop, &sig_int);
+    uv_signal_start(&sig_int, on_signal, SIGINT);
+    uv_async_init(&main_loop, &srv.shutdown_async, on_shutdown_async);
+    uv_timer_init(&main_loop, &cron_timer);
+    uv_timer_start(&cron_timer, on_cron, 100, 100);
+
+    char *pidfile = config_get_str("pidfile");
+    if (pidfile && pidfile[0]) {
+        FILE *fp = fopen(pidfile, "w");
+        if (fp) {
+            fprintf(fp, "%d\n", (int)getpid());
+            fclose(fp);
+        }
+    }
+
+    server_log(LOG_NOTICE, "bloomeryd %s (libbloomery %s, %s kernel) pid=%d, %d worker threads",
+               BLOOMERYD_VERSION, BLOOMERY_VERSION_STRING, bf_kernel_name(), (int)getpid(),
+               nthreads);
+    server_log(LOG_NOTICE, "Ready to accept connections tcp on port %d", srv.listen_port);
+
+    uv_run(&main_loop, UV_RUN_DEFAULT);
+
+    workers_stop();
+    uv_loop_close(&main_loop);
+    ks_shutdown();
+    commands_free();
+    if (pidfile && pidfile[0]) unlink(pidfile);
+    free(pidfile);
+    config_free();
+    server_log(LOG_WARNING, "bloomeryd is now ready to exit, bye bye...");
+    if (logfp) fclose(logfp);
+    return 0;
+}

@@ -1,0 +1,1092 @@
+/* BF.* commands: thin adapters from RedisBloom's command surface to
+ * libbloomery's scalable (sbf_t) and counting (cntbf_t) filters.
+ *
+ * Replies and errors are RedisBloom's, quirks included (see
+ * ../shared/reference/redisbloom-compat.md and docs/COMMANDS.md): BF.EXISTS
+ * answers 0 for a missing or wrong-type key, some errors have no ERR prefix,
+ * BF.MADD/BF.INSERT end their array at the first "full" error, BF.INFO
+ * reports Size as RedisBloom counts it (32-byte chain + 64 bytes per link +
+ * the bit arrays).
+ *
+ * Dumps (BF.SCANDUMP / BF.LOADCHUNK) come in two formats:
+ *   classic layout  RedisBloom's own: a packed header with iterator 1, then
+ *                   the links' bit arrays in chunks of at most 16 MiB, the
+ *                   iterator being 1 + the byte offset of the chunk's end.
+ *                   A dump taken from RedisBloom loads here and answers the
+ *                   same.
+ *   blocked layout  serial.h's image: iterator 1 carries the image header,
+ *                   iterator k >= 2 carries chunk k-2 followed by its 8-byte
+ *                   checksum. The key answers only once every chunk arrived.
+ * A header on a missing key is recognised by trying the image format first
+ * (it starts with its own magic), then RedisBloom's.
+ *
+ * Memory: every link a filter allocates is first approved by maxmemory
+ * through the library's may_allocate hook, which also counts the bytes, so
+ * a growth past the limit fails with Redis's OOM error and changes nothing.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "server.h"
+#include "util.h"
+
+#define BF_MAX_CAPACITY (1LL << 30)
+#define RB_CHUNK_MAX (16u * 1024 * 1024)
+#define RB_CHAIN_OVERHEAD 32
+#define RB_LINK_OVERHEAD 64
+
+static const char *err_not_found = "ERR not found";
+static const char *err_full = "ERR non scaling filter is full";
+static const char *err_loading = "ERR filter is still being loaded with BF.LOADCHUNK";
+
+/* Set by the allocation hook when maxmemory refused a link, so the command
+ * can answer OOM rather than RedisBloom's generic insertion error. */
+static _Thread_local bool growth_refused;
+
+static bool may_allocate(void *ctx, uint64_t bytes) {
+    kv_obj *o = ctx;
+    if (!ks_mem_try_reserve(bytes, server_maxmemory())) {
+        growth_refused = true;
+        return false;
+    }
+    atomic_fetch_add_explicit(&o->value_bytes, bytes, memory_order_relaxed);
+    return true;
+}
+
+static bool is_bloom(const kv_obj *o) {
+    return o->type == KV_BLOOM || o->type == KV_COUNTING || o->type == KV_LOADING;
+}
+
+/* ---- creation ---- */
+
+typedef struct bf_params {
+    double error;
+    long long capacity;
+    long long expansion;   /* 0: non-scaling */
+    bloomery_layout layout;
+    bool counting;
+    long long ttl_s;       /* 0: none */
+} bf_params;
+
+static void default_params(bf_params *p) {
+    p->error = atomic_load_explicit(&cfg.bf_error_rate, memory_order_relaxed);
+    p->capacity = atomic_load_explicit(&cfg.bf_initial_size, memory_order_relaxed);
+    p->expansion = atomic_load_explicit(&cfg.bf_expansion, memory_order_relaxed);
+    p->layout = (bloomery_layout)atomic_load_explicit(&cfg.bf_layout, memory_order_relaxed);
+    p->counting = false;
+    p->ttl_s = 0;
+}
+
+/* Create the filter for p under ref (write-locked, key missing). Replies
+ * with the error and returns NULL on failure. */
+static kv_entry *create_filter(client *c, ks_ref *ref, const bf_params *p) {
+    uint64_t maxmem = server_maxmemory();
+    uint64_t overhead = ks_entry_overhead(ref->klen);
+    kv_obj *o = kv_obj_new(p->counting ? KV_COUNTING : KV_BLOOM, NULL);
+    if (o == NULL) {
+        reply_error(&c->out, "ERR Insufficient memory to create filter");
+        return NULL;
+    }
+    if (p->counting) {
+        uint64_t bytes = cntbf_bytes_for((uint64_t)p->capacity, p->error, NULL);
+        if (bytes == 0) {
+            kv_obj_free(o);
+            reply_error(&c->out, "ERR could not create filter");
+            return NULL;
+        }
+        if (!ks_mem_try_reserve(bytes + overhead, maxmem)) {
+            kv_obj_free(o);
+            reply_oom(c);
+            return NULL;
+        }
+        ks_mem_add(-(int64_t)overhead);
+        int rc = cntbf_create(&o->u.cnt, (uint64_t)p->capacity, p->error, NULL);
+        if (rc != BLOOMERY_OK) {
+            ks_mem_add(-(int64_t)bytes);
+            kv_obj_free(o);
+            reply_error(&c->out, rc == BLOOMERY_ENOMEM ? "ERR Insufficient memory to create filter"
+                                                       : "ERR could not create filter");
+            return NULL;
+        }
+        atomic_store(&o->value_bytes, bytes);
+    } else {
+        sbf_options opts = {
+            .layout = p->layout,
+            .expansion = (uint32_t)p->expansion,
+            .seed = 0,
+            .policy = BLOOMERY_POLICY_LATENCY,
+            .may_allocate = may_allocate,
+            .may_allocate_ctx = o,
+        };
+        uint64_t bytes = sbf_bytes_for((uint64_t)p->capacity, p->error, &opts);
+        if (bytes == 0) {
+            kv_obj_free(o);
+            reply_error(&c->out, "ERR could not create filter");
+            return NULL;
+        }
+        /* The entry's own bytes must fit as well as the first link. */
+        if (maxmem && ks_used_memory() + bytes + overhead > maxmem) {
+            kv_obj_free(o);
+            reply_oom(c);
+            return NULL;
+        }
+        growth_refused = false;
+        int rc = sbf_create(&o->u.sbf, (uint64_t)p->capacity, p->error, &opts);
+        if (rc != BLOOMERY_OK) {
+            ks_mem_add(-(int64_t)kv_obj_bytes(o));
+            atomic_store(&o->value_bytes, 0);
+            kv_obj_free(o);
+            if (growth_refused) reply_oom(c);
+            else if (rc == BLOOMERY_ENOMEM) reply_error(&c->out, "ERR Insufficient memory to create filter");
+            else reply_error(&c->out, "ERR could not create filter");
+            return NULL;
+        }
+    }
+    kv_entry *e = ks_add(ref, o);
+    if (e == NULL) {
+        ks_mem_add(-(int64_t)kv_obj_bytes(o));
+        kv_obj_free(o);
+        reply_error(&c->out, "ERR Insufficient memory to create filter");
+        return NULL;
+    }
+    if (p->ttl_s > 0) ks_set_expire(ref, now_ms() + p->ttl_s * 1000);
+    return e;
+}
+
+/* ---- adding ---- */
+
+/* Add items[0..n) to o and reply: an integer/boolean for a single add
+ * (multi == false) or an array that ends at the first error. */
+static void add_items(client *c, kv_obj *o, const char **items, const size_t *lens, size_t n,
+                      bool multi) {
+    int small[64];
+    int *res = n <= 64 ? small : malloc(n * sizeof(int));
+    if (res == NULL) {
+        reply_oom(c);
+        return;
+    }
+    size_t done;
+    growth_refused = false;
+    if (o->type == KV_BLOOM) {
+        done = sbf_add_many(o->u.sbf, (const void *const *)items, lens, n, res);
+    } else {
+        /* Counting filters do not scale: like a NONSCALING chain they refuse
+         * new items once they hold their capacity. */
+        cntbf_t *cf = o->u.cnt;
+        uint64_t cap = cntbf_capacity(cf);
+        for (done = 0; done < n;) {
+            if (cntbf_count(cf) >= cap && !cntbf_check(cf, items[done], lens[done])) {
+                res[done++] = BLOOMERY_EFULL;
+                break;
+            }
+            res[done] = cntbf_add(cf, items[done], lens[done]) ? 1 : 0;
+            done++;
+        }
+    }
+    if (multi) reply_array(&c->out, (long long)done);
+    for (size_t i = 0; i < done; i++) {
+        int rc = res[i];
+        if (rc >= 0) reply_bool(&c->out, rc == 1);
+        else if (rc == BLOOMERY_EFULL) reply_error(&c->out, err_full);
+        else if (growth_refused) reply_oom(c);
+        else reply_error(&c->out, "ERR problem inserting into filter");
+    }
+    if (res != small) free(res);
+}
+
+/* Open key for adding, creating it with p when missing and create is set.
+ * Returns the entry with ref locked, or NULL after replying. */
+static kv_entry *open_for_add(client *c, ks_ref *ref, const bf_params *p, bool create) {
+    kv_entry *e = ks_open(ref, c->argv[1], c->argvlen[1], false);
+    if (e == NULL) {
+        ks_close(ref);
+        e = ks_open(ref, c->argv[1], c->argvlen[1], true);
+        if (e == NULL) {
+            if (!create) {
+                reply_error(&c->out, err_not_found);
+                return NULL;
+            }
+            e = create_filter(c, ref, p);
+            if (e == NULL) return NULL;
+        }
+    }
+    if (!is_bloom(e->obj)) {
+        reply_wrongtype(c);
+        return NULL;
+    }
+    if (e->obj->type == KV_LOADING) {
+        reply_error(&c->out, err_loading);
+        return NULL;
+    }
+    return e;
+}
+
+void bfAddCommand(client *c) {
+    if (c->argc != 3) {
+        reply_wrong_arity(&c->out, "bf.add");
+        return;
+    }
+    bf_params p;
+    default_params(&p);
+    ks_ref ref;
+    kv_entry *e = open_for_add(c, &ref, &p, true);
+    if (e) add_items(c, e->obj, c->argv + 2, c->argvlen + 2, 1, false);
+    ks_close(&ref);
+}
+
+void bfMaddCommand(client *c) {
+    if (c->argc < 3) {
+        reply_wrong_arity(&c->out, "bf.madd");
+        return;
+    }
+    bf_params p;
+    default_params(&p);
+    ks_ref ref;
+    kv_entry *e = open_for_add(c, &ref, &p, true);
+    if (e) add_items(c, e->obj, c->argv + 2, c->argvlen + 2, (size_t)c->argc - 2, true);
+    ks_close(&ref);
+}
+
+/* ---- checking ---- */
+
+static void check_items(client *c, bool multi) {
+    size_t n = (size_t)c->argc - 2;
+    ks_ref ref;
+    kv_entry *e = ks_open(&ref, c->argv[1], c->argvlen[1], false);
+    kv_obj *o = e ? e->obj : NULL;
+    server_count_hit(c, e != NULL);
+    if (multi) reply_array(&c->out, (long long)n);
+    if (o && o->type == KV_BLOOM) {
+        int small[64];
+        int *res = n <= 64 ? small : malloc(n * sizeof(int));
+        if (res) {
+            sbf_check_many(o->u.sbf, (const void *const *)(c->argv + 2), c->argvlen + 2, n, res);
+            for (size_t i = 0; i < n; i++) reply_bool(&c->out, res[i] == 1);
+            if (res != small) free(res);
+        } else {
+            for (size_t i = 0; i < n; i++)
+                reply_bool(&c->out, sbf_check(o->u.sbf, c->argv[2 + i], c->argvlen[2 + i]) == 1);
+        }
+    } else if (o && o->type == KV_COUNTING) {
+        for (size_t i = 0; i < n; i++)
+            reply_bool(&c->out, cntbf_check(o->u.cnt, c->argv[2 + i], c->argvlen[2 + i]));
+    } else {
+        /* Missing key, wrong type or still loading: every item is absent. */
+        for (size_t i = 0; i < n; i++) reply_bool(&c->out, false);
+    }
+    ks_close(&ref);
+}
+
+void bfExistsCommand(client *c) {
+    if (c->argc != 3) {
+        reply_wrong_arity(&c->out, "bf.exists");
+        return;
+    }
+    check_items(c, false);
+}
+
+void bfMexistsCommand(client *c) {
+    if (c->argc < 3) {
+        reply_wrong_arity(&c->out, "bf.mexists");
+        return;
+    }
+    check_items(c, true);
+}
+
+/* ---- BF.RESERVE ---- */
+
+/* RedisBloom's RMUtil_ArgIndex: the first argument equal to lit, ignoring
+ * case, searched from the key on. */
+static int arg_index(client *c, const char *lit) {
+    for (int i = 1; i < c->argc; i++)
+        if (arg_eq(c, i, lit)) return i;
+    return -1;
+}
+
+void bfReserveCommand(client *c) {
+    /* Our options (LAYOUT x, TTL s, COUNTING) do not count against
+     * RedisBloom's limit of 7 arguments. */
+    int ext = 0;
+    for (int i = 4; i < c->argc; i++) {
+        if (arg_eq(c, i, "layout") || arg_eq(c, i, "ttl")) ext += 2, i++;
+        else if (arg_eq(c, i, "counting")) ext += 1;
+    }
+    if (c->argc < 4 || c->argc - ext > 7) {
+        reply_wrong_arity(&c->out, "bf.reserve");
+        return;
+    }
+    bf_params p;
+    default_params(&p);
+    if (!str_to_double(c->argv[2], c->argvlen[2], &p.error)) {
+        reply_error(&c->out, "ERR bad error rate");
+        return;
+    }
+    if (!(p.error > 0 && p.error < 1)) {
+        reply_error(&c->out, "ERR error rate must be in the range (0.000000, 1.000000)");
+        return;
+    }
+    if (!str_to_ll(c->argv[3], c->argvlen[3], &p.capacity)) {
+        reply_error(&c->out, "ERR bad capacity");
+        return;
+    }
+    if (p.capacity < 1 || p.capacity > BF_MAX_CAPACITY) {
+        reply_error(&c->out, "ERR capacity must be in the range [1, 1073741824]");
+        return;
+    }
+    bool nonscaling = p.expansion == 0 || arg_index(c, "nonscaling") != -1;
+    int ex = arg_index(c, "expansion");
+    if (ex + 1 == c->argc) {
+        reply_error(&c->out, "ERR no expansion");
+        return;
+    }
+    if (ex != -1) {
+        if (!str_to_ll(c->argv[ex + 1], c->argvlen[ex + 1], &p.expansion)) {
+            reply_error(&c->out, "ERR bad expansion");
+            return;
+        }
+        if (p.expansion == 0) {
+            nonscaling = true;
+        } else if (nonscaling) {
+            reply_error(&c->out, "Nonscaling filters cannot expand");
+            return;
+        }
+        if (p.expansion < 0 || p.expansion > SBF_MAX_EXPANSION) {
+            reply_error(&c->out, "ERR expansion must be in the range [0, 32768]");
+            return;
+        }
+    }
+    if (nonscaling) p.expansion = 0;
+    int li = arg_index(c, "layout");
+    if (li != -1) {
+        if (arg_eq(c, li + 1, "blocked")) p.layout = BLOOMERY_LAYOUT_BLOCKED;
+        else if (arg_eq(c, li + 1, "classic")) p.layout = BLOOMERY_LAYOUT_CLASSIC;
+        else {
+            reply_error(&c->out, "ERR LAYOUT must be BLOCKED or CLASSIC");
+            return;
+        }
+    }
+    if (arg_index(c, "counting") != -1) {
+        if (li != -1 && p.layout == BLOOMERY_LAYOUT_CLASSIC) {
+            reply_error(&c->out, "ERR COUNTING filters use the blocked layout");
+            return;
+        }
+        if (ex != -1 && p.expansion != 0) {
+            reply_error(&c->out, "Nonscaling filters cannot expand");
+            return;
+        }
+        p.counting = true;
+        p.expansion = 0;
+    }
+    int ti = arg_index(c, "ttl");
+    if (ti != -1) {
+        if (ti + 1 >= c->argc || !str_to_ll(c->argv[ti + 1], c->argvlen[ti + 1], &p.ttl_s) ||
+            p.ttl_s <= 0 || p.ttl_s > 100LL * 365 * 86400) {
+            reply_error(&c->out, "ERR TTL must be a positive number of seconds");
+            return;
+        }
+    }
+    ks_ref ref;
+    kv_entry *e = ks_open(&ref, c->argv[1], c->argvlen[1], true);
+    if (e) {
+        if (is_bloom(e->obj)) reply_error(&c->out, "ERR item exists");
+        else reply_wrongtype(c);
+    } else if (create_filter(c, &ref, &p)) {
+        reply_ok(&c->out);
+    }
+    ks_close(&ref);
+}
+
+/* ---- BF.INSERT ---- */
+
+void bfInsertCommand(client *c) {
+    if (c->argc < 4) {
+        reply_wrong_arity(&c->out, "bf.insert");
+        return;
+    }
+    bf_params p;
+    default_params(&p);
+    bool create = true, nonscaling = false;
+    int items = -1, cur = 2;
+    /* RedisBloom recognises options by their first letters only. */
+    while (cur < c->argc && items < 0) {
+        const char *a = c->argv[cur];
+        size_t al = c->argvlen[cur];
+        char c0 = al ? (char)(a[0] | 0x20) : '\0';
+        char c1 = al > 1 ? (char)(a[1] | 0x20) : '\0';
+        char c2 = al > 2 ? (char)(a[2] | 0x20) : '\0';
+        switch (c0) {
+        case 'i':
+            items = ++cur;
+            break;
+        case 'e':
+            if (++cur == c->argc) {
+                reply_wrong_arity(&c->out, "bf.insert");
+                return;
+            }
+            if (c1 == 'r') {
+                if (!str_to_double(c->argv[cur], c->argvlen[cur], &p.error) ||
+                    !(p.error > 0 && p.error < 1)) {
+                    reply_error(&c->out, "Bad error rate");
+                    return;
+                }
+            } else {
+                if (!str_to_ll(c->argv[cur], c->argvlen[cur], &p.expansion) || p.expansion < 0 ||
+                    p.expansion > SBF_MAX_EXPANSION) {
+                    reply_error(&c->out, "Bad expansion");
+                    return;
+                }
+            }
+            cur++;
+            break;
+        case 'c':
+            if (++cur == c->argc) {
+                reply_wrong_arity(&c->out, "bf.insert");
+                return;
+            }
+            if (!str_to_ll(c->argv[cur], c->argvlen[cur], &p.capacity) || p.capacity < 1 ||
+                p.capacity > BF_MAX_CAPACITY) {
+                reply_error(&c->out, "Bad capacity");
+                return;
+            }
+            cur++;
+            break;
+        case 'n':
+            if (c2 == 'c') create = false;
+            else nonscaling = true;
+            cur++;
+            break;
+        case 'l':   /* our LAYOUT */
+            if (++cur == c->argc) {
+                reply_wrong_arity(&c->out, "bf.insert");
+                return;
+            }
+            if (arg_eq(c, cur, "blocked")) p.layout = BLOOMERY_LAYOUT_BLOCKED;
+            else if (arg_eq(c, cur, "classic")) p.layout = BLOOMERY_LAYOUT_CLASSIC;
+            else {
+                reply_error(&c->out, "ERR LAYOUT must be BLOCKED or CLASSIC");
+                return;
+            }
+            cur++;
+            break;
+        case 't':   /* our TTL */
+            if (++cur == c->argc) {
+                reply_wrong_arity(&c->out, "bf.insert");
+                return;
+            }
+            if (!str_to_ll(c->argv[cur], c->argvlen[cur], &p.ttl_s) || p.ttl_s <= 0 ||
+                p.ttl_s > 100LL * 365 * 86400) {
+                reply_error(&c->out, "ERR TTL must be a positive number of seconds");
+                return;
+            }
+            cur++;
+            break;
+        default:
+            reply_error(&c->out, "Unknown argument received");
+            return;
+        }
+    }
+    if (items < 0 || items == c->argc) {
+        reply_wrong_arity(&c->out, "bf.insert");
+        return;
+    }
+    if (nonscaling) p.expansion = 0;
+    ks_ref ref;
+    kv_entry *e = open_for_add(c, &ref, &p, create);
+    if (e)
+        add_items(c, e->obj, c->argv + items, c->argvlen + items, (size_t)(c->argc - items), true);
+    ks_close(&ref);
+}
+
+/* ---- BF.INFO, BF.CARD, BF.DEBUG ---- */
+
+typedef struct bf_stats {
+    uint64_t capacity, size, filters, items, bytes;
+    long long expansion;   /* -1: nil */
+    const char *layout;
+    double fpr;
+} bf_stats;
+
+static void stats_of(const kv_obj *o, bf_stats *s, bool with_fpr) {
+    if (o->type == KV_COUNTING) {
+        s->capacity = cntbf_capacity(o->u.cnt);
+        s->bytes = cntbf_bytes(o->u.cnt);
+        s->filters = 1;
+        s->items = cntbf_count(o->u.cnt);
+        s->expansion = -1;
+        s->layout = "counting";
+        s->fpr = with_fpr ? cntbf_fpr_estimate(o->u.cnt) : 0;
+    } else {
+        const sbf_t *f = o->u.sbf;
+        s->capacity = sbf_capacity(f);
+        s->bytes = sbf_bytes(f);
+        s->filters = sbf_nlinks(f);
+        s->items = sbf_count(f);
+        s->expansion = sbf_expansion(f) ? (long long)sbf_expansion(f) : -1;
+        s->layout = sbf_layout(f) == BLOOMERY_LAYOUT_CLASSIC ? "classic" : "blocked";
+        s->fpr = with_fpr ? sbf_fpr_estimate(f) : 0;
+    }
+    s->size = RB_CHAIN_OVERHEAD + RB_LINK_OVERHEAD * s->filters + s->bytes;
+}
+
+/* Open a Bloom key for reading; replies "not found" / WRONGTYPE / loading
+ * and returns NULL when it is not a usable filter. */
+static kv_entry *open_filter(client *c, ks_ref *ref, bool write) {
+    kv_entry *e = ks_open(ref, c->argv[1], c->argvlen[1], write);
+    if (e == NULL) reply_error(&c->out, err_not_found);
+    else if (!is_bloom(e->obj)) reply_wrongtype(c);
+    else if (e->obj->type == KV_LOADING) reply_error(&c->out, err_loading);
+    else return e;
+    return NULL;
+}
+
+void bfInfoCommand(client *c) {
+    if (c->argc < 2 || c->argc > 3) {
+        reply_wrong_arity(&c->out, "bf.info");
+        return;
+    }
+    ks_ref ref;
+    kv_entry *e = open_filter(c, &ref, false);
+    if (e == NULL) {
+        ks_close(&ref);
+        return;
+    }
+    bool all = c->argc == 3 && arg_eq(c, 2, "all");
+    bf_stats s;
+    stats_of(e->obj, &s, all);
+    long long ttl = -1;
+    if (e->expire_ms) {
+        long long left = e->expire_ms - now_ms();
+        ttl = left > 0 ? (left + 500) / 1000 : 0;
+    }
+    ks_close(&ref);
+    reply *r = &c->out;
+    static const char *names[] = {"Capacity", "Size", "Number of filters",
+                                  "Number of items inserted", "Expansion rate"};
+    long long vals[] = {(long long)s.capacity, (long long)s.size, (long long)s.filters,
+                        (long long)s.items, s.expansion};
+    if (c->argc == 3 && !all) {
+        static const char *fields[] = {"capacity", "size", "filters", "items", "expansion"};
+        int f = -1;
+        for (int i = 0; i < 5; i++)
+            if (arg_eq(c, 2, fields[i])) f = i;
+        if (f < 0) {
+            reply_error(r, "Invalid information value");
+            return;
+        }
+        if (r->proto == 3) {
+            reply_map(r, 1);
+            reply_simple(r, names[f]);
+        } else {
+            reply_array(r, 1);
+        }
+        if (vals[f] < 0) reply_null(r);
+        else reply_int(r, vals[f]);
+        return;
+    }
+    reply_map(r, all ? 9 : 5);
+    for (int i = 0; i < 5; i++) {
+        reply_simple(r, names[i]);
+        if (vals[i] < 0) reply_null(r);
+        else reply_int(r, vals[i]);
+    }
+    if (all) {
+        reply_simple(r, "Layout");
+        reply_simple(r, s.layout);
+        reply_simple(r, "Bytes");
+        reply_int(r, (long long)s.bytes);
+        reply_simple(r, "Estimated FPR");
+        reply_double(r, s.fpr);
+        reply_simple(r, "TTL");
+        reply_int(r, ttl);
+    }
+}
+
+void bfCardCommand(client *c) {
+    if (c->argc != 2) {
+        reply_wrong_arity(&c->out, "bf.card");
+        return;
+    }
+    ks_ref ref;
+    kv_entry *e = ks_open(&ref, c->argv[1], c->argvlen[1], false);
+    if (e == NULL || e->obj->type == KV_LOADING) {
+        reply_int(&c->out, 0);
+    } else if (!is_bloom(e->obj)) {
+        reply_wrongtype(c);
+    } else {
+        bf_stats s;
+        stats_of(e->obj, &s, false);
+        reply_int(&c->out, (long long)s.items);
+    }
+    ks_close(&ref);
+}
+
+void bfDebugCommand(client *c) {
+    if (c->argc != 2) {
+        reply_wrong_arity(&c->out, "bf.debug");
+        return;
+    }
+    ks_ref ref;
+    kv_entry *e = open_filter(c, &ref, false);
+    if (e == NULL) {
+        ks_close(&ref);
+        return;
+    }
+    kv_obj *o = e->obj;
+    char line[256];
+    reply *r = &c->out;
+    if (o->type == KV_COUNTING) {
+        reply_array(r, 2);
+        snprintf(line, sizeof(line), "size:%llu", (unsigned long long)cntbf_count(o->u.cnt));
+        reply_simple(r, line);
+        snprintf(line, sizeof(line), "bytes:%llu blocks:%llu blocks_per_key:%u capacity:%llu ratio:%g",
+                 (unsigned long long)cntbf_bytes(o->u.cnt), (unsigned long long)cntbf_nblocks(o->u.cnt),
+                 cntbf_blocks_per_key(o->u.cnt), (unsigned long long)cntbf_capacity(o->u.cnt),
+                 cntbf_error_rate(o->u.cnt));
+        reply_simple(r, line);
+        ks_close(&ref);
+        return;
+    }
+    size_t n = sbf_nlinks(o->u.sbf);
+    reply_array(r, (long long)n + 1);
+    snprintf(line, sizeof(line), "size:%llu", (unsigned long long)sbf_count(o->u.sbf));
+    reply_simple(r, line);
+    for (size_t i = 0; i < n; i++) {
+        const cbf_t *cl = sbf_link_classic(o->u.sbf, i);
+        const bf_t *bl = sbf_link_blocked(o->u.sbf, i);
+        if (cl)
+            snprintf(line, sizeof(line),
+                     "bytes:%llu bits:%llu hashes:%u hashwidth:64 capacity:%llu size:%llu ratio:%g",
+                     (unsigned long long)cbf_bytes(cl), (unsigned long long)cbf_bits(cl),
+                     cbf_hashes(cl), (unsigned long long)cbf_capacity(cl),
+                     (unsigned long long)cbf_count(cl), cbf_error_rate(cl));
+        else
+            snprintf(line, sizeof(line),
+                     "bytes:%llu blocks:%llu blocks_per_key:%u capacity:%llu size:%llu ratio:%g",
+                     (unsigned long long)bf_bytes(bl), (unsigned long long)bf_nblocks(bl),
+                     bf_blocks_per_key(bl), (unsigned long long)bf_capacity(bl),
+                     (unsigned long long)bf_count(bl), bf_error_rate(bl));
+        reply_simple(r, line);
+    }
+    ks_close(&ref);
+}
+
+/* ---- BF.DEL (counting filters) ---- */
+
+void bfDelCommand(client *c) {
+    ks_ref ref;
+    kv_entry *e = open_filter(c, &ref, false);
+    if (e) {
+        if (e->obj->type != KV_COUNTING)
+            reply_error(&c->out, "ERR BF.DEL needs a counting filter (BF.RESERVE ... COUNTING)");
+        else
+            reply_bool(&c->out, cntbf_delete(e->obj->u.cnt, c->argv[2], c->argvlen[2]));
+    }
+    ks_close(&ref);
+}
+
+/* ---- BF.MERGE ---- */
+
+void bfMergeCommand(client *c) {
+    int nkeys = c->argc - 1;
+    ks_multi m;
+    ks_lock_many(&m, c->argv + 1, c->argvlen + 1, (size_t)nkeys, true);
+    ks_ref dref;
+    kv_entry *dst = ks_find_locked(c->argv[1], c->argvlen[1], &dref, true);
+    kv_obj *first = NULL;
+    /* Check every source before changing anything. */
+    for (int i = 2; i < c->argc; i++) {
+        ks_ref r;
+        kv_entry *e = ks_find_locked(c->argv[i], c->argvlen[i], &r, false);
+        if (e == NULL) {
+            reply_error(&c->out, err_not_found);
+            goto out;
+        }
+        if (!is_bloom(e->obj)) {
+            reply_wrongtype(c);
+            goto out;
+        }
+        if (e->obj->type != KV_BLOOM) {
+            reply_error(&c->out, e->obj->type == KV_LOADING ? err_loading
+                                                            : "ERR counting filters cannot be merged");
+            goto out;
+        }
+        if (first == NULL) first = e->obj;
+    }
+    if (dst && !is_bloom(dst->obj)) {
+        reply_wrongtype(c);
+        goto out;
+    }
+    if (dst && dst->obj->type != KV_BLOOM) {
+        reply_error(&c->out, dst->obj->type == KV_LOADING ? err_loading
+                                                          : "ERR counting filters cannot be merged");
+        goto out;
+    }
+    if (dst == NULL) {
+        /* A missing destination starts as a copy of the first source. */
+        uint64_t bytes = kv_obj_bytes(first);
+        if (!ks_mem_try_reserve(bytes, server_maxmemory())) {
+            reply_oom(c);
+            goto out;
+        }
+        bloomery_object src = {.type = BLOOMERY_TYPE_SCALABLE, .u.sbf = first->u.sbf};
+        uint8_t *blob = NULL;
+        size_t blen = 0;
+        bloomery_object copy = {0};
+        int rc = bloomery_serialize(src, 0, &blob, &blen);
+        if (rc == BLOOMERY_OK) rc = bloomery_deserialize(blob, blen, 0, &copy, NULL);
+        free(blob);
+        kv_obj *o = rc == BLOOMERY_OK ? kv_obj_new(KV_BLOOM, copy.u.sbf) : NULL;
+        if (o == NULL) {
+            if (rc == BLOOMERY_OK) bloomery_object_free(&copy);
+            ks_mem_add(-(int64_t)bytes);
+            reply_error(&c->out, "ERR could not create filter");
+            goto out;
+        }
+        atomic_store(&o->value_bytes, bytes);
+        dst = ks_add(&dref, o);
+        if (dst == NULL) {
+            ks_mem_add(-(int64_t)bytes);
+            kv_obj_free(o);
+            reply_oom(c);
+            goto out;
+        }
+    }
+    for (int i = 2; i < c->argc; i++) {
+        ks_ref r;
+        kv_entry *e = ks_find_locked(c->argv[i], c->argvlen[i], &r, false);
+        if (e->obj == dst->obj) continue;
+        if (sbf_merge(dst->obj->u.sbf, e->obj->u.sbf) != BLOOMERY_OK) {
+            reply_error(&c->out, "ERR filters must have the same layout, capacity, error rate, "
+                                 "expansion and number of filters");
+            goto out;
+        }
+    }
+    reply_ok(&c->out);
+out:
+    ks_unlock_many(&m);
+}
+
+/* ---- BF.SCANDUMP ---- */
+
+/* The chain's links as one byte range, in creation order. */
+static size_t classic_link_at(const sbf_t *f, uint64_t off, uint64_t *link_start) {
+    size_t n = sbf_nlinks(f);
+    uint64_t start = 0;
+    for (size_t i = 0; i < n; i++) {
+        uint64_t b = cbf_bytes(sbf_link_classic(f, i));
+        if (off < start + b) {
+            *link_start = start;
+            return i;
+        }
+        start += b;
+    }
+    return n;
+}
+
+static void scandump_classic(client *c, const sbf_t *f, long long iter) {
+    reply *r = &c->out;
+    size_t n = sbf_nlinks(f);
+    if (iter == 0) {
+        cbf_rb_link links_small[8];
+        cbf_rb_link *links = n <= 8 ? links_small : malloc(n * sizeof(*links));
+        uint8_t *buf = malloc(cbf_rb_header_size((uint32_t)n));
+        if (links == NULL || buf == NULL) {
+            if (links != links_small) free(links);
+            free(buf);
+            reply_oom(c);
+            return;
+        }
+        cbf_rb_header h = {
+            .total_items = sbf_count(f),
+            .nfilters = (uint32_t)n,
+            .options = CBF_RB_OPT_NOROUND | CBF_RB_OPT_FORCE64 |
+                       (sbf_expansion(f) ? 0 : CBF_RB_OPT_NO_SCALING),
+            /* RedisBloom keeps its default growth on non-scaling chains. */
+            .growth = sbf_expansion(f) ? sbf_expansion(f) : SBF_DEFAULT_EXPANSION,
+            .links = links,
+        };
+        for (size_t i = 0; i < n; i++) {
+            const cbf_t *l = sbf_link_classic(f, i);
+            cbf_shape_of(l, &links[i].shape);
+            links[i].items = cbf_count(l);
+        }
+        cbf_rb_header_encode(&h, buf);
+        reply_array(r, 2);
+        reply_int(r, 1);
+        reply_bulk(r, buf, cbf_rb_header_size((uint32_t)n));
+        if (links != links_small) free(links);
+        free(buf);
+        return;
+    }
+    uint64_t start = 0;
+    size_t li = iter > 0 ? classic_link_at(f, (uint64_t)iter - 1, &start) : n;
+    reply_array(r, 2);
+    if (li == n) {
+        reply_int(r, 0);
+        reply_bulk(r, "", 0);
+        return;
+    }
+    const cbf_t *l = sbf_link_classic(f, li);
+    uint64_t off = (uint64_t)iter - 1 - start;
+    uint64_t len = cbf_bytes(l) - off;
+    if (len > RB_CHUNK_MAX) len = RB_CHUNK_MAX;
+    reply_int(r, iter + (long long)len);
+    reply_bulk(r, cbf_data(l) + off, len);
+}
+
+static void scandump_image(client *c, kv_obj *o, long long iter) {
+    reply *r = &c->out;
+    bloomery_object obj;
+    if (o->type == KV_COUNTING) {
+        obj.type = BLOOMERY_TYPE_COUNTING;
+        obj.u.cnt = o->u.cnt;
+    } else {
+        obj.type = BLOOMERY_TYPE_SCALABLE;
+        obj.u.sbf = o->u.sbf;
+    }
+    bloomery_image *img;
+    if (bloomery_image_create(&img, obj, 0) != BLOOMERY_OK) {
+        reply_error(r, "ERR could not encode the filter");
+        return;
+    }
+    reply_array(r, 2);
+    if (iter == 0) {
+        size_t hl;
+        const uint8_t *h = bloomery_image_header(img, &hl);
+        reply_int(r, 1);
+        reply_bulk(r, h, hl);
+    } else if (iter < 1 || (uint64_t)iter - 1 >= bloomery_image_nchunks(img)) {
+        reply_int(r, 0);
+        reply_bulk(r, "", 0);
+    } else {
+        uint64_t i = (uint64_t)iter - 1;
+        size_t len;
+        const uint8_t *data = bloomery_image_chunk(img, i, &len);
+        reply_int(r, iter + 1);
+        /* Copy first, checksum the copy: writers may change the live bits
+         * meanwhile, and the checksum must describe what is sent. */
+        char hdr[32];
+        int hn = snprintf(hdr, sizeof(hdr), "$%zu\r\n", len + 8);
+        reply_raw(r, hdr, (size_t)hn);
+        if (reply_reserve(r, len + 10)) {
+            uint8_t *dst = (uint8_t *)r->buf + r->len;
+            memcpy(dst, data, len);
+            uint64_t sum = bloomery_image_chunk_checksum(img, i, dst, len);
+            for (int k = 0; k < 8; k++) dst[len + (size_t)k] = (uint8_t)(sum >> (8 * k));
+            dst[len + 8] = '\r';
+            dst[len + 9] = '\n';
+            r->len += len + 10;
+        }
+    }
+    bloomery_image_free(img);
+}
+
+void bfScandumpCommand(client *c) {
+    if (c->argc != 3) {
+        reply_wrong_arity(&c->out, "bf.scandump");
+        return;
+    }
+    ks_ref ref;
+    kv_entry *e = open_filter(c, &ref, false);
+    if (e == NULL) {
+        ks_close(&ref);
+        return;
+    }
+    long long iter;
+    if (!str_to_ll(c->argv[2], c->argvlen[2], &iter)) {
+        reply_error(&c->out, "Second argument must be numeric");
+    } else if (e->obj->type == KV_BLOOM && sbf_layout(e->obj->u.sbf) == BLOOMERY_LAYOUT_CLASSIC) {
+        scandump_classic(c, e->obj->u.sbf, iter);
+    } else {
+        scandump_image(c, e->obj, iter);
+    }
+    ks_close(&ref);
+}
+
+/* ---- BF.LOADCHUNK ---- */
+
+static uint64_t load_limit(void) {
+    uint64_t max = server_maxmemory(), used = ks_used_memory();
+    if (max == 0) return 0;
+    return max > used ? max - used : 1;
+}
+
+/* A RedisBloom header: build the classic chain at once (zeroed links). */
+static kv_obj *load_rb_header(const uint8_t *buf, size_t len) {
+    uint64_t lim = load_limit();
+    cbf_rb_header h;
+    if (cbf_rb_header_decode(buf, len, lim ? lim : UINT64_MAX, &h) != BLOOMERY_OK) return NULL;
+    void *small[8];
+    void **links = h.nfilters <= 8 ? small : calloc(h.nfilters, sizeof(void *));
+    kv_obj *o = NULL;
+    uint32_t made = 0;
+    uint64_t bytes = 0;
+    if (links == NULL) goto done;
+    for (; made < h.nfilters; made++) {
+        cbf_t *l;
+        if (cbf_create_shape(&l, &h.links[made].shape) != BLOOMERY_OK) goto done;
+        cbf_set_count(l, h.links[made].items);
+        links[made] = l;
+        bytes += cbf_bytes(l);
+    }
+    const cbf_shape *s0 = &h.links[0].shape;
+    bool scaling = !(h.options & CBF_RB_OPT_NO_SCALING);
+    uint32_t expansion = scaling ? h.growth : 0;
+    /* A scaling chain's first link was built at half the requested rate. */
+    double error = scaling ? s0->error_rate * 2 : s0->error_rate;
+    if (error >= 1) error = s0->error_rate;
+    sbf_t *f;
+    if (expansion > SBF_MAX_EXPANSION ||
+        sbf_assemble(&f, BLOOMERY_LAYOUT_CLASSIC, s0->capacity, error, expansion, 0, links,
+                     made) != BLOOMERY_OK)
+        goto done;
+    made = 0;   /* the chain owns the links now */
+    o = kv_obj_new(KV_BLOOM, f);
+    if (o == NULL) {
+        sbf_free(f);
+        goto done;
+    }
+    atomic_store(&o->value_bytes, bytes);
+    ks_mem_add((int64_t)bytes);
+done:
+    for (uint32_t i = 0; i < made; i++) cbf_free(links[i]);
+    if (links && links != small) free(links);
+    cbf_rb_header_release(&h);
+    return o;
+}
+
+static kv_obj *load_image_header(const uint8_t *buf, size_t len) {
+    bloomery_loader *l;
+    size_t used;
+    if (bloomery_loader_open(&l, buf, len, load_limit(), &used) != BLOOMERY_OK) return NULL;
+    if (used != len) {
+        bloomery_loader_free(l);
+        return NULL;
+    }
+    uint64_t n = bloomery_loader_nchunks(l), bytes = 0;
+    for (uint64_t i = 0; i < n; i++) bytes += bloomery_loader_chunk_len(l, i);
+    kv_obj *o = kv_obj_new(KV_LOADING, l);
+    if (o == NULL) {
+        bloomery_loader_free(l);
+        return NULL;
+    }
+    o->chunk_seen = calloc(n ? n : 1, 1);
+    if (o->chunk_seen == NULL) {
+        kv_obj_free(o);
+        return NULL;
+    }
+    atomic_store(&o->value_bytes, bytes);
+    ks_mem_add((int64_t)bytes);
+    return o;
+}
+
+static void load_classic_chunk(client *c, sbf_t *f, long long iter, const uint8_t *data,
+                               size_t len) {
+    if (iter < 1 || (uint64_t)iter - 1 < len) {
+        reply_error(&c->out, "ERR received bad data");
+        return;
+    }
+    uint64_t off = (uint64_t)iter - 1 - len, start = 0;
+    size_t li = classic_link_at(f, off, &start);
+    if (li == sbf_nlinks(f)) {
+        reply_error(&c->out, "ERR invalid offset - no link found");
+        return;
+    }
+    cbf_t *l = sbf_link_classic(f, li);
+    if (off - start + len > cbf_bytes(l)) {
+        reply_error(&c->out, "ERR invalid chunk - Too big for current filter");
+        return;
+    }
+    /* The stripe is write-locked: no reader sees a half-copied chunk. */
+    memcpy(cbf_data_mut(l) + (off - start), data, len);
+    reply_ok(&c->out);
+}
+
+static void load_image_chunk(client *c, kv_obj *o, long long iter, const uint8_t *data,
+                             size_t len) {
+    bloomery_loader *l = o->u.loader;
+    uint64_t n = bloomery_loader_nchunks(l);
+    if (iter < 2 || (uint64_t)iter - 2 >= n || len < 8) {
+        reply_error(&c->out, "ERR received bad data");
+        return;
+    }
+    uint64_t i = (uint64_t)iter - 2, sum = 0;
+    for (int k = 0; k < 8; k++) sum |= (uint64_t)data[len - 8 + (size_t)k] << (8 * k);
+    if (bloomery_loader_chunk(l, i, data, len - 8, sum) != BLOOMERY_OK) {
+        reply_errorf(&c->out, "ERR received bad data: %s", bloomery_loader_error(l));
+        return;
+    }
+    if (!o->chunk_seen[i]) {
+        o->chunk_seen[i] = 1;
+        o->chunks_loaded++;
+    }
+    if (o->chunks_loaded == n) {
+        bloomery_object obj = {0};
+        if (bloomery_loader_finish(l, &obj) != BLOOMERY_OK) {
+            reply_errorf(&c->out, "ERR received bad data: %s", bloomery_loader_error(l));
+            return;
+        }
+        if (obj.type != BLOOMERY_TYPE_SCALABLE && obj.type != BLOOMERY_TYPE_COUNTING) {
+            /* An image of another type: the key stays unusable until deleted. */
+            bloomery_object_free(&obj);
+            reply_error(&c->out, "ERR received bad data: not a Bloom filter image");
+            return;
+        }
+        bloomery_loader_free(l);
+        free(o->chunk_seen);
+        o->chunk_seen = NULL;
+        if (obj.type == BLOOMERY_TYPE_SCALABLE) {
+            o->type = KV_BLOOM;
+            o->u.sbf = obj.u.sbf;
+        } else {
+            o->type = KV_COUNTING;
+            o->u.cnt = obj.u.cnt;
+        }
+    }
+    reply_ok(&c->out);
+}
+
+void bfLoadchunkCommand(client *c) {
+    if (c->argc != 4) {
+        reply_wrong_arity(&c->out, "bf.loadchunk");
+        return;
+    }
+    long long iter;
+    if (!str_to_ll(c->argv[2], c->argvlen[2], &iter)) {
+        reply_error(&c->out, "ERR Second argument must be numeric");
+        return;
+    }
+    const uint8_t *data = (const uint8_t *)c->argv[3];
+    size_t len = c->argvlen[3];
+    ks_ref ref;
+    kv_entry *e = ks_open(&ref, c->argv[1], c->argvlen[1], true);
+    if (e == NULL) {
+        if (iter != 1) {
+            reply_error(&c->out, err_not_found);
+        } else {
+            kv_obj *o = load_image_header(data, len);
+            if (o == NULL) o = load_rb_header(data, len);
+            if (o == NULL) {
+                reply_error(&c->out, "ERR received bad data");
+            } else if (ks_add(&ref, o) == NULL) {
+                ks_mem_add(-(int64_t)kv_obj_bytes(o));
+                kv_obj_free(o);
+                reply_oom(c);
+            } else {
+                reply_ok(&c->out);
+            }
+        }
+    } else if (!is_bloom(e->obj)) {
+        reply_wrongtype(c);
+    } else if (e->obj->type == KV_LOADING) {
+        load_image_chunk(c, e->obj, iter, data, len);
+    } else if (e->obj->type == KV_BLOOM && sbf_layout(e->obj->u.sbf) == BLOOMERY_LAYOUT_CLASSIC) {
+        load_classic_chunk(c, e->obj->u.sbf, iter, data, len);
+    } else {
+        /* A complete image-format filter takes no more chunks. */
+        reply_error(&c->out, "ERR received bad data");
+    }
+    ks_close(&ref);
+}

@@ -1,0 +1,197 @@
+/* PFADD, PFCOUNT, PFMERGE over libbloomery's HyperLogLog, which keeps the
+ * value in Redis's HLL string format byte for byte.
+ *
+ * hll_t is not thread-safe and PFCOUNT writes (it refreshes the cached
+ * cardinality in the header, as Redis does), so every access holds the
+ * object's mutex on top of the stripe lock. Multi-key forms take their
+ * stripes in order (ks_lock_many) and then the objects' mutexes in address
+ * order.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "server.h"
+#include "util.h"
+
+static const char *err_invalid = "INVALIDOBJ Corrupted HLL object detected";
+
+static size_t sparse_max(void) {
+    return (size_t)atomic_load_explicit(&cfg.hll_sparse_max_bytes, memory_order_relaxed);
+}
+
+/* Bring the counted bytes of o in line with its current encoding. */
+static void account(kv_obj *o) {
+    size_t len;
+    hll_bytes(o->u.hll, &len);
+    uint64_t old = atomic_exchange(&o->value_bytes, (uint64_t)len);
+    ks_mem_add((int64_t)len - (int64_t)old);
+}
+
+static kv_obj *new_hll(void) {
+    hll_t *h;
+    if (hll_create(&h, sparse_max()) != BLOOMERY_OK) return NULL;
+    kv_obj *o = kv_obj_new(KV_HLL, h);
+    if (o == NULL) {
+        hll_free(h);
+        return NULL;
+    }
+    account(o);
+    return o;
+}
+
+void pfaddCommand(client *c) {
+    ks_ref ref;
+    bool created = false;
+    kv_entry *e = ks_open(&ref, c->argv[1], c->argvlen[1], false);
+    if (e == NULL) {
+        ks_close(&ref);
+        e = ks_open(&ref, c->argv[1], c->argvlen[1], true);
+        if (e == NULL) {
+            kv_obj *o = new_hll();
+            if (o == NULL || (e = ks_add(&ref, o)) == NULL) {
+                if (o) ks_mem_add(-(int64_t)kv_obj_bytes(o));
+                kv_obj_free(o);
+                ks_close(&ref);
+                reply_oom(c);
+                return;
+            }
+            created = true;
+        }
+    }
+    kv_obj *o = e->obj;
+    if (o->type != KV_HLL) {
+        ks_close(&ref);
+        reply_wrongtype(c);
+        return;
+    }
+    pthread_mutex_lock(&o->lock);
+    bool updated = created;
+    int rc = 0;
+    for (int i = 2; i < c->argc && rc >= 0; i++) {
+        rc = hll_add(o->u.hll, c->argv[i], c->argvlen[i]);
+        if (rc == 1) updated = true;
+    }
+    account(o);
+    pthread_mutex_unlock(&o->lock);
+    ks_close(&ref);
+    if (rc < 0) reply_error(&c->out, err_invalid);
+    else reply_int(&c->out, updated ? 1 : 0);
+}
+
+static int cmp_ptr(const void *a, const void *b) {
+    uintptr_t x = (uintptr_t)*(kv_obj *const *)a, y = (uintptr_t)*(kv_obj *const *)b;
+    return x < y ? -1 : x > y;
+}
+
+void pfcountCommand(client *c) {
+    if (c->argc == 2) {
+        ks_ref ref;
+        kv_entry *e = ks_open(&ref, c->argv[1], c->argvlen[1], false);
+        if (e == NULL) {
+            ks_close(&ref);
+            reply_int(&c->out, 0);
+            return;
+        }
+        kv_obj *o = e->obj;
+        if (o->type != KV_HLL) {
+            ks_close(&ref);
+            reply_wrongtype(c);
+            return;
+        }
+        uint64_t card = 0;
+        pthread_mutex_lock(&o->lock);
+        int rc = hll_count(o->u.hll, &card);
+        pthread_mutex_unlock(&o->lock);
+        ks_close(&ref);
+        if (rc < 0) reply_error(&c->out, err_invalid);
+        else reply_int(&c->out, (long long)card);
+        return;
+    }
+    size_t n = (size_t)c->argc - 1;
+    ks_multi m;
+    ks_lock_many(&m, c->argv + 1, c->argvlen + 1, n, false);
+    kv_obj **objs = calloc(n, sizeof(*objs));
+    hll_t **hs = calloc(n, sizeof(*hs));
+    kv_obj **locked = calloc(n, sizeof(*locked));
+    size_t nlocked = 0;
+    if (objs == NULL || hs == NULL || locked == NULL) {
+        reply_oom(c);
+        goto out;
+    }
+    for (size_t i = 0; i < n; i++) {
+        ks_ref r;
+        kv_entry *e = ks_find_locked(c->argv[1 + i], c->argvlen[1 + i], &r, false);
+        if (e == NULL) continue;
+        if (e->obj->type != KV_HLL) {
+            reply_wrongtype(c);
+            goto out;
+        }
+        objs[i] = e->obj;
+        hs[i] = e->obj->u.hll;
+    }
+    /* Lock each distinct object once, in address order. */
+    for (size_t i = 0; i < n; i++)
+        if (objs[i]) locked[nlocked++] = objs[i];
+    qsort(locked, nlocked, sizeof(*locked), cmp_ptr);
+    size_t k = 0;
+    for (size_t i = 0; i < nlocked; i++)
+        if (k == 0 || locked[k - 1] != locked[i]) locked[k++] = locked[i];
+    nlocked = k;
+    for (size_t i = 0; i < nlocked; i++) pthread_mutex_lock(&locked[i]->lock);
+    uint64_t card = 0;
+    int rc = hll_count_union(hs, n, &card);
+    for (size_t i = nlocked; i-- > 0;) pthread_mutex_unlock(&locked[i]->lock);
+    if (rc < 0) reply_error(&c->out, err_invalid);
+    else reply_int(&c->out, (long long)card);
+out:
+    ks_unlock_many(&m);
+    free(objs);
+    free(hs);
+    free(locked);
+}
+
+void pfmergeCommand(client *c) {
+    size_t n = (size_t)c->argc - 1;
+    ks_multi m;
+    /* Exclusive stripes: nobody else can touch these HLLs meanwhile. */
+    ks_lock_many(&m, c->argv + 1, c->argvlen + 1, n, true);
+    hll_t **srcs = calloc(n, sizeof(*srcs));
+    size_t nsrc = 0;
+    if (srcs == NULL) {
+        reply_oom(c);
+        goto out;
+    }
+    ks_ref dref;
+    kv_entry *dst = ks_find_locked(c->argv[1], c->argvlen[1], &dref, true);
+    if (dst && dst->obj->type != KV_HLL) {
+        reply_wrongtype(c);
+        goto out;
+    }
+    for (size_t i = 1; i < n; i++) {
+        ks_ref r;
+        kv_entry *e = ks_find_locked(c->argv[1 + i], c->argvlen[1 + i], &r, false);
+        if (e == NULL) continue;
+        if (e->obj->type != KV_HLL) {
+            reply_wrongtype(c);
+            goto out;
+        }
+        if (dst && e->obj == dst->obj) continue;
+        srcs[nsrc++] = e->obj->u.hll;
+    }
+    if (dst == NULL) {
+        kv_obj *o = new_hll();
+        if (o == NULL || (dst = ks_add(&dref, o)) == NULL) {
+            if (o) ks_mem_add(-(int64_t)kv_obj_bytes(o));
+            kv_obj_free(o);
+            reply_oom(c);
+            goto out;
+        }
+    }
+    int rc = hll_merge(dst->obj->u.hll, srcs, nsrc);
+    account(dst->obj);
+    if (rc < 0) reply_error(&c->out, err_invalid);
+    else reply_ok(&c->out);
+out:
+    ks_unlock_many(&m);
+    free(srcs);
+}

@@ -1,0 +1,31 @@
+/* Small helpers shared by the server: number parsing with Redis's rules,
+ * glob matching for KEYS/SCAN/CONFIG GET, memory units, clocks. */
+#ifndef BLOOMERYD_UTIL_H
+#define BLOOMERYD_UTIL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* Redis's string2ll: optional '-', no '+', no leading zeros, no spaces. */
+bool str_to_ll(const char *s, size_t len, long long *out);
+/* Redis's string2d: strtod over the whole string, no leading space, no NaN,
+ * no overflow/underflow (ERANGE). */
+bool str_to_double(const char *s, size_t len, double *out);
+/* "100", "1k" (1000), "1kb" (1024), "1m", "1mb", "1g", "1gb"; false if bad. */
+bool str_to_mem(const char *s, size_t len, long long *out);
+
+/* Case-insensitive equality of a counted string and a C string. */
+bool str_eq_ci(const char *s, size_t len, const char *lit);
+
+/* Glob match (*, ?, [a-z], [^x], \x), optionally case-insensitive. */
+bool glob_match(const char *pat, size_t plen, const char *s, size_t slen, bool nocase);
+
+int64_t now_ms(void);   /* wall clock, ms */
+int64_t now_us(void);   /* wall clock, us */
+int64_t mono_us(void);  /* monotonic, us */
+
+/* "1.50M" style for INFO's *_human fields. */
+void bytes_human(char *out, size_t n, unsigned long long bytes);
+
+#endif
