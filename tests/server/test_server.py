@@ -80,6 +80,7 @@ def test_info_sections(r):
     assert info["redis_mode"] == "standalone"
     assert info["role"] == "master"
     assert info["maxmemory_policy"] == "noeviction"
+    r.config_resetstat()
     r.execute_command("BF.ADD", "k", "a")
     r.expire("k", 100)
     ks = r.info("keyspace")
