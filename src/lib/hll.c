@@ -3,7 +3,9 @@
  * The object *is* the Redis string value: we keep the exact bytes Redis
  * would hold for the key and edit them in place, instead of keeping our own
  * register array and converting on export. That costs a linear walk per
- * update while the value is sparse (as it does in Redis), but it makes
+ * update while the value is sparse (as it does in Redis; PFMERGE resumes
+ * its walks where the previous register's ended, see sparse_cursor), but it
+ * makes
  * byte-for-byte compatibility a property of each edit rather than of a
  * serializer that must re-derive Redis's history-dependent sparse encoding.
  *
@@ -361,44 +363,117 @@ static void sparse_fuse(hll_t *h, size_t from)
     }
 }
 
+/* An opcode boundary, with the register index where that opcode starts. */
+struct sparse_op {
+    size_t off;
+    unsigned first;
+};
+
+/* Where the next sparse_set may start walking instead of at the first
+ * opcode. Redis walks from the start for every register; PFMERGE sets up to
+ * 16384 registers in increasing order, which makes that quadratic in the
+ * length of the value. An update only rewrites bytes from the opcode before
+ * the one it edits (the fusion starts there), so that opcode and the one
+ * before it stay valid starting points for any later, higher register. The
+ * walk still has to name the opcode just before the target exactly, since
+ * the fusion starts there; hence the pair. */
+struct sparse_cursor {
+    struct sparse_op at;     /* start here... */
+    struct sparse_op before; /* ...which directly follows this one */
+    int has_before;
+};
+
+struct sparse_loc {
+    struct sparse_op pos;    /* the opcode covering the register */
+    unsigned span;           /* registers it covers */
+    size_t oplen;            /* its size in bytes */
+    struct sparse_op prev, pprev;
+    int has_prev, has_pprev;
+};
+
+/* Finds the opcode that covers register index, starting at cur (or at the
+ * first opcode). If the target turns out to be the starting opcode and the
+ * one before it is not known, walks again from the beginning. */
+static int sparse_locate(const hll_t *h, unsigned index, const struct sparse_cursor *cur,
+                         struct sparse_loc *loc)
+{
+    const uint8_t *b = h->buf;
+    int from_start = !cur || cur->at.off == HDR_SIZE;
+    for (;;) {
+        memset(loc, 0, sizeof *loc);
+        loc->pos.off = HDR_SIZE;
+        if (!from_start) {
+            loc->pos = cur->at;
+            loc->prev = cur->before;
+            loc->has_prev = cur->has_before;
+        }
+        size_t pos = loc->pos.off;
+        unsigned first = loc->pos.first;
+        while (pos < h->len) {
+            size_t oplen = 1;
+            unsigned span;
+            if (OP_IS_ZERO(b[pos])) {
+                span = ZERO_LEN(b[pos]);
+            } else if (OP_IS_VAL(b[pos])) {
+                span = VAL_LEN(b[pos]);
+            } else {
+                if (h->len - pos < 2)
+                    return BLOOMERY_ECORRUPT;
+                span = XZERO_LEN(b[pos], b[pos + 1]);
+                oplen = 2;
+            }
+            if (index < first + span) {
+                loc->pos = (struct sparse_op){pos, first};
+                loc->span = span;
+                loc->oplen = oplen;
+                break;
+            }
+            loc->pprev = loc->prev;
+            loc->has_pprev = loc->has_prev;
+            loc->prev = (struct sparse_op){pos, first};
+            loc->has_prev = 1;
+            pos += oplen;
+            first += span;
+        }
+        if (pos >= h->len)
+            return BLOOMERY_ECORRUPT;
+        if (from_start || loc->has_prev || pos == HDR_SIZE)
+            return BLOOMERY_OK;
+        from_start = 1;
+    }
+}
+
 /* Register index := max(register, count) on a sparse value. Returns 1 if it
  * changed, 0 if not, < 0 on error (object unchanged). May leave the object
- * dense. */
-static int sparse_set(hll_t *h, unsigned index, unsigned count)
+ * dense. cur, when given, is where to start and is moved forward for a
+ * following call with a higher index. */
+static int sparse_set(hll_t *h, unsigned index, unsigned count, struct sparse_cursor *cur)
 {
     if (count > VAL_MAX_VALUE)
         return promote_and_set(h, index, count);
 
+    struct sparse_loc loc;
+    int rc = sparse_locate(h, index, cur, &loc);
+    if (rc != BLOOMERY_OK)
+        return rc;
+    if (cur) {
+        if (loc.has_prev) {
+            cur->at = loc.prev;
+            cur->before = loc.pprev;
+            cur->has_before = loc.has_pprev;
+        } else {
+            memset(cur, 0, sizeof *cur);
+            cur->at.off = HDR_SIZE;
+        }
+    }
+
     /* Offsets, not pointers: the buffer may move when it grows. */
     const uint8_t *b = h->buf;
-    size_t pos = HDR_SIZE, prev = 0, oplen = 1;
-    int have_prev = 0;
-    unsigned first = 0, span = 0;
-    while (pos < h->len) {
-        oplen = 1;
-        if (OP_IS_ZERO(b[pos])) {
-            span = ZERO_LEN(b[pos]);
-        } else if (OP_IS_VAL(b[pos])) {
-            span = VAL_LEN(b[pos]);
-        } else {
-            if (h->len - pos < 2)
-                return BLOOMERY_ECORRUPT;
-            span = XZERO_LEN(b[pos], b[pos + 1]);
-            oplen = 2;
-        }
-        if (index < first + span)
-            break;
-        prev = pos;
-        have_prev = 1;
-        pos += oplen;
-        first += span;
-    }
-    if (pos >= h->len)
-        return BLOOMERY_ECORRUPT;
-
+    size_t pos = loc.pos.off, oplen = loc.oplen;
+    unsigned first = loc.pos.first, span = loc.span;
+    size_t fuse_from = loc.has_prev ? loc.prev.off : HDR_SIZE;
     uint8_t op = b[pos];
     unsigned last = first + span - 1;
-    size_t fuse_from = have_prev ? prev : HDR_SIZE;
 
     if (OP_IS_VAL(op)) {
         unsigned old = VAL_VALUE(op);
@@ -441,7 +516,7 @@ static int sparse_set(hll_t *h, unsigned index, unsigned count)
         return promote_and_set(h, index, count);
 
     if (n > oplen) {
-        int rc = reserve(h, h->len + (n - oplen));
+        rc = reserve(h, h->len + (n - oplen));
         if (rc != BLOOMERY_OK)
             return rc;
     }
@@ -625,7 +700,7 @@ int hll_add(hll_t *h, const void *elem, size_t len)
     unsigned count = (unsigned)__builtin_ctzll(hash) + 1;
 
     int rc = is_dense(h) ? dense_set_max(h->buf + HDR_SIZE, index, count)
-                         : sparse_set(h, index, count);
+                         : sparse_set(h, index, count, NULL);
     if (rc == 1)
         invalidate_cache(h);
     return rc;
@@ -704,13 +779,14 @@ int hll_merge(hll_t *dst, hll_t *const *srcs, size_t n)
     /* Register by register in index order, through the same sparse update
      * as PFADD: the order decides where a sparse value gets promoted and
      * how its runs come out. */
+    struct sparse_cursor cur = {{HDR_SIZE, 0}, {0, 0}, 0};
     for (unsigned j = 0; rc >= 0 && j < HLL_REGISTERS; j++) {
         if (!max[j])
             continue;
         if (is_dense(&w))
             dense_set_max(w.buf + HDR_SIZE, j, max[j]);
         else
-            rc = sparse_set(&w, j, max[j]);
+            rc = sparse_set(&w, j, max[j], &cur);
     }
     if (rc < 0) {
         free(w.buf);
