@@ -5,9 +5,9 @@
  * register array and converting on export. That costs a linear walk per
  * update while the value is sparse (as it does in Redis; PFMERGE resumes
  * its walks where the previous register's ended, see sparse_cursor), but it
- * makes
- * byte-for-byte compatibility a property of each edit rather than of a
- * serializer that must re-derive Redis's history-dependent sparse encoding.
+ * makes byte-for-byte compatibility a property of each edit rather than of
+ * a serializer that must re-derive Redis's history-dependent sparse
+ * encoding.
  *
  * Header (16 bytes, both encodings):
  *
