@@ -306,39 +306,50 @@ void bf_prefetch(const bf_t *bf, bloomery_hash h, bool for_write)
 
 typedef enum { OP_CHECK, OP_ADD, OP_CHECK_AND_ADD } batch_op;
 
-static void run_group(bf_t *bf, const bloomery_hash *h, size_t n, uint8_t *out, batch_op op)
+static inline bool apply(bf_t *bf, bloomery_hash h, batch_op op)
 {
-    for (size_t i = 0; i < n; i++)
-        bf_prefetch(bf, h[i], op != OP_CHECK);
-    for (size_t i = 0; i < n; i++) {
-        bool r;
-        switch (op) {
-        case OP_CHECK: r = bf_check_hashed(bf, h[i]); break;
-        case OP_ADD: r = bf_add_hashed(bf, h[i]); break;
-        default: r = bf_check_and_add_hashed(bf, h[i]); break;
-        }
-        if (out)
-            out[i] = r;
+    switch (op) {
+    case OP_CHECK: return bf_check_hashed(bf, h);
+    case OP_ADD: return bf_add_hashed(bf, h);
+    default: return bf_check_and_add_hashed(bf, h);
     }
 }
 
+/* A rolling window: item i + BATCH is hashed and its blocks prefetched just
+ * before item i is probed, so BATCH misses stay in flight all the time,
+ * rather than draining at the end of each group. */
 static void run_items(bf_t *bf, const void *const *items, const size_t *lens, size_t n,
                       uint8_t *out, batch_op op)
 {
-    bloomery_hash h[BATCH];
-    for (size_t base = 0; base < n; base += BATCH) {
-        size_t g = n - base < BATCH ? n - base : BATCH;
-        for (size_t i = 0; i < g; i++)
-            h[i] = bloomery_hash_item(items[base + i], lens[base + i], bf->seed);
-        run_group(bf, h, g, out ? out + base : NULL, op);
+    bloomery_hash ring[BATCH];
+    size_t ahead = n < BATCH ? n : BATCH;
+    for (size_t i = 0; i < ahead; i++) {
+        ring[i] = bloomery_hash_item(items[i], lens[i], bf->seed);
+        bf_prefetch(bf, ring[i], op != OP_CHECK);
+    }
+    for (size_t i = 0; i < n; i++) {
+        bool r = apply(bf, ring[i % BATCH], op);
+        if (out)
+            out[i] = r;
+        size_t next = i + BATCH;
+        if (next < n) {
+            ring[i % BATCH] = bloomery_hash_item(items[next], lens[next], bf->seed);
+            bf_prefetch(bf, ring[i % BATCH], op != OP_CHECK);
+        }
     }
 }
 
 static void run_hashed(bf_t *bf, const bloomery_hash *h, size_t n, uint8_t *out, batch_op op)
 {
-    for (size_t base = 0; base < n; base += BATCH) {
-        size_t g = n - base < BATCH ? n - base : BATCH;
-        run_group(bf, h + base, g, out ? out + base : NULL, op);
+    size_t ahead = n < BATCH ? n : BATCH;
+    for (size_t i = 0; i < ahead; i++)
+        bf_prefetch(bf, h[i], op != OP_CHECK);
+    for (size_t i = 0; i < n; i++) {
+        if (i + BATCH < n)
+            bf_prefetch(bf, h[i + BATCH], op != OP_CHECK);
+        bool r = apply(bf, h[i], op);
+        if (out)
+            out[i] = r;
     }
 }
 
