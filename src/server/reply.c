@@ -39,7 +39,7 @@ bool reply_reserve(reply *r, size_t extra) {
 }
 
 void reply_raw(reply *r, const void *p, size_t n) {
-    if (!reply_reserve(r, n)) return;
+    if (n == 0 || !reply_reserve(r, n)) return;
     memcpy(r->buf + r->len, p, n);
     r->len += n;
 }

@@ -960,7 +960,10 @@ done:
 static kv_obj *load_image_header(const uint8_t *buf, size_t len) {
     bloomery_loader *l;
     size_t used;
-    if (bloomery_loader_open(&l, buf, len, load_limit(), &used) != BLOOMERY_OK) return NULL;
+    if (bloomery_loader_open(&l, buf, len, load_limit(), &used) != BLOOMERY_OK) {
+        bloomery_loader_free(l);   /* handed out even on failure, for its message */
+        return NULL;
+    }
     if (used != len) {
         bloomery_loader_free(l);
         return NULL;
