@@ -54,7 +54,7 @@ typedef struct wbuf {
 
 static void put(wbuf *w, const void *src, size_t n)
 {
-    if (w->failed)
+    if (w->failed || n == 0)
         return;
     if (w->len + n > w->cap) {
         size_t cap = w->cap ? w->cap * 2 : 256;
