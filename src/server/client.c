@@ -103,6 +103,8 @@ static void on_closed(uv_handle_t *h) {
     free(c->qbuf);
     free(c->argv);
     free(c->argvlen);
+    free(c->bitems);
+    free(c->blens);
     free(c->name);
     free(c->lib_name);
     free(c->lib_ver);
@@ -195,6 +197,63 @@ static bool ensure_argv(client *c, size_t n) {
     return true;
 }
 
+#define BATCH_MAX 1024
+
+static bool batch_push(client *c, size_t n, const char *item, size_t len) {
+    if (n == c->bcap) {
+        size_t cap = c->bcap ? c->bcap * 2 : 64;
+        const char **a = realloc(c->bitems, cap * sizeof(*a));
+        if (a == NULL) return false;
+        c->bitems = a;
+        size_t *l = realloc(c->blens, cap * sizeof(*l));
+        if (l == NULL) return false;
+        c->blens = l;
+        c->bcap = cap;
+    }
+    c->bitems[n] = item;
+    c->blens[n] = len;
+    return true;
+}
+
+/* The request just parsed is "BF.ADD|BF.EXISTS key item": gather the
+ * following complete requests of the same command on the same key and run
+ * them as one library batch, which hashes and prefetches a whole group
+ * before probing. Replies are those of the separate commands. Only
+ * multibulk requests are looked ahead at: parsing them changes nothing in
+ * the buffer, so one that does not fit is simply parsed again. */
+static void run_batch(client *c, const command *cmd, char *start) {
+    bool add = cmd->proc == bfAddCommand;
+    const char *key = start + c->parser.argv[1].off;
+    size_t klen = c->parser.argv[1].len;
+    size_t n = 0;
+    resp_limits lim = {
+        .max_bulk = atomic_load_explicit(&cfg.proto_max_bulk_len, memory_order_relaxed),
+        .max_args = atomic_load_explicit(&cfg.proto_max_multibulk_len, memory_order_relaxed),
+        .authenticated = true,
+    };
+    batch_push(c, n++, start + c->parser.argv[2].off, c->parser.argv[2].len);
+    c->qpos += c->parser.pos;
+    resp_parser_reset(&c->parser);
+    while (n < BATCH_MAX && c->qpos < c->qlen && c->qbuf[c->qpos] == '*') {
+        char *next = c->qbuf + c->qpos;
+        resp_status st = resp_parse(&c->parser, next, c->qlen - c->qpos, &lim);
+        resp_arg *a = c->parser.argv;
+        if (st != RESP_DONE || c->parser.argc != 3 || a[1].len != klen ||
+            memcmp(next + a[1].off, key, klen) != 0 ||
+            !str_eq_ci(next + a[0].off, a[0].len, cmd->name) ||
+            !batch_push(c, n, next + a[2].off, a[2].len)) {
+            resp_parser_reset(&c->parser);
+            break;
+        }
+        n++;
+        c->qpos += c->parser.pos;
+        resp_parser_reset(&c->parser);
+    }
+    int64_t t0 = mono_us();
+    bf_batch(c, add, key, klen, c->bitems, c->blens, n);
+    command_account(c, cmd, n, (uint64_t)(mono_us() - t0));
+}
+
 static void process_input(client *c) {
     resp_limits lim = {
         .max_bulk = atomic_load_explicit(&cfg.proto_max_bulk_len, memory_order_relaxed),
@@ -223,6 +282,19 @@ static void process_input(client *c) {
                 c->argvlen[i] = c->parser.argv[i].len;
             }
             c->argc = (int)argc;
+            const command *cmd = c->cmd;
+            if (argc == 3 && cmd && c->authenticated && !c->parser.inline_req &&
+                (cmd->proc == bfAddCommand || cmd->proc == bfExistsCommand) &&
+                str_eq_ci(c->argv[0], c->argvlen[0], cmd->name) &&
+                !(cmd->proc == bfAddCommand && server_over_maxmemory())) {
+                c->argc = 0;
+                run_batch(c, cmd, start);
+                if (c->out.failed || client_obuf_over_limit(c)) {
+                    drop_over_limit(c);
+                    return;
+                }
+                continue;
+            }
             command_dispatch(c);
             c->argc = 0;
         }

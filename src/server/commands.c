@@ -187,6 +187,14 @@ void command_dispatch(client *c) {
     }
 }
 
+void command_account(client *c, const command *cmd, uint64_t n, uint64_t usec) {
+    worker *w = c->w;
+    stat_add(&w->commands, n);
+    stat_add(&w->stats[cmd->id].calls, n);
+    stat_add(&w->stats[cmd->id].usec, usec);
+    atomic_store_explicit(&c->lastcmd, cmd->name, memory_order_relaxed);
+}
+
 /* ---- shared reply helpers ---- */
 
 bool arg_eq(client *c, int i, const char *lit) {

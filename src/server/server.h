@@ -54,6 +54,11 @@ typedef struct client {
     int argvcap;
     const struct command *cmd;
 
+    /* Pipelined BF.ADD / BF.EXISTS on one key, gathered for one batch call. */
+    const char **bitems;
+    size_t *blens;
+    size_t bcap;
+
     /* Output: replies accumulate in out; while a write is in flight its bytes
      * live in wbuf. */
     reply out;
@@ -165,6 +170,8 @@ const command *command_lookup(const char *name, size_t len);
 size_t commands_count(void);
 const command *command_at(size_t i);
 void command_dispatch(client *c);
+/* Account n calls of cmd that took usec in total (batched execution). */
+void command_account(client *c, const command *cmd, uint64_t n, uint64_t usec);
 
 /* ---- helpers for command handlers ---- */
 bool arg_eq(client *c, int i, const char *lit);
@@ -231,6 +238,10 @@ void bfLoadchunkCommand(client *c);
 void bfDelCommand(client *c);
 void bfMergeCommand(client *c);
 void bfDebugCommand(client *c);
+/* n pipelined "BF.ADD key item" (add) or "BF.EXISTS key item" requests on
+ * one key, answered exactly as n separate commands would be. */
+void bf_batch(client *c, bool add, const char *key, size_t klen, const char **items,
+              const size_t *lens, size_t n);
 
 void pfaddCommand(client *c);
 void pfcountCommand(client *c);

@@ -249,6 +249,76 @@ void bfMaddCommand(client *c) {
     ks_close(&ref);
 }
 
+void bf_batch(client *c, bool add, const char *key, size_t klen, const char **items,
+              const size_t *lens, size_t n) {
+    ks_ref ref;
+    if (!add) {
+        kv_entry *e = ks_open(&ref, key, klen, false);
+        kv_obj *o = e ? e->obj : NULL;
+        for (size_t i = 0; i < n; i++) server_count_hit(c, e != NULL);
+        if (o && o->type == KV_BLOOM) {
+            int res[256];
+            for (size_t base = 0; base < n; base += 256) {
+                size_t g = n - base < 256 ? n - base : 256;
+                sbf_check_many(o->u.sbf, (const void *const *)(items + base), lens + base, g, res);
+                for (size_t i = 0; i < g; i++) reply_bool(&c->out, res[i] == 1);
+            }
+        } else {
+            for (size_t i = 0; i < n; i++)
+                reply_bool(&c->out, o && o->type == KV_COUNTING && cntbf_check(o->u.cnt, items[i], lens[i]));
+        }
+        ks_close(&ref);
+        return;
+    }
+    bf_params p;
+    default_params(&p);
+    /* Each request opens the key in turn, as separate commands would: an
+     * error (wrong type, creation refused) is repeated for each of them. */
+    for (size_t i = 0; i < n;) {
+        kv_entry *e = ks_open(&ref, key, klen, false);
+        if (e == NULL) {
+            ks_close(&ref);
+            e = ks_open(&ref, key, klen, true);
+            if (e == NULL) {
+                /* create_filter reads the key from ref. */
+                e = create_filter(c, &ref, &p);
+                if (e == NULL) {
+                    ks_close(&ref);
+                    i++;
+                    continue;
+                }
+            }
+        }
+        if (!is_bloom(e->obj) || e->obj->type == KV_LOADING) {
+            if (!is_bloom(e->obj)) reply_wrongtype(c);
+            else reply_error(&c->out, err_loading);
+            ks_close(&ref);
+            i++;
+            continue;
+        }
+        kv_obj *o = e->obj;
+        if (o->type != KV_BLOOM) {
+            add_items(c, o, items + i, lens + i, 1, false);
+            ks_close(&ref);
+            i++;
+            continue;
+        }
+        int res[256];
+        size_t g = n - i < 256 ? n - i : 256;
+        growth_refused = false;
+        size_t done = sbf_add_many(o->u.sbf, (const void *const *)(items + i), lens + i, g, res);
+        for (size_t k = 0; k < done; k++) {
+            int rc = res[k];
+            if (rc >= 0) reply_bool(&c->out, rc == 1);
+            else if (rc == BLOOMERY_EFULL) reply_error(&c->out, err_full);
+            else if (growth_refused) reply_oom(c);
+            else reply_error(&c->out, "ERR problem inserting into filter");
+        }
+        ks_close(&ref);
+        i += done;
+    }
+}
+
 /* ---- checking ---- */
 
 static void check_items(client *c, bool multi) {

@@ -130,3 +130,24 @@ def test_binary_safe_items(raw):
     assert raw.cmd("BF.MADD", "bin", *items) == [1] * 50
     assert raw.cmd("BF.MEXISTS", "bin", *items) == [1] * 50
     assert raw.cmd("BF.EXISTS", "bin", b"\x00\r\n") == 0
+
+
+def test_pipelined_batches_answer_like_separate_commands(raw):
+    """Pipelined BF.ADD/BF.EXISTS on one key run as one batch internally;
+    every reply must still be the one the separate command would get."""
+    raw.cmd("BF.RESERVE", "full", "0.01", "3", "NONSCALING")
+    raw.cmd("PFADD", "h", "x")
+    reqs = [("BF.ADD", "full", "a"), ("BF.ADD", "full", "b"), ("BF.ADD", "full", "a"),
+            ("BF.ADD", "full", "c"), ("BF.ADD", "full", "d"), ("BF.ADD", "full", "a"),
+            ("BF.ADD", "full", "e"), ("BF.EXISTS", "full", "a"), ("BF.EXISTS", "full", "d"),
+            ("BF.EXISTS", "nokey", "a"), ("BF.EXISTS", "h", "a"), ("BF.ADD", "h", "a"),
+            ("BF.ADD", "h", "b"), ("BF.ADD", "new", "a"), ("BF.ADD", "new", "a"),
+            ("bf.add", "new", "b"), ("BF.EXISTS", "new", "b")]
+    raw.send(b"".join(raw.encode(*q) for q in reqs))
+    got = [raw.read() for _ in reqs]
+    got = [str(g) if isinstance(g, RespError) else g for g in got]
+    wt = "WRONGTYPE Operation against a key holding the wrong kind of value"
+    full = "ERR non scaling filter is full"
+    assert got == [1, 1, 0, 1, full, 0, full, 1, 0, 0, 0, wt, wt, 1, 0, 1, 1]
+    info = raw.cmd("INFO", "commandstats")
+    assert b"cmdstat_bf.add:calls=" in info
