@@ -57,6 +57,22 @@ static void test_no_false_negatives_after_deletes(void **state)
     cntbf_free(c);
 }
 
+static void test_no_false_negatives_1e8(void **state)
+{
+    (void)state;
+    uint64_t n = tu_scale(100000000, 300000);
+    cntbf_t *c;
+    assert_int_equal(cntbf_create(&c, n, 0.01, NULL), BLOOMERY_OK);
+    char key[32];
+    for (uint64_t i = 0; i < n; i++)
+        cntbf_add(c, key, tu_key(key, "h:", i));
+    uint64_t missing = 0;
+    for (uint64_t i = 0; i < n; i++)
+        missing += !cntbf_check(c, key, tu_key(key, "h:", i));
+    assert_int_equal(missing, 0);
+    cntbf_free(c);
+}
+
 static void test_fpr_at_capacity(void **state)
 {
     (void)state;
@@ -140,6 +156,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_add_check_delete),
         cmocka_unit_test(test_no_false_negatives_after_deletes),
+        cmocka_unit_test(test_no_false_negatives_1e8),
         cmocka_unit_test(test_fpr_at_capacity),
         cmocka_unit_test(test_saturation),
         cmocka_unit_test(test_concurrent_counters),

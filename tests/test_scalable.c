@@ -149,6 +149,44 @@ static void test_chain_fpr(void **state)
     chain_fpr(BLOOMERY_LAYOUT_CLASSIC, 1e-5, cap0, filled, tu_scale(50000000, 1000000));
 }
 
+/* 1e8 items through the batch path, growing from a tenth of that. */
+static void test_no_false_negatives_1e8(void **state)
+{
+    (void)state;
+    uint64_t n = tu_scale(100000000, 300000);
+    for (int layout = 0; layout < 2; layout++) {
+        sbf_t *s;
+        sbf_options o = {.layout = (bloomery_layout)layout, .expansion = 2};
+        assert_int_equal(sbf_create(&s, n / 10, 0.01, &o), BLOOMERY_OK);
+        enum { G = 256 };
+        static char buf[G][32];
+        const void *ptr[G];
+        size_t len[G];
+        int res[G];
+        uint64_t missing = 0;
+        for (int pass = 0; pass < 2; pass++) {
+            for (uint64_t i = 0; i < n; i += G) {
+                size_t g = n - i < G ? (size_t)(n - i) : G;
+                for (size_t j = 0; j < g; j++) {
+                    len[j] = tu_key(buf[j], "h:", i + j);
+                    ptr[j] = buf[j];
+                }
+                if (pass == 0) {
+                    assert_int_equal(sbf_add_many(s, ptr, len, g, res), g);
+                } else {
+                    sbf_check_many(s, ptr, len, g, res);
+                    for (size_t j = 0; j < g; j++)
+                        missing += res[j] != 1;
+                }
+            }
+        }
+        printf("# %s chain, %llu items: %zu links, %llu missing\n", layout ? "classic" : "blocked",
+               (unsigned long long)n, sbf_nlinks(s), (unsigned long long)missing);
+        assert_int_equal(missing, 0);
+        sbf_free(s);
+    }
+}
+
 typedef struct race {
     sbf_t *s;
     uint64_t n;
@@ -273,6 +311,7 @@ int main(void)
         cmocka_unit_test(test_growth_rules),
         cmocka_unit_test(test_nonscaling_full),
         cmocka_unit_test(test_chain_fpr),
+        cmocka_unit_test(test_no_false_negatives_1e8),
         cmocka_unit_test(test_concurrent_adds_with_growth),
         cmocka_unit_test(test_allocation_veto),
         cmocka_unit_test(test_merge),
