@@ -151,6 +151,28 @@ static void test_concurrent_counters(void **state)
     cntbf_free(c);
 }
 
+static void test_merge(void **state)
+{
+    (void)state;
+    cntbf_t *a, *b, *c;
+    assert_int_equal(cntbf_create(&a, 1000, 0.01, NULL), BLOOMERY_OK);
+    assert_int_equal(cntbf_create(&b, 1000, 0.01, NULL), BLOOMERY_OK);
+    assert_int_equal(cntbf_create(&c, 5000, 0.01, NULL), BLOOMERY_OK);
+    cntbf_add(a, "x", 1);
+    cntbf_add(b, "x", 1);
+    cntbf_add(b, "y", 1);
+    assert_int_equal(cntbf_merge(a, c), BLOOMERY_EINVAL);
+    assert_int_equal(cntbf_merge(a, b), BLOOMERY_OK);
+    /* x was added twice in all: it survives one delete. */
+    assert_true(cntbf_delete(a, "x", 1));
+    assert_true(cntbf_check(a, "x", 1));
+    assert_true(cntbf_delete(a, "y", 1));
+    assert_false(cntbf_check(a, "y", 1));
+    cntbf_free(a);
+    cntbf_free(b);
+    cntbf_free(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -159,6 +181,7 @@ int main(void)
         cmocka_unit_test(test_no_false_negatives_1e8),
         cmocka_unit_test(test_fpr_at_capacity),
         cmocka_unit_test(test_saturation),
+        cmocka_unit_test(test_merge),
         cmocka_unit_test(test_concurrent_counters),
     };
     return cmocka_run_group_tests_name("counting", tests, NULL, NULL);

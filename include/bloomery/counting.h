@@ -44,6 +44,9 @@ double cntbf_error_rate(const cntbf_t *c);
 uint64_t cntbf_count(const cntbf_t *c);     /* adds minus deletes */
 void cntbf_set_count(cntbf_t *c, uint64_t count);
 double cntbf_fpr_estimate(const cntbf_t *c);
+/* Add src's counters into dst's, saturating at 15 (a multiset union). Shapes
+ * (nblocks, b, seed) must match, else BLOOMERY_EINVAL. */
+int cntbf_merge(cntbf_t *dst, const cntbf_t *src);
 const uint8_t *cntbf_data(const cntbf_t *c);
 uint8_t *cntbf_data_mut(cntbf_t *c);
 

@@ -87,6 +87,11 @@ cbf_t *sbf_link_classic(const sbf_t *s, size_t i);
 int sbf_assemble(sbf_t **out, bloomery_layout layout, uint64_t capacity, double error_rate,
                  uint32_t expansion, uint64_t seed, void **links, size_t nlinks);
 
+/* Install or replace the growth veto (see sbf_options.may_allocate), for
+ * chains built by sbf_assemble. Not synchronized with concurrent growth:
+ * call before the chain is shared. */
+void sbf_set_may_allocate(sbf_t *s, bool (*may_allocate)(void *ctx, uint64_t bytes), void *ctx);
+
 /* OR src into dst: same layout, expansion, link count and link shapes. */
 int sbf_merge(sbf_t *dst, const sbf_t *src);
 

@@ -86,6 +86,8 @@ typedef struct bloomery_loader bloomery_loader;
 int bloomery_loader_open(bloomery_loader **out, const uint8_t *buf, size_t len,
                          uint64_t max_bytes, size_t *used);
 uint64_t bloomery_loader_nchunks(const bloomery_loader *l);
+/* The type the opened header describes. */
+bloomery_type bloomery_loader_type(const bloomery_loader *l);
 size_t bloomery_loader_chunk_len(const bloomery_loader *l, uint64_t i);
 /* Verify and copy chunk i. */
 int bloomery_loader_chunk(bloomery_loader *l, uint64_t i, const uint8_t *data, size_t len,

@@ -235,3 +235,32 @@ double cntbf_fpr_estimate(const cntbf_t *c)
     }
     return pow(sum / (double)c->nblocks, (double)c->b);
 }
+
+/* Nibble-wise saturating add of two lanes. */
+static uint64_t add_saturating(uint64_t a, uint64_t b)
+{
+    uint64_t r = 0;
+    for (unsigned p = 0; p < 16; p++) {
+        unsigned v = counter(a, p) + counter(b, p);
+        r |= (uint64_t)(v > SATURATED ? SATURATED : v) << (4 * p);
+    }
+    return r;
+}
+
+int cntbf_merge(cntbf_t *dst, const cntbf_t *src)
+{
+    if (dst->nblocks != src->nblocks || dst->b != src->b || dst->seed != src->seed)
+        return BLOOMERY_EINVAL;
+    uint64_t words = dst->nblocks * 8;
+    for (uint64_t i = 0; i < words; i++) {
+        uint64_t add = __atomic_load_n(&src->lanes[i], __ATOMIC_RELAXED);
+        if (!add)
+            continue;
+        uint64_t old = __atomic_load_n(&dst->lanes[i], __ATOMIC_RELAXED);
+        while (!__atomic_compare_exchange_n(&dst->lanes[i], &old, add_saturating(old, add), true,
+                                            __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+            ;
+    }
+    __atomic_fetch_add(&dst->count, cntbf_count(src), __ATOMIC_RELAXED);
+    return BLOOMERY_OK;
+}

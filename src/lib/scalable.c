@@ -452,6 +452,12 @@ cbf_t *sbf_link_classic(const sbf_t *s, size_t i)
     return load_links(s)[i];
 }
 
+void sbf_set_may_allocate(sbf_t *s, bool (*may_allocate)(void *ctx, uint64_t bytes), void *ctx)
+{
+    s->may_allocate = may_allocate;
+    s->may_allocate_ctx = ctx;
+}
+
 int sbf_merge(sbf_t *dst, const sbf_t *src)
 {
     size_t n = load_nlinks(dst);

@@ -638,6 +638,11 @@ int bloomery_loader_open(bloomery_loader **out, const uint8_t *buf, size_t len,
     return BLOOMERY_OK;
 }
 
+bloomery_type bloomery_loader_type(const bloomery_loader *l)
+{
+    return l->type;
+}
+
 uint64_t bloomery_loader_nchunks(const bloomery_loader *l)
 {
     return l->nchunks;
