@@ -42,7 +42,7 @@ bench: all
 	./bench/run
 
 run: all
-	./$(BUILD)/bloomery calc 1000000000 0.01
+	./scripts/run-server
 
 install: all
 	cmake --install $(BUILD)
