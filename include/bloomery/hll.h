@@ -42,6 +42,12 @@ void hll_free(hll_t *h);
  * next growth. */
 int hll_from_bytes(hll_t **out, const uint8_t *buf, size_t len, size_t sparse_max_bytes);
 
+/* Change the sparse limit of an existing value (Redis reads
+ * hll-sparse-max-bytes at every update, so a server applies CONFIG SET to
+ * every key through this). 0 means the default; Redis's own 0, "promote on
+ * any growth", is spelled 1. */
+void hll_set_sparse_max(hll_t *h, size_t sparse_max_bytes);
+
 /* PFADD of one element: 1 if a register changed (the cache is then marked
  * invalid), 0 if not, < 0 on error (BLOOMERY_ENOMEM: the value is
  * unchanged). PFADD's reply is 1 also when the command created the key;

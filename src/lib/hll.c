@@ -619,6 +619,11 @@ static size_t sparse_limit(size_t sparse_max_bytes)
     return sparse_max_bytes ? sparse_max_bytes : HLL_SPARSE_MAX_BYTES_DEFAULT;
 }
 
+void hll_set_sparse_max(hll_t *h, size_t sparse_max_bytes)
+{
+    h->sparse_max = sparse_limit(sparse_max_bytes);
+}
+
 int hll_create(hll_t **out, size_t sparse_max_bytes)
 {
     if (!out)
