@@ -15,8 +15,13 @@
 
 static const char *err_invalid = "INVALIDOBJ Corrupted HLL object detected";
 
+/* hll-sparse-max-bytes as the library reads it. Redis reads the setting at
+ * every update, so it is applied to a value before each change; Redis's 0
+ * ("promote on any growth") is the library's 1, the library's 0 being "the
+ * default". */
 static size_t sparse_max(void) {
-    return (size_t)atomic_load_explicit(&cfg.hll_sparse_max_bytes, memory_order_relaxed);
+    long long v = atomic_load_explicit(&cfg.hll_sparse_max_bytes, memory_order_relaxed);
+    return v > 0 ? (size_t)v : 1;
 }
 
 /* Bring the counted bytes of o in line with its current encoding. */
@@ -65,6 +70,7 @@ void pfaddCommand(client *c) {
         return;
     }
     pthread_mutex_lock(&o->lock);
+    hll_set_sparse_max(o->u.hll, sparse_max());
     bool updated = created;
     int rc = 0;
     for (int i = 2; i < c->argc && rc >= 0; i++) {
@@ -187,6 +193,7 @@ void pfmergeCommand(client *c) {
             goto out;
         }
     }
+    hll_set_sparse_max(dst->obj->u.hll, sparse_max());
     int rc = hll_merge(dst->obj->u.hll, srcs, nsrc);
     account(dst->obj);
     if (rc < 0) reply_error(&c->out, err_invalid);

@@ -77,3 +77,32 @@ def test_hll_errors(r):
     assert isinstance(c.cmd("PFADD"), RespError)
     assert str(c.cmd("PFCOUNT")) == "ERR wrong number of arguments for 'pfcount' command"
     c.close()
+
+
+def test_sparse_limit_read_at_every_update(r):
+    """hll-sparse-max-bytes applies to existing values at their next update,
+    and 0 promotes to dense on any growth, as in Redis."""
+    dense = 12304
+    try:
+        r.execute_command("PFADD", "old", "a")
+        assert r.memory_usage("old") < 1000          # sparse
+        r.config_set("hll-sparse-max-bytes", 0)
+        r.execute_command("PFADD", "new", "a")
+        assert r.memory_usage("new") > dense          # promoted at once
+        r.execute_command("PFADD", "old", "a")          # no register changes
+        assert r.memory_usage("old") < 1000
+        r.execute_command("PFADD", "old", "b")
+        assert r.memory_usage("old") > dense
+        # A larger limit keeps new values sparse again.
+        r.config_set("hll-sparse-max-bytes", 3000)
+        r.execute_command("PFADD", "third", *["e%d" % i for i in range(100)])
+        assert r.memory_usage("third") < 1000
+        r.execute_command("PFADD", "src", "z")
+        r.config_set("hll-sparse-max-bytes", 0)
+        r.execute_command("PFMERGE", "third", "missing")   # nothing changes
+        assert r.memory_usage("third") < 1000
+        r.execute_command("PFMERGE", "third", "src")
+        assert r.memory_usage("third") > dense
+        assert r.execute_command("PFCOUNT", "third") == 101
+    finally:
+        r.config_set("hll-sparse-max-bytes", 3000)
