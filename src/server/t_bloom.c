@@ -758,6 +758,65 @@ void bfDelCommand(client *c) {
 
 /* ---- BF.MERGE ---- */
 
+static const char *err_merge_shape =
+    "ERR filters must have the same layout, capacity, error rate, expansion and number of filters";
+
+/* Whether the library would merge b into a: checked for every source before
+ * anything changes, so a mismatch in the last source leaves dest intact. */
+static bool same_shape(const kv_obj *a, const kv_obj *b) {
+    if (a->type != b->type) return false;
+    if (a->type == KV_COUNTING)
+        return cntbf_nblocks(a->u.cnt) == cntbf_nblocks(b->u.cnt) &&
+               cntbf_blocks_per_key(a->u.cnt) == cntbf_blocks_per_key(b->u.cnt) &&
+               cntbf_seed(a->u.cnt) == cntbf_seed(b->u.cnt);
+    const sbf_t *x = a->u.sbf, *y = b->u.sbf;
+    size_t n = sbf_nlinks(x);
+    if (sbf_layout(x) != sbf_layout(y) || sbf_expansion(x) != sbf_expansion(y) ||
+        sbf_seed(x) != sbf_seed(y) || n != sbf_nlinks(y))
+        return false;
+    for (size_t i = 0; i < n; i++) {
+        if (sbf_layout(x) == BLOOMERY_LAYOUT_CLASSIC) {
+            cbf_shape sa, sb;
+            cbf_shape_of(sbf_link_classic(x, i), &sa);
+            cbf_shape_of(sbf_link_classic(y, i), &sb);
+            if (sa.bits != sb.bits || sa.hashes != sb.hashes) return false;
+        } else {
+            const bf_t *la = sbf_link_blocked(x, i), *lb = sbf_link_blocked(y, i);
+            if (bf_nblocks(la) != bf_nblocks(lb) || bf_blocks_per_key(la) != bf_blocks_per_key(lb))
+                return false;
+        }
+    }
+    return true;
+}
+
+/* A copy of src for a missing BF.MERGE destination, its bytes counted. */
+static kv_obj *copy_filter(client *c, const kv_obj *src) {
+    uint64_t bytes = kv_obj_bytes(src);
+    if (!ks_mem_try_reserve(bytes, server_maxmemory())) {
+        reply_oom(c);
+        return NULL;
+    }
+    bloomery_object from = {.type = BLOOMERY_TYPE_SCALABLE, .u.any = src->u.sbf};
+    if (src->type == KV_COUNTING) from = (bloomery_object){.type = BLOOMERY_TYPE_COUNTING, .u.any = src->u.cnt};
+    uint8_t *blob = NULL;
+    size_t blen = 0;
+    bloomery_object copy = {0};
+    int rc = bloomery_serialize(from, 0, &blob, &blen);
+    if (rc == BLOOMERY_OK) rc = bloomery_deserialize(blob, blen, 0, &copy, NULL);
+    free(blob);
+    kv_obj *o = rc == BLOOMERY_OK ? kv_obj_new(src->type, copy.u.any) : NULL;
+    if (o == NULL) {
+        if (rc == BLOOMERY_OK) bloomery_object_free(&copy);
+        ks_mem_add(-(int64_t)bytes);
+        reply_error(&c->out, "ERR could not create filter");
+        return NULL;
+    }
+    /* The copy grows under maxmemory like any filter. */
+    if (o->type == KV_BLOOM) sbf_set_may_allocate(o->u.sbf, may_allocate, o);
+    atomic_store(&o->value_bytes, bytes);
+    return o;
+}
+
 void bfMergeCommand(client *c) {
     int nkeys = c->argc - 1;
     ks_multi m;
@@ -765,7 +824,8 @@ void bfMergeCommand(client *c) {
     ks_ref dref;
     kv_entry *dst = ks_find_locked(c->argv[1], c->argvlen[1], &dref, true);
     kv_obj *first = NULL;
-    /* Check every source before changing anything. */
+    int from = 2;
+    /* Check every source, and their shapes, before changing anything. */
     for (int i = 2; i < c->argc; i++) {
         ks_ref r;
         kv_entry *e = ks_find_locked(c->argv[i], c->argvlen[i], &r, false);
@@ -777,59 +837,51 @@ void bfMergeCommand(client *c) {
             reply_wrongtype(c);
             goto out;
         }
-        if (e->obj->type != KV_BLOOM) {
-            reply_error(&c->out, e->obj->type == KV_LOADING ? err_loading
-                                                            : "ERR counting filters cannot be merged");
+        if (e->obj->type == KV_LOADING) {
+            reply_error(&c->out, err_loading);
             goto out;
         }
         if (first == NULL) first = e->obj;
+        else if (!same_shape(first, e->obj)) {
+            reply_error(&c->out, err_merge_shape);
+            goto out;
+        }
     }
     if (dst && !is_bloom(dst->obj)) {
         reply_wrongtype(c);
         goto out;
     }
-    if (dst && dst->obj->type != KV_BLOOM) {
-        reply_error(&c->out, dst->obj->type == KV_LOADING ? err_loading
-                                                          : "ERR counting filters cannot be merged");
+    if (dst && dst->obj->type == KV_LOADING) {
+        reply_error(&c->out, err_loading);
+        goto out;
+    }
+    if (dst && !same_shape(dst->obj, first)) {
+        reply_error(&c->out, err_merge_shape);
         goto out;
     }
     if (dst == NULL) {
         /* A missing destination starts as a copy of the first source. */
-        uint64_t bytes = kv_obj_bytes(first);
-        if (!ks_mem_try_reserve(bytes, server_maxmemory())) {
-            reply_oom(c);
-            goto out;
-        }
-        bloomery_object src = {.type = BLOOMERY_TYPE_SCALABLE, .u.sbf = first->u.sbf};
-        uint8_t *blob = NULL;
-        size_t blen = 0;
-        bloomery_object copy = {0};
-        int rc = bloomery_serialize(src, 0, &blob, &blen);
-        if (rc == BLOOMERY_OK) rc = bloomery_deserialize(blob, blen, 0, &copy, NULL);
-        free(blob);
-        kv_obj *o = rc == BLOOMERY_OK ? kv_obj_new(KV_BLOOM, copy.u.sbf) : NULL;
-        if (o == NULL) {
-            if (rc == BLOOMERY_OK) bloomery_object_free(&copy);
-            ks_mem_add(-(int64_t)bytes);
-            reply_error(&c->out, "ERR could not create filter");
-            goto out;
-        }
-        atomic_store(&o->value_bytes, bytes);
+        kv_obj *o = copy_filter(c, first);
+        if (o == NULL) goto out;
         dst = ks_add(&dref, o);
         if (dst == NULL) {
-            ks_mem_add(-(int64_t)bytes);
+            ks_mem_add(-(int64_t)kv_obj_bytes(o));
             kv_obj_free(o);
             reply_oom(c);
             goto out;
         }
+        from = 3;   /* the first source is in already */
     }
-    for (int i = 2; i < c->argc; i++) {
+    for (int i = from; i < c->argc; i++) {
         ks_ref r;
         kv_entry *e = ks_find_locked(c->argv[i], c->argvlen[i], &r, false);
+        /* ORing a filter into itself changes nothing; a counting filter
+         * must not count itself twice. */
         if (e->obj == dst->obj) continue;
-        if (sbf_merge(dst->obj->u.sbf, e->obj->u.sbf) != BLOOMERY_OK) {
-            reply_error(&c->out, "ERR filters must have the same layout, capacity, error rate, "
-                                 "expansion and number of filters");
+        int rc = dst->obj->type == KV_COUNTING ? cntbf_merge(dst->obj->u.cnt, e->obj->u.cnt)
+                                               : sbf_merge(dst->obj->u.sbf, e->obj->u.sbf);
+        if (rc != BLOOMERY_OK) {
+            reply_error(&c->out, err_merge_shape);
             goto out;
         }
     }
@@ -1018,6 +1070,7 @@ static kv_obj *load_rb_header(const uint8_t *buf, size_t len) {
         sbf_free(f);
         goto done;
     }
+    sbf_set_may_allocate(f, may_allocate, o);
     atomic_store(&o->value_bytes, bytes);
     ks_mem_add((int64_t)bytes);
 done:
@@ -1034,7 +1087,10 @@ static kv_obj *load_image_header(const uint8_t *buf, size_t len) {
         bloomery_loader_free(l);   /* handed out even on failure, for its message */
         return NULL;
     }
-    if (used != len) {
+    /* Only filters load here: an image of another type (an HLL, a bare
+     * blocked filter) is refused at its header, not after its last chunk. */
+    bloomery_type t = bloomery_loader_type(l);
+    if (used != len || (t != BLOOMERY_TYPE_SCALABLE && t != BLOOMERY_TYPE_COUNTING)) {
         bloomery_loader_free(l);
         return NULL;
     }
@@ -1101,22 +1157,22 @@ static void load_image_chunk(client *c, kv_obj *o, long long iter, const uint8_t
             reply_errorf(&c->out, "ERR received bad data: %s", bloomery_loader_error(l));
             return;
         }
-        if (obj.type != BLOOMERY_TYPE_SCALABLE && obj.type != BLOOMERY_TYPE_COUNTING) {
-            /* An image of another type: the key stays unusable until deleted. */
-            bloomery_object_free(&obj);
-            reply_error(&c->out, "ERR received bad data: not a Bloom filter image");
-            return;
-        }
+        /* The header's type was checked by load_image_header. */
         bloomery_loader_free(l);
         free(o->chunk_seen);
         o->chunk_seen = NULL;
         if (obj.type == BLOOMERY_TYPE_SCALABLE) {
             o->type = KV_BLOOM;
             o->u.sbf = obj.u.sbf;
+            sbf_set_may_allocate(o->u.sbf, may_allocate, o);
         } else {
             o->type = KV_COUNTING;
             o->u.cnt = obj.u.cnt;
         }
+        /* Count the filter's own bytes from now on, not the image's. */
+        uint64_t bytes = o->type == KV_BLOOM ? sbf_bytes(o->u.sbf) : cntbf_bytes(o->u.cnt);
+        uint64_t old = atomic_exchange(&o->value_bytes, bytes);
+        ks_mem_add((int64_t)bytes - (int64_t)old);
     }
     reply_ok(&c->out);
 }
