@@ -9,6 +9,7 @@
 
 #include "bloomery/scalable.h"
 #include "resp.h"
+#include "server.h"
 #include "util.h"
 
 server_config cfg;
@@ -184,8 +185,11 @@ static bool apply_entry(const cfg_entry *c, int argc, const char *const *argv, c
             snprintf(err, errlen, "argument must be a number in the range (0, 1)");
             return false;
         }
-        /* RedisBloom silently caps the default error rate. */
-        if (d > 0.25) d = 0.25;
+        /* RedisBloom caps the default error rate, with only a warning. */
+        if (d > 0.25) {
+            server_log(LOG_WARNING, "bf-error-rate %g is above 0.25; using 0.25", d);
+            d = 0.25;
+        }
         atomic_store(&cfg.bf_error_rate, d);
         return true;
     }

@@ -1113,12 +1113,19 @@ static kv_obj *load_image_header(const uint8_t *buf, size_t len) {
 
 static void load_classic_chunk(client *c, sbf_t *f, long long iter, const uint8_t *data,
                                size_t len) {
-    if (iter < 1 || (uint64_t)iter - 1 < len) {
+    /* RedisBloom's checks, in its order: an iterator equal to the length
+     * points before the first byte, which no link holds. */
+    if (iter < 1 || (uint64_t)iter < len) {
         reply_error(&c->out, "ERR received bad data");
         return;
     }
-    uint64_t off = (uint64_t)iter - 1 - len, start = 0;
-    size_t li = classic_link_at(f, off, &start);
+    uint64_t start = 0;
+    size_t li = sbf_nlinks(f);
+    uint64_t off = 0;
+    if ((uint64_t)iter > len) {
+        off = (uint64_t)iter - len - 1;
+        li = classic_link_at(f, off, &start);
+    }
     if (li == sbf_nlinks(f)) {
         reply_error(&c->out, "ERR invalid offset - no link found");
         return;
