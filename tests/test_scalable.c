@@ -293,6 +293,51 @@ static void test_merge(void **state)
     sbf_free(c);
 }
 
+/* Replaying logged hashes rebuilds the same chain as adding the items. */
+static void test_hashed_replay(void **state)
+{
+    (void)state;
+    for (int layout = 0; layout < 2; layout++) {
+        sbf_t *a, *b;
+        sbf_options o = {.layout = (bloomery_layout)layout, .expansion = 2, .seed = 5};
+        assert_int_equal(sbf_create(&a, 50, 0.01, &o), BLOOMERY_OK);
+        assert_int_equal(sbf_create(&b, 50, 0.01, &o), BLOOMERY_OK);
+        char key[32];
+        for (uint64_t i = 0; i < 500; i++) {
+            size_t len = tu_key(key, "r:", i);
+            sbf_hash h = sbf_hash_item(a, key, len);
+            assert_int_equal(sbf_add(a, key, len), sbf_add_hashed(b, h));
+            assert_int_equal(sbf_check_hashed(b, h), 1);
+        }
+        assert_int_equal(sbf_nlinks(a), sbf_nlinks(b));
+        assert_int_equal(sbf_count(a), sbf_count(b));
+        for (size_t i = 0; i < sbf_nlinks(a); i++) {
+            if (layout)
+                assert_memory_equal(cbf_data(sbf_link_classic(a, i)), cbf_data(sbf_link_classic(b, i)),
+                                    cbf_bytes(sbf_link_classic(a, i)));
+            else
+                assert_memory_equal(bf_data(sbf_link_blocked(a, i)), bf_data(sbf_link_blocked(b, i)),
+                                    bf_bytes(sbf_link_blocked(a, i)));
+        }
+        sbf_free(a);
+        sbf_free(b);
+    }
+    hll_t *x, *y;
+    assert_int_equal(hll_create(&x, 0), BLOOMERY_OK);
+    assert_int_equal(hll_create(&y, 0), BLOOMERY_OK);
+    char key[32];
+    for (uint64_t i = 0; i < 5000; i++) {
+        size_t len = tu_key(key, "h:", i);
+        assert_int_equal(hll_add(x, key, len), hll_add_hashed(y, hll_hash_elem(key, len)));
+    }
+    size_t lx, ly;
+    const uint8_t *px = hll_bytes(x, &lx), *py = hll_bytes(y, &ly);
+    assert_int_equal(lx, ly);
+    assert_memory_equal(px, py, lx);
+    hll_free(x);
+    hll_free(y);
+}
+
 static void test_invalid(void **state)
 {
     (void)state;
@@ -315,6 +360,7 @@ int main(void)
         cmocka_unit_test(test_concurrent_adds_with_growth),
         cmocka_unit_test(test_allocation_veto),
         cmocka_unit_test(test_merge),
+        cmocka_unit_test(test_hashed_replay),
         cmocka_unit_test(test_invalid),
     };
     return cmocka_run_group_tests_name("scalable", tests, NULL, NULL);

@@ -35,6 +35,11 @@ bool cntbf_check(const cntbf_t *c, const void *item, size_t len);
  * false (nothing changed) if it was absent. */
 bool cntbf_delete(cntbf_t *c, const void *item, size_t len);
 
+/* The same for an item hashed with bloomery_hash_item(.., cntbf_seed(c)). */
+bool cntbf_add_hashed(cntbf_t *c, bloomery_hash h);
+bool cntbf_check_hashed(const cntbf_t *c, bloomery_hash h);
+bool cntbf_delete_hashed(cntbf_t *c, bloomery_hash h);
+
 uint64_t cntbf_nblocks(const cntbf_t *c);
 uint64_t cntbf_bytes(const cntbf_t *c);
 unsigned cntbf_blocks_per_key(const cntbf_t *c);

@@ -55,6 +55,11 @@ void hll_set_sparse_max(hll_t *h, size_t sparse_max_bytes);
  * anyway). elem may be NULL when len is 0. */
 int hll_add(hll_t *h, const void *elem, size_t len);
 
+/* The element's 64-bit hash (MurmurHash64A, seed 0xadc83b19), and the add
+ * of an element known only by it: a log can record hashes, not elements. */
+uint64_t hll_hash_elem(const void *elem, size_t len);
+int hll_add_hashed(hll_t *h, uint64_t hash);
+
 /* PFCOUNT of one key: returns the cached cardinality when valid, else
  * computes it and stores it in the header (so the bytes change as Redis's
  * do). < 0 on corrupt data (not expected: values are checked on entry). */

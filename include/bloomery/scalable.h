@@ -59,6 +59,17 @@ int sbf_add(sbf_t *s, const void *item, size_t len);
 /* 1: may exist, 0: certainly absent. */
 int sbf_check(const sbf_t *s, const void *item, size_t len);
 
+/* An item's hash as the chain uses it (XXH3-128 with the chain's seed for
+ * blocked links, RedisBloom's MurmurHash pair for classic ones). Computing it
+ * once lets a caller both log the hash and apply it; replaying a logged add
+ * is sbf_add_hashed. */
+typedef struct sbf_hash {
+    uint64_t h1, h2;
+} sbf_hash;
+sbf_hash sbf_hash_item(const sbf_t *s, const void *item, size_t len);
+int sbf_add_hashed(sbf_t *s, sbf_hash h);
+int sbf_check_hashed(const sbf_t *s, sbf_hash h);
+
 /* Batches. results[i] as the single calls. sbf_add_many stops at the first
  * error, stores it in results[i] and returns the number of results written
  * (i + 1); otherwise returns n. */

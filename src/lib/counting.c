@@ -164,14 +164,13 @@ static void bump(cntbf_t *c, bloomery_hash h, int delta)
     }
 }
 
-bool cntbf_check(const cntbf_t *c, const void *item, size_t len)
+bool cntbf_check_hashed(const cntbf_t *c, bloomery_hash h)
 {
-    return present(c, bloomery_hash_item(item, len, c->seed));
+    return present(c, h);
 }
 
-bool cntbf_add(cntbf_t *c, const void *item, size_t len)
+bool cntbf_add_hashed(cntbf_t *c, bloomery_hash h)
 {
-    bloomery_hash h = bloomery_hash_item(item, len, c->seed);
     uint64_t key = (uint64_t)(uintptr_t)block_ptr(c, h, 0);
     bloomery_stripe_lock(key);
     bool fresh = !present(c, h);
@@ -181,9 +180,8 @@ bool cntbf_add(cntbf_t *c, const void *item, size_t len)
     return fresh;
 }
 
-bool cntbf_delete(cntbf_t *c, const void *item, size_t len)
+bool cntbf_delete_hashed(cntbf_t *c, bloomery_hash h)
 {
-    bloomery_hash h = bloomery_hash_item(item, len, c->seed);
     uint64_t key = (uint64_t)(uintptr_t)block_ptr(c, h, 0);
     bloomery_stripe_lock(key);
     bool found = present(c, h);
@@ -197,6 +195,21 @@ bool cntbf_delete(cntbf_t *c, const void *item, size_t len)
             ;
     }
     return found;
+}
+
+bool cntbf_check(const cntbf_t *c, const void *item, size_t len)
+{
+    return present(c, bloomery_hash_item(item, len, c->seed));
+}
+
+bool cntbf_add(cntbf_t *c, const void *item, size_t len)
+{
+    return cntbf_add_hashed(c, bloomery_hash_item(item, len, c->seed));
+}
+
+bool cntbf_delete(cntbf_t *c, const void *item, size_t len)
+{
+    return cntbf_delete_hashed(c, bloomery_hash_item(item, len, c->seed));
 }
 
 uint64_t cntbf_nblocks(const cntbf_t *c) { return c->nblocks; }

@@ -694,11 +694,15 @@ int hll_from_bytes(hll_t **out, const uint8_t *buf, size_t len, size_t sparse_ma
     return BLOOMERY_OK;
 }
 
-int hll_add(hll_t *h, const void *elem, size_t len)
+uint64_t hll_hash_elem(const void *elem, size_t len)
 {
-    if (!h || (!elem && len))
+    return bloomery_murmur64a(len ? elem : "", len, HASH_SEED);
+}
+
+int hll_add_hashed(hll_t *h, uint64_t hash)
+{
+    if (!h)
         return BLOOMERY_EINVAL;
-    uint64_t hash = bloomery_murmur64a(len ? elem : "", len, HASH_SEED);
     unsigned index = (unsigned)(hash & REG_MASK);
     hash >>= HLL_P;
     hash |= 1ULL << HLL_Q;
@@ -709,6 +713,13 @@ int hll_add(hll_t *h, const void *elem, size_t len)
     if (rc == 1)
         invalidate_cache(h);
     return rc;
+}
+
+int hll_add(hll_t *h, const void *elem, size_t len)
+{
+    if (!h || (!elem && len))
+        return BLOOMERY_EINVAL;
+    return hll_add_hashed(h, hll_hash_elem(elem, len));
 }
 
 int hll_count(hll_t *h, uint64_t *card)

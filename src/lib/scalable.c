@@ -357,6 +357,40 @@ int sbf_check(const sbf_t *s, const void *item, size_t len)
     return chain_has(s, hash_of(s, item, len));
 }
 
+/* The public hash is the union's two words, in the same order for both
+ * layouts. */
+static inline sbf_hash to_public(const sbf_t *s, item_hash h)
+{
+    if (s->layout == BLOOMERY_LAYOUT_CLASSIC)
+        return (sbf_hash){h.classic.a, h.classic.b};
+    return (sbf_hash){h.blocked.lo, h.blocked.hi};
+}
+
+static inline item_hash from_public(const sbf_t *s, sbf_hash p)
+{
+    item_hash h;
+    if (s->layout == BLOOMERY_LAYOUT_CLASSIC)
+        h.classic = (cbf_hash){p.h1, p.h2};
+    else
+        h.blocked = (bloomery_hash){p.h1, p.h2};
+    return h;
+}
+
+sbf_hash sbf_hash_item(const sbf_t *s, const void *item, size_t len)
+{
+    return to_public(s, hash_of(s, item, len));
+}
+
+int sbf_add_hashed(sbf_t *s, sbf_hash h)
+{
+    return add_hashed(s, from_public(s, h));
+}
+
+int sbf_check_hashed(const sbf_t *s, sbf_hash h)
+{
+    return chain_has(s, from_public(s, h));
+}
+
 static void prefetch(const sbf_t *s, item_hash h, bool for_write)
 {
     if (s->layout != BLOOMERY_LAYOUT_BLOCKED)
