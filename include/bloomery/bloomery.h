@@ -38,6 +38,7 @@ const char *bloomery_strerror(int err);
 #include "bloomery/scalable.h"
 #include "bloomery/counting.h"
 #include "bloomery/hll.h"
+#include "bloomery/window.h"
 #include "bloomery/serial.h"
 
 #endif
