@@ -36,21 +36,14 @@
 #define BLOOMERY_HAVE_AVX2 1
 #endif
 
+#include "block_array.h"
 #include "blocked_kernel.h"
-#include "mem.h"
 #include "stripe.h"
 
 #define BATCH 32
 
 struct bf {
-    uint64_t *lanes;      /* nblocks * 8 lanes, 64-byte aligned */
-    uint64_t nblocks;
-    unsigned b;
-    uint64_t seed;
-    uint64_t capacity;
-    double error_rate;
-    uint64_t count;       /* atomic */
-    size_t bytes;
+    block_array a;
 };
 
 bloomery_hash bloomery_hash_item(const void *item, size_t len, uint64_t seed)
@@ -166,24 +159,17 @@ static inline bool block_set(uint64_t *blk, uint32_t seed)
 
 static inline uint64_t *block_ptr(const bf_t *bf, uint64_t idx)
 {
-    return bf->lanes + idx * 8;
+    return bf->a.lanes + idx * 8;
 }
 
 /* ---- lifecycle ---- */
 
-static unsigned choose_b(double p, const bf_options *opts)
-{
-    if (opts && opts->blocks_per_key)
-        return opts->blocks_per_key;
-    return bloomery_blocks_per_key(p, opts ? opts->policy : BLOOMERY_POLICY_LATENCY);
-}
-
 uint64_t bf_bytes_for(uint64_t capacity, double error_rate, const bf_options *opts)
 {
-    if (capacity == 0 || !(error_rate > 0 && error_rate < 1))
-        return 0;
-    uint64_t nb = bloomery_blocked_nblocks(capacity, error_rate, choose_b(error_rate, opts));
-    if (nb == 0 || nb > SIZE_MAX / BLOOMERY_BLOCK_BYTES)
+    uint64_t nb;
+    unsigned b;
+    if (block_array_plan(capacity, error_rate, opts, 64, BLOOMERY_POLICY_LATENCY, &nb, &b) != 0 ||
+        nb > SIZE_MAX / BLOOMERY_BLOCK_BYTES)
         return 0;
     return nb * BLOOMERY_BLOCK_BYTES;
 }
@@ -192,24 +178,14 @@ int bf_create_shape(bf_t **out, uint64_t nblocks, unsigned b, uint64_t seed,
                     uint64_t capacity, double error_rate)
 {
     *out = NULL;
-    if (nblocks == 0 || b == 0 || b > BLOOMERY_MAX_BLOCKS_PER_KEY)
-        return BLOOMERY_EINVAL;
-    if (nblocks > (SIZE_MAX >> 7) / BLOOMERY_BLOCK_BYTES)
-        return BLOOMERY_ETOOBIG;
     bf_t *bf = calloc(1, sizeof *bf);
     if (!bf)
         return BLOOMERY_ENOMEM;
-    bf->bytes = (size_t)nblocks * BLOOMERY_BLOCK_BYTES;
-    bf->lanes = bloomery_alloc_zeroed(bf->bytes);
-    if (!bf->lanes) {
+    int rc = block_array_init(&bf->a, nblocks, b, seed, capacity, error_rate);
+    if (rc != BLOOMERY_OK) {
         free(bf);
-        return BLOOMERY_ENOMEM;
+        return rc;
     }
-    bf->nblocks = nblocks;
-    bf->b = b;
-    bf->seed = seed;
-    bf->capacity = capacity;
-    bf->error_rate = error_rate;
     *out = bf;
     return BLOOMERY_OK;
 }
@@ -217,14 +193,11 @@ int bf_create_shape(bf_t **out, uint64_t nblocks, unsigned b, uint64_t seed,
 int bf_create(bf_t **out, uint64_t capacity, double error_rate, const bf_options *opts)
 {
     *out = NULL;
-    if (capacity == 0 || !(error_rate > 0 && error_rate < 1))
-        return BLOOMERY_EINVAL;
-    unsigned b = choose_b(error_rate, opts);
-    if (b == 0 || b > BLOOMERY_MAX_BLOCKS_PER_KEY)
-        return BLOOMERY_EINVAL;
-    uint64_t nb = bloomery_blocked_nblocks(capacity, error_rate, b);
-    if (nb == 0)
-        return BLOOMERY_ETOOBIG;
+    uint64_t nb;
+    unsigned b;
+    int rc = block_array_plan(capacity, error_rate, opts, 64, BLOOMERY_POLICY_LATENCY, &nb, &b);
+    if (rc != BLOOMERY_OK)
+        return rc;
     return bf_create_shape(out, nb, b, opts ? opts->seed : 0, capacity, error_rate);
 }
 
@@ -232,7 +205,7 @@ void bf_free(bf_t *bf)
 {
     if (!bf)
         return;
-    bloomery_free_zeroed(bf->lanes, bf->bytes);
+    block_array_release(&bf->a);
     free(bf);
 }
 
@@ -240,8 +213,8 @@ void bf_free(bf_t *bf)
 
 bool bf_check_hashed(const bf_t *bf, bloomery_hash h)
 {
-    for (unsigned j = 0; j < bf->b; j++)
-        if (!block_test(block_ptr(bf, bk_block(h, j, bf->nblocks)), bk_seed(h, j)))
+    for (unsigned j = 0; j < bf->a.b; j++)
+        if (!block_test(block_ptr(bf, bk_block(h, j, bf->a.nblocks)), bk_seed(h, j)))
             return false;
     return true;
 }
@@ -249,8 +222,8 @@ bool bf_check_hashed(const bf_t *bf, bloomery_hash h)
 static bool add_unlocked(bf_t *bf, bloomery_hash h)
 {
     bool flipped = false;
-    for (unsigned j = 0; j < bf->b; j++)
-        flipped |= block_set(block_ptr(bf, bk_block(h, j, bf->nblocks)), bk_seed(h, j));
+    for (unsigned j = 0; j < bf->a.b; j++)
+        flipped |= block_set(block_ptr(bf, bk_block(h, j, bf->a.nblocks)), bk_seed(h, j));
     return flipped;
 }
 
@@ -258,43 +231,43 @@ bool bf_add_hashed(bf_t *bf, bloomery_hash h)
 {
     bool flipped = add_unlocked(bf, h);
     if (flipped)
-        __atomic_fetch_add(&bf->count, 1, __ATOMIC_RELAXED);
+        __atomic_fetch_add(&bf->a.count, 1, __ATOMIC_RELAXED);
     return flipped;
 }
 
 bool bf_check_and_add_hashed(bf_t *bf, bloomery_hash h)
 {
     /* All adds of one item share its first block, hence its stripe. */
-    uint64_t key = (uint64_t)(uintptr_t)block_ptr(bf, bk_block(h, 0, bf->nblocks));
+    uint64_t key = (uint64_t)(uintptr_t)block_ptr(bf, bk_block(h, 0, bf->a.nblocks));
     bloomery_stripe_lock(key);
     bool fresh = !bf_check_hashed(bf, h);
     if (fresh)
         add_unlocked(bf, h);
     bloomery_stripe_unlock(key);
     if (fresh)
-        __atomic_fetch_add(&bf->count, 1, __ATOMIC_RELAXED);
+        __atomic_fetch_add(&bf->a.count, 1, __ATOMIC_RELAXED);
     return fresh;
 }
 
 bool bf_check(const bf_t *bf, const void *item, size_t len)
 {
-    return bf_check_hashed(bf, bloomery_hash_item(item, len, bf->seed));
+    return bf_check_hashed(bf, bloomery_hash_item(item, len, bf->a.seed));
 }
 
 bool bf_add(bf_t *bf, const void *item, size_t len)
 {
-    return bf_add_hashed(bf, bloomery_hash_item(item, len, bf->seed));
+    return bf_add_hashed(bf, bloomery_hash_item(item, len, bf->a.seed));
 }
 
 bool bf_check_and_add(bf_t *bf, const void *item, size_t len)
 {
-    return bf_check_and_add_hashed(bf, bloomery_hash_item(item, len, bf->seed));
+    return bf_check_and_add_hashed(bf, bloomery_hash_item(item, len, bf->a.seed));
 }
 
 void bf_prefetch(const bf_t *bf, bloomery_hash h, bool for_write)
 {
-    for (unsigned j = 0; j < bf->b; j++) {
-        const uint64_t *p = block_ptr(bf, bk_block(h, j, bf->nblocks));
+    for (unsigned j = 0; j < bf->a.b; j++) {
+        const uint64_t *p = block_ptr(bf, bk_block(h, j, bf->a.nblocks));
         if (for_write)
             __builtin_prefetch(p, 1, 3);
         else
@@ -325,7 +298,7 @@ static size_t hash_group(const bf_t *bf, const void *const *items, const size_t 
 {
     size_t g = n - base < BATCH ? n - base : BATCH;
     for (size_t i = 0; i < g; i++) {
-        h[i] = bloomery_hash_item(items[base + i], lens[base + i], bf->seed);
+        h[i] = bloomery_hash_item(items[base + i], lens[base + i], bf->a.seed);
         bf_prefetch(bf, h[i], for_write);
     }
     return g;
@@ -397,23 +370,23 @@ void bf_check_and_add_many_hashed(bf_t *bf, const bloomery_hash *h, size_t n, ui
 
 /* ---- state ---- */
 
-uint64_t bf_nblocks(const bf_t *bf) { return bf->nblocks; }
-uint64_t bf_bytes(const bf_t *bf) { return bf->bytes; }
-unsigned bf_blocks_per_key(const bf_t *bf) { return bf->b; }
-uint64_t bf_seed(const bf_t *bf) { return bf->seed; }
-uint64_t bf_capacity(const bf_t *bf) { return bf->capacity; }
-double bf_error_rate(const bf_t *bf) { return bf->error_rate; }
-const uint8_t *bf_data(const bf_t *bf) { return (const uint8_t *)bf->lanes; }
-uint8_t *bf_data_mut(bf_t *bf) { return (uint8_t *)bf->lanes; }
+uint64_t bf_nblocks(const bf_t *bf) { return bf->a.nblocks; }
+uint64_t bf_bytes(const bf_t *bf) { return bf->a.bytes; }
+unsigned bf_blocks_per_key(const bf_t *bf) { return bf->a.b; }
+uint64_t bf_seed(const bf_t *bf) { return bf->a.seed; }
+uint64_t bf_capacity(const bf_t *bf) { return bf->a.capacity; }
+double bf_error_rate(const bf_t *bf) { return bf->a.error_rate; }
+const uint8_t *bf_data(const bf_t *bf) { return (const uint8_t *)bf->a.lanes; }
+uint8_t *bf_data_mut(bf_t *bf) { return (uint8_t *)bf->a.lanes; }
 
 uint64_t bf_count(const bf_t *bf)
 {
-    return __atomic_load_n(&bf->count, __ATOMIC_RELAXED);
+    return __atomic_load_n(&bf->a.count, __ATOMIC_RELAXED);
 }
 
 void bf_set_count(bf_t *bf, uint64_t count)
 {
-    __atomic_store_n(&bf->count, count, __ATOMIC_RELAXED);
+    __atomic_store_n(&bf->a.count, count, __ATOMIC_RELAXED);
 }
 
 double bf_fpr_estimate(const bf_t *bf)
@@ -422,32 +395,32 @@ double bf_fpr_estimate(const bf_t *bf)
      * prod(popcount(lane) / 64); averaging over blocks is exact for b = 1 and
      * for independent blocks raising to b is too. */
     double sum = 0.0;
-    for (uint64_t i = 0; i < bf->nblocks; i++) {
+    for (uint64_t i = 0; i < bf->a.nblocks; i++) {
         const uint64_t *blk = block_ptr(bf, i);
         double prod = 1.0;
         for (unsigned l = 0; l < 8 && prod > 0; l++)
             prod *= __builtin_popcountll(__atomic_load_n(&blk[l], __ATOMIC_RELAXED)) / 64.0;
         sum += prod;
     }
-    return pow(sum / (double)bf->nblocks, (double)bf->b);
+    return pow(sum / (double)bf->a.nblocks, (double)bf->a.b);
 }
 
 int bf_merge(bf_t *dst, const bf_t *src)
 {
-    if (dst->nblocks != src->nblocks || dst->b != src->b || dst->seed != src->seed)
+    if (dst->a.nblocks != src->a.nblocks || dst->a.b != src->a.b || dst->a.seed != src->a.seed)
         return BLOOMERY_EINVAL;
-    uint64_t words = dst->nblocks * 8;
+    uint64_t words = dst->a.nblocks * 8;
     for (uint64_t i = 0; i < words; i++) {
-        uint64_t w = __atomic_load_n(&src->lanes[i], __ATOMIC_RELAXED);
-        if (w && (__atomic_load_n(&dst->lanes[i], __ATOMIC_RELAXED) & w) != w)
-            __atomic_fetch_or(&dst->lanes[i], w, __ATOMIC_RELAXED);
+        uint64_t w = __atomic_load_n(&src->a.lanes[i], __ATOMIC_RELAXED);
+        if (w && (__atomic_load_n(&dst->a.lanes[i], __ATOMIC_RELAXED) & w) != w)
+            __atomic_fetch_or(&dst->a.lanes[i], w, __ATOMIC_RELAXED);
     }
-    __atomic_fetch_add(&dst->count, bf_count(src), __ATOMIC_RELAXED);
+    __atomic_fetch_add(&dst->a.count, bf_count(src), __ATOMIC_RELAXED);
     return BLOOMERY_OK;
 }
 
 void bf_clear(bf_t *bf)
 {
-    memset(bf->lanes, 0, bf->bytes);
+    memset(bf->a.lanes, 0, bf->a.bytes);
     bf_set_count(bf, 0);
 }

@@ -18,57 +18,25 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "block_array.h"
 #include "blocked_kernel.h"
-#include "mem.h"
 #include "stripe.h"
 
 #define POS_BITS 4
 #define SATURATED 15u
 
 struct cntbf {
-    uint64_t *lanes;
-    uint64_t nblocks;
-    unsigned b;
-    uint64_t seed;
-    uint64_t capacity;
-    double error_rate;
-    uint64_t count; /* atomic */
-    size_t bytes;
+    block_array a;
 };
 
-static unsigned choose_b(double p, const bf_options *opts)
-{
-    if (opts && opts->blocks_per_key)
-        return opts->blocks_per_key;
-    unsigned best = 1;
-    double best_c = INFINITY;
-    for (unsigned b = 1; b <= 4; b++) {
-        double c = bloomery_bits_per_key_split(p * BLOOMERY_SIZING_MARGIN, b, 16);
-        if (c < best_c) {
-            best_c = c;
-            best = b;
-        }
-    }
-    return best;
-}
-
-static uint64_t nblocks_for(uint64_t capacity, double p, unsigned b)
-{
-    double c = bloomery_bits_per_key_split(p * BLOOMERY_SIZING_MARGIN, b, 16);
-    if (isnan(c))
-        return 0;
-    double blocks = ceil((double)capacity * c / BLOOMERY_BLOCK_BITS);
-    if (blocks >= 9.2e18)
-        return 0;
-    return blocks < 1 ? 1 : (uint64_t)blocks;
-}
-
+/* Memory is this structure's weak side, so without options it picks the
+ * blocks per key that need the fewest bits. */
 uint64_t cntbf_bytes_for(uint64_t capacity, double error_rate, const bf_options *opts)
 {
-    if (capacity == 0 || !(error_rate > 0 && error_rate < 1))
-        return 0;
-    uint64_t nb = nblocks_for(capacity, error_rate, choose_b(error_rate, opts));
-    if (nb == 0 || nb > SIZE_MAX / BLOOMERY_BLOCK_BYTES)
+    uint64_t nb;
+    unsigned b;
+    if (block_array_plan(capacity, error_rate, opts, 16, BLOOMERY_POLICY_MEMORY, &nb, &b) != 0 ||
+        nb > SIZE_MAX / BLOOMERY_BLOCK_BYTES)
         return 0;
     return nb * BLOOMERY_BLOCK_BYTES;
 }
@@ -77,24 +45,14 @@ int cntbf_create_shape(cntbf_t **out, uint64_t nblocks, unsigned b, uint64_t see
                        uint64_t capacity, double error_rate)
 {
     *out = NULL;
-    if (nblocks == 0 || b == 0 || b > BLOOMERY_MAX_BLOCKS_PER_KEY)
-        return BLOOMERY_EINVAL;
-    if (nblocks > (SIZE_MAX >> 7) / BLOOMERY_BLOCK_BYTES)
-        return BLOOMERY_ETOOBIG;
     cntbf_t *c = calloc(1, sizeof *c);
     if (!c)
         return BLOOMERY_ENOMEM;
-    c->bytes = (size_t)nblocks * BLOOMERY_BLOCK_BYTES;
-    c->lanes = bloomery_alloc_zeroed(c->bytes);
-    if (!c->lanes) {
+    int rc = block_array_init(&c->a, nblocks, b, seed, capacity, error_rate);
+    if (rc != BLOOMERY_OK) {
         free(c);
-        return BLOOMERY_ENOMEM;
+        return rc;
     }
-    c->nblocks = nblocks;
-    c->b = b;
-    c->seed = seed;
-    c->capacity = capacity;
-    c->error_rate = error_rate;
     *out = c;
     return BLOOMERY_OK;
 }
@@ -102,14 +60,11 @@ int cntbf_create_shape(cntbf_t **out, uint64_t nblocks, unsigned b, uint64_t see
 int cntbf_create(cntbf_t **out, uint64_t capacity, double error_rate, const bf_options *opts)
 {
     *out = NULL;
-    if (capacity == 0 || !(error_rate > 0 && error_rate < 1))
-        return BLOOMERY_EINVAL;
-    unsigned b = choose_b(error_rate, opts);
-    if (b == 0 || b > BLOOMERY_MAX_BLOCKS_PER_KEY)
-        return BLOOMERY_EINVAL;
-    uint64_t nb = nblocks_for(capacity, error_rate, b);
-    if (nb == 0)
-        return BLOOMERY_ETOOBIG;
+    uint64_t nb;
+    unsigned b;
+    int rc = block_array_plan(capacity, error_rate, opts, 16, BLOOMERY_POLICY_MEMORY, &nb, &b);
+    if (rc != BLOOMERY_OK)
+        return rc;
     return cntbf_create_shape(out, nb, b, opts ? opts->seed : 0, capacity, error_rate);
 }
 
@@ -117,13 +72,13 @@ void cntbf_free(cntbf_t *c)
 {
     if (!c)
         return;
-    bloomery_free_zeroed(c->lanes, c->bytes);
+    block_array_release(&c->a);
     free(c);
 }
 
 static inline uint64_t *block_ptr(const cntbf_t *c, bloomery_hash h, unsigned j)
 {
-    return c->lanes + bk_block(h, j, c->nblocks) * 8;
+    return c->a.lanes + bk_block(h, j, c->a.nblocks) * 8;
 }
 
 static inline unsigned counter(uint64_t lane, unsigned pos)
@@ -133,7 +88,7 @@ static inline unsigned counter(uint64_t lane, unsigned pos)
 
 static bool present(const cntbf_t *c, bloomery_hash h)
 {
-    for (unsigned j = 0; j < c->b; j++) {
+    for (unsigned j = 0; j < c->a.b; j++) {
         const uint64_t *blk = block_ptr(c, h, j);
         uint32_t seed = bk_seed(h, j);
         for (unsigned l = 0; l < 8; l++)
@@ -146,7 +101,7 @@ static bool present(const cntbf_t *c, bloomery_hash h)
 /* Adds delta (+1 or -1) to the item's counters, leaving saturated ones. */
 static void bump(cntbf_t *c, bloomery_hash h, int delta)
 {
-    for (unsigned j = 0; j < c->b; j++) {
+    for (unsigned j = 0; j < c->a.b; j++) {
         uint64_t *blk = block_ptr(c, h, j);
         uint32_t seed = bk_seed(h, j);
         for (unsigned l = 0; l < 8; l++) {
@@ -176,7 +131,7 @@ bool cntbf_add_hashed(cntbf_t *c, bloomery_hash h)
     bool fresh = !present(c, h);
     bump(c, h, +1);
     bloomery_stripe_unlock(key);
-    __atomic_fetch_add(&c->count, 1, __ATOMIC_RELAXED);
+    __atomic_fetch_add(&c->a.count, 1, __ATOMIC_RELAXED);
     return fresh;
 }
 
@@ -189,8 +144,8 @@ bool cntbf_delete_hashed(cntbf_t *c, bloomery_hash h)
         bump(c, h, -1);
     bloomery_stripe_unlock(key);
     if (found) {
-        uint64_t n = __atomic_load_n(&c->count, __ATOMIC_RELAXED);
-        while (n > 0 && !__atomic_compare_exchange_n(&c->count, &n, n - 1, true,
+        uint64_t n = __atomic_load_n(&c->a.count, __ATOMIC_RELAXED);
+        while (n > 0 && !__atomic_compare_exchange_n(&c->a.count, &n, n - 1, true,
                                                      __ATOMIC_RELAXED, __ATOMIC_RELAXED))
             ;
     }
@@ -199,43 +154,43 @@ bool cntbf_delete_hashed(cntbf_t *c, bloomery_hash h)
 
 bool cntbf_check(const cntbf_t *c, const void *item, size_t len)
 {
-    return present(c, bloomery_hash_item(item, len, c->seed));
+    return present(c, bloomery_hash_item(item, len, c->a.seed));
 }
 
 bool cntbf_add(cntbf_t *c, const void *item, size_t len)
 {
-    return cntbf_add_hashed(c, bloomery_hash_item(item, len, c->seed));
+    return cntbf_add_hashed(c, bloomery_hash_item(item, len, c->a.seed));
 }
 
 bool cntbf_delete(cntbf_t *c, const void *item, size_t len)
 {
-    return cntbf_delete_hashed(c, bloomery_hash_item(item, len, c->seed));
+    return cntbf_delete_hashed(c, bloomery_hash_item(item, len, c->a.seed));
 }
 
-uint64_t cntbf_nblocks(const cntbf_t *c) { return c->nblocks; }
-uint64_t cntbf_bytes(const cntbf_t *c) { return c->bytes; }
-unsigned cntbf_blocks_per_key(const cntbf_t *c) { return c->b; }
-uint64_t cntbf_seed(const cntbf_t *c) { return c->seed; }
-uint64_t cntbf_capacity(const cntbf_t *c) { return c->capacity; }
-double cntbf_error_rate(const cntbf_t *c) { return c->error_rate; }
-const uint8_t *cntbf_data(const cntbf_t *c) { return (const uint8_t *)c->lanes; }
-uint8_t *cntbf_data_mut(cntbf_t *c) { return (uint8_t *)c->lanes; }
+uint64_t cntbf_nblocks(const cntbf_t *c) { return c->a.nblocks; }
+uint64_t cntbf_bytes(const cntbf_t *c) { return c->a.bytes; }
+unsigned cntbf_blocks_per_key(const cntbf_t *c) { return c->a.b; }
+uint64_t cntbf_seed(const cntbf_t *c) { return c->a.seed; }
+uint64_t cntbf_capacity(const cntbf_t *c) { return c->a.capacity; }
+double cntbf_error_rate(const cntbf_t *c) { return c->a.error_rate; }
+const uint8_t *cntbf_data(const cntbf_t *c) { return (const uint8_t *)c->a.lanes; }
+uint8_t *cntbf_data_mut(cntbf_t *c) { return (uint8_t *)c->a.lanes; }
 
 uint64_t cntbf_count(const cntbf_t *c)
 {
-    return __atomic_load_n(&c->count, __ATOMIC_RELAXED);
+    return __atomic_load_n(&c->a.count, __ATOMIC_RELAXED);
 }
 
 void cntbf_set_count(cntbf_t *c, uint64_t count)
 {
-    __atomic_store_n(&c->count, count, __ATOMIC_RELAXED);
+    __atomic_store_n(&c->a.count, count, __ATOMIC_RELAXED);
 }
 
 double cntbf_fpr_estimate(const cntbf_t *c)
 {
     double sum = 0.0;
-    for (uint64_t i = 0; i < c->nblocks; i++) {
-        const uint64_t *blk = c->lanes + i * 8;
+    for (uint64_t i = 0; i < c->a.nblocks; i++) {
+        const uint64_t *blk = c->a.lanes + i * 8;
         double prod = 1.0;
         for (unsigned l = 0; l < 8 && prod > 0; l++) {
             uint64_t w = __atomic_load_n(&blk[l], __ATOMIC_RELAXED);
@@ -246,7 +201,7 @@ double cntbf_fpr_estimate(const cntbf_t *c)
         }
         sum += prod;
     }
-    return pow(sum / (double)c->nblocks, (double)c->b);
+    return pow(sum / (double)c->a.nblocks, (double)c->a.b);
 }
 
 /* Nibble-wise saturating add of two lanes. */
@@ -262,18 +217,18 @@ static uint64_t add_saturating(uint64_t a, uint64_t b)
 
 int cntbf_merge(cntbf_t *dst, const cntbf_t *src)
 {
-    if (dst->nblocks != src->nblocks || dst->b != src->b || dst->seed != src->seed)
+    if (dst->a.nblocks != src->a.nblocks || dst->a.b != src->a.b || dst->a.seed != src->a.seed)
         return BLOOMERY_EINVAL;
-    uint64_t words = dst->nblocks * 8;
+    uint64_t words = dst->a.nblocks * 8;
     for (uint64_t i = 0; i < words; i++) {
-        uint64_t add = __atomic_load_n(&src->lanes[i], __ATOMIC_RELAXED);
+        uint64_t add = __atomic_load_n(&src->a.lanes[i], __ATOMIC_RELAXED);
         if (!add)
             continue;
-        uint64_t old = __atomic_load_n(&dst->lanes[i], __ATOMIC_RELAXED);
-        while (!__atomic_compare_exchange_n(&dst->lanes[i], &old, add_saturating(old, add), true,
+        uint64_t old = __atomic_load_n(&dst->a.lanes[i], __ATOMIC_RELAXED);
+        while (!__atomic_compare_exchange_n(&dst->a.lanes[i], &old, add_saturating(old, add), true,
                                             __ATOMIC_RELAXED, __ATOMIC_RELAXED))
             ;
     }
-    __atomic_fetch_add(&dst->count, cntbf_count(src), __ATOMIC_RELAXED);
+    __atomic_fetch_add(&dst->a.count, cntbf_count(src), __ATOMIC_RELAXED);
     return BLOOMERY_OK;
 }
