@@ -13,6 +13,9 @@ static const struct {
     const char *summary;
 } commands[] = {
     {"calc", cmd_calc, "size a filter: capacity and error rate in, bits, bytes and k out"},
+    {"dedup", cmd_dedup, "drop duplicate records, exactly (two passes) or with the filter only"},
+    {"load", cmd_load, "add keys to a filter on a bloomeryd/RedisBloom server (BF.MADD)"},
+    {"check", cmd_check, "ask a server which keys may exist (BF.MEXISTS)"},
 };
 
 static void usage(FILE *f)
