@@ -27,14 +27,28 @@ typedef struct cbf_hash {
 
 cbf_hash cbf_hash_item(const void *item, size_t len);
 
+/* Limits. No valid error rate yields more hashes than CBF_MAX_HASHES (the
+ * smallest positive double gives ceil(ln 2 * 1549.5) = 1075), and a link's
+ * array is at most CBF_MAX_BYTES (256 TiB), which keeps bit arithmetic far
+ * from 64-bit overflow. */
+#define CBF_MAX_HASHES 1075u
+#define CBF_MAX_BYTES ((uint64_t)1 << 48)
+
 /* Sized for capacity items at error rate p in (0, 1), as RedisBloom's
  * bloom_init(entries = capacity, error = p, FORCE64|NOROUND).
- * Errors: BLOOMERY_EINVAL, BLOOMERY_ETOOBIG, BLOOMERY_ENOMEM. */
+ * Errors: BLOOMERY_EINVAL, BLOOMERY_ETOOBIG (array over CBF_MAX_BYTES),
+ * BLOOMERY_ENOMEM. */
 int cbf_create(cbf_t **out, uint64_t capacity, double error_rate);
 
-/* An explicit shape as found in a RedisBloom dump header: bits (a multiple of
- * 8, > 0), hashes (1..64), plus the recorded fields RedisBloom keeps. The
- * array starts zeroed. Errors: BLOOMERY_EINVAL for an inconsistent shape. */
+/* An explicit shape as found in a RedisBloom dump header, checked as
+ * RedisBloom checks a loaded link: bytes > 0, bits == 8 * bytes, error in
+ * (0, 1), bpe finite and > 0, hashes == ceil(ln 2 * bpe) (RedisBloom's
+ * ln 2 = 0.693147180559945; at most CBF_MAX_HASHES), capacity > 0, and
+ * n2 <= 63 with bits >= 2^n2. n2 > 0 marks a power-of-two filter of old
+ * RedisBloom versions, probed mod 2^n2 instead of mod bits (still with the
+ * 64-bit hash). The array starts zeroed.
+ * Errors: BLOOMERY_EINVAL for an inconsistent shape, BLOOMERY_ETOOBIG for
+ * bytes > CBF_MAX_BYTES, BLOOMERY_ENOMEM. */
 typedef struct cbf_shape {
     uint64_t capacity;   /* "entries" */
     double error_rate;
@@ -42,7 +56,7 @@ typedef struct cbf_shape {
     unsigned hashes;
     uint64_t bits;
     uint64_t bytes;      /* bits / 8 */
-    uint8_t n2;          /* log2 size for legacy power-of-two filters; 0 here */
+    uint8_t n2;          /* log2 size for legacy power-of-two filters, else 0 */
 } cbf_shape;
 int cbf_create_shape(cbf_t **out, const cbf_shape *shape);
 void cbf_shape_of(const cbf_t *f, cbf_shape *shape);
@@ -52,8 +66,12 @@ void cbf_free(cbf_t *f);
 /* Bytes cbf_create would allocate (0 if invalid). */
 uint64_t cbf_bytes_for(uint64_t capacity, double error_rate);
 
+/* cbf_add returns true when any bit flipped, and then counts the item. Two
+ * threads racing to add one new item may both see a flip; cbf_check_and_add
+ * serializes adds of one item (striped lock on its hash) so exactly one of
+ * them returns true. */
 bool cbf_check(const cbf_t *f, const void *item, size_t len);
-bool cbf_add(cbf_t *f, const void *item, size_t len);          /* any bit flipped */
+bool cbf_add(cbf_t *f, const void *item, size_t len);
 bool cbf_check_and_add(cbf_t *f, const void *item, size_t len);
 bool cbf_check_hashed(const cbf_t *f, cbf_hash h);
 bool cbf_add_hashed(cbf_t *f, cbf_hash h);
@@ -69,8 +87,16 @@ void cbf_set_count(cbf_t *f, uint64_t count);
 /* Fraction of bits set, to the power k: the FPR of a random non-member. */
 double cbf_fpr_estimate(const cbf_t *f);
 
-int cbf_merge(cbf_t *dst, const cbf_t *src);   /* identical shapes only */
+/* OR src into dst. Requires equal bits, bytes, hashes and n2, else
+ * BLOOMERY_EINVAL (capacity and error rate are not compared). dst's count
+ * becomes the sum of both counts (saturating): an upper bound, so a chain
+ * grows early rather than overfills. */
+int cbf_merge(cbf_t *dst, const cbf_t *src);
+/* Zero every bit and the count; not atomic with respect to concurrent adds. */
 void cbf_clear(cbf_t *f);
+/* The bit array as RedisBloom's byte array (cbf_bytes() bytes): a SCANDUMP
+ * data chunk, or the place to copy one when loading. Writes through
+ * cbf_data_mut are plain stores: do not load while other threads add. */
 const uint8_t *cbf_data(const cbf_t *f);
 uint8_t *cbf_data_mut(cbf_t *f);
 
@@ -104,9 +130,14 @@ void cbf_rb_header_encode(const cbf_rb_header *h, uint8_t *buf);
 
 /* Decode and validate as RedisBloom does (sizes consistent, k matches bpe,
  * error in (0,1), items sum to the total, only FORCE64 filters), and also reject
- * what it would not: zero-sized links and totals beyond max_bytes.
- * On success h->links is malloc'd (free with cbf_rb_header_release).
- * Errors: BLOOMERY_ECORRUPT, BLOOMERY_ETRUNC, BLOOMERY_ETOOBIG, BLOOMERY_ENOMEM. */
+ * what it could not use: NaN rates, zero-sized links, unknown option bits, a
+ * scaling chain with growth 0, and bit arrays summing to more than max_bytes.
+ * Every link passes cbf_create_shape's checks. growth is otherwise not
+ * checked. On success h->links is malloc'd (free with cbf_rb_header_release);
+ * on failure *h is zeroed and owns nothing.
+ * Errors: BLOOMERY_ETRUNC (shorter than the header nfilters announces),
+ * BLOOMERY_ECORRUPT (longer, or a field fails a check), BLOOMERY_ETOOBIG
+ * (max_bytes or CBF_MAX_BYTES exceeded), BLOOMERY_ENOMEM. */
 int cbf_rb_header_decode(const uint8_t *buf, size_t len, uint64_t max_bytes,
                          cbf_rb_header *h);
 void cbf_rb_header_release(cbf_rb_header *h);
