@@ -116,12 +116,11 @@ static bool link_check(const sbf_t *s, const void *l, item_hash h)
                                                 : bf_check_hashed(l, h.blocked);
 }
 
-static void link_add(const sbf_t *s, void *l, item_hash h)
+static bool link_add(const sbf_t *s, void *l, item_hash h)
 {
     if (s->layout == BLOOMERY_LAYOUT_CLASSIC)
-        cbf_add_hashed(l, h.classic);
-    else
-        bf_add_hashed(l, h.blocked);
+        return cbf_add_hashed(l, h.classic);
+    return bf_add_hashed(l, h.blocked);
 }
 
 static uint64_t link_bytes_for(const sbf_t *s, uint64_t capacity, double error)
@@ -339,9 +338,10 @@ static int add_hashed(sbf_t *s, item_hash h)
     if (chain_has(s, h)) {
         rc = 0;
     } else if ((rc = ensure_room(s)) == BLOOMERY_OK) {
+        /* A concurrent add of another item may have set every bit meanwhile;
+         * then, as in RedisBloom, the item counts as already present. */
         size_t n = load_nlinks(s);
-        link_add(s, load_links(s)[n - 1], h);
-        rc = 1;
+        rc = link_add(s, load_links(s)[n - 1], h) ? 1 : 0;
     }
     bloomery_stripe_unlock(key);
     return rc;
