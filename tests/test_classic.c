@@ -195,6 +195,8 @@ static int vectors_setup(void **state)
 static int vectors_teardown(void **state)
 {
     vectors *v = *state;
+    if (!v)
+        return 0; /* setup failed and already said why */
     for (size_t i = 0; i < v->n; i++)
         free_case(&v->c[i]);
     free(v->c);
