@@ -37,6 +37,7 @@ const char *bloomery_strerror(int err);
 #include "bloomery/classic.h"
 #include "bloomery/scalable.h"
 #include "bloomery/counting.h"
+#include "bloomery/cuckoo.h"
 #include "bloomery/hll.h"
 #include "bloomery/window.h"
 #include "bloomery/serial.h"
