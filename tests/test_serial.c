@@ -14,6 +14,8 @@
 #include "bloomery/bloomery.h"
 #include "testutil.h"
 
+#include <xxhash.h>
+
 #define MAX_BYTES (1ULL << 30)
 
 static bloomery_object make(bloomery_type type, int variant)
@@ -45,6 +47,24 @@ static bloomery_object make(bloomery_type type, int variant)
         for (uint64_t i = 0; i < (variant ? 5000u : 50u); i++)
             hll_add(o.u.hll, key, tu_key(key, "s:", i));
         break;
+    case BLOOMERY_TYPE_CUCKOO: {
+        /* RedisBloom's 8-bit slots growing by 1, or packed 13-bit slots
+         * growing by 2 with some deletes. */
+        cf_options opt;
+        cf_options_init(&opt);
+        if (variant) {
+            opt.bucket_size = 3;
+            opt.expansion = 2;
+            opt.fingerprint_bits = 13;
+        }
+        assert_int_equal(cf_create(&o.u.cf, 32, &opt), BLOOMERY_OK);
+        for (uint64_t i = 0; i < 80; i++)
+            assert_int_equal(cf_add(o.u.cf, key, tu_key(key, "s:", i)), 1);
+        for (uint64_t i = 0; variant && i < 80; i += 9)
+            assert_true(cf_delete(o.u.cf, key, tu_key(key, "s:", i)));
+        assert_true(cf_nfilters(o.u.cf) >= 2);
+        break;
+    }
     }
     return o;
 }
@@ -68,6 +88,10 @@ static void same_answers(bloomery_object a, bloomery_object b)
             break;
         case BLOOMERY_TYPE_HLL:
             break;
+        case BLOOMERY_TYPE_CUCKOO:
+            assert_int_equal(cf_exists(a.u.cf, key, len), cf_exists(b.u.cf, key, len));
+            assert_int_equal(cf_count(a.u.cf, key, len), cf_count(b.u.cf, key, len));
+            break;
         }
     }
     if (a.type == BLOOMERY_TYPE_HLL) {
@@ -75,6 +99,16 @@ static void same_answers(bloomery_object a, bloomery_object b)
         const uint8_t *pa = hll_bytes(a.u.hll, &la), *pb = hll_bytes(b.u.hll, &lb);
         assert_int_equal(la, lb);
         assert_memory_equal(pa, pb, la);
+    }
+    if (a.type == BLOOMERY_TYPE_CUCKOO) {
+        cf_shape sa, sb;
+        cf_shape_of(a.u.cf, &sa);
+        cf_shape_of(b.u.cf, &sb);
+        assert_memory_equal(&sa, &sb, sizeof sa);
+        assert_int_equal(cf_info_size(a.u.cf), cf_info_size(b.u.cf));
+        for (uint32_t i = 0; i < cf_nfilters(a.u.cf); i++)
+            assert_memory_equal(cf_filter_data(a.u.cf, i), cf_filter_data(b.u.cf, i),
+                                cf_filter_bytes(a.u.cf, i));
     }
     if (a.type == BLOOMERY_TYPE_SCALABLE) {
         assert_int_equal(sbf_count(a.u.sbf), sbf_count(b.u.sbf));
@@ -85,12 +119,14 @@ static void same_answers(bloomery_object a, bloomery_object b)
 }
 
 static const bloomery_type types[] = {BLOOMERY_TYPE_BLOCKED, BLOOMERY_TYPE_COUNTING,
-                                      BLOOMERY_TYPE_SCALABLE, BLOOMERY_TYPE_HLL};
+                                      BLOOMERY_TYPE_SCALABLE, BLOOMERY_TYPE_HLL,
+                                      BLOOMERY_TYPE_CUCKOO};
+#define NTYPES (int)(sizeof types / sizeof types[0])
 
 static void test_round_trip(void **state)
 {
     (void)state;
-    for (int t = 0; t < 4; t++) {
+    for (int t = 0; t < NTYPES; t++) {
         for (int v = 0; v < 2; v++) {
             bloomery_object o = make(types[t], v);
             uint8_t *blob;
@@ -119,7 +155,7 @@ static void test_round_trip(void **state)
 static void test_every_flip_and_truncation(void **state)
 {
     (void)state;
-    for (int t = 0; t < 4; t++) {
+    for (int t = 0; t < NTYPES; t++) {
         bloomery_object o = make(types[t], 0);
         uint8_t *blob;
         size_t len;
@@ -203,6 +239,60 @@ static void test_loader_chunks(void **state)
     bloomery_object_free(&o);
 }
 
+static void put_le(uint8_t *p, uint64_t v, int n)
+{
+    for (int i = 0; i < n; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
+}
+
+/* A forged cuckoo header with a valid checksum but an impossible shape is
+ * refused when opened, before any chunk. */
+static void test_cuckoo_forged_shapes(void **state)
+{
+    (void)state;
+    bloomery_object o = make(BLOOMERY_TYPE_CUCKOO, 0);
+    uint8_t *blob;
+    size_t len;
+    assert_int_equal(bloomery_serialize(o, 128, &blob, &len), BLOOMERY_OK);
+    uint32_t plen = blob[16] | blob[17] << 8, nreg = blob[20] | blob[21] << 8;
+    size_t hlen = 24 + plen + 8 * (size_t)nreg + 8;
+    /* params: u64 nbuckets, u32 b, f, iterations, expansion, max filters,
+     * nfilters, u64 items, deletes */
+    struct {
+        size_t off;
+        int width;
+        uint64_t value;
+    } bad[] = {
+        {0, 8, 0},  {0, 8, 3},  {0, 8, 32}, {8, 4, 0},   {8, 4, 256}, {8, 4, 3},
+        {12, 4, 7}, {12, 4, 33}, {12, 4, 9}, {16, 4, 0}, {16, 4, 65536}, {20, 4, 3},
+        {20, 4, 0}, {20, 4, 65536}, {24, 4, 0}, {28, 4, 0}, {28, 4, nreg + 1},
+        {24 + plen, 8, 0}, /* first region length */
+    };
+    uint8_t *copy = malloc(len);
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        memcpy(copy, blob, len);
+        size_t at = bad[i].off < plen ? 24 + bad[i].off : bad[i].off;
+        put_le(copy + at, bad[i].value, bad[i].width);
+        put_le(copy + hlen - 8, XXH3_64bits(copy, hlen - 8), 8);
+        bloomery_loader *l;
+        size_t used;
+        int rc = bloomery_loader_open(&l, copy, len, MAX_BYTES, &used);
+        if (rc == BLOOMERY_OK)
+            fail_msg("forged field at %zu = %llu accepted", bad[i].off,
+                     (unsigned long long)bad[i].value);
+        bloomery_loader_free(l);
+    }
+    /* The unmodified header, re-signed, still opens. */
+    memcpy(copy, blob, len);
+    bloomery_loader *l;
+    assert_int_equal(bloomery_loader_open(&l, copy, len, MAX_BYTES, NULL), BLOOMERY_OK);
+    assert_int_equal(bloomery_loader_type(l), BLOOMERY_TYPE_CUCKOO);
+    bloomery_loader_free(l);
+    free(copy);
+    free(blob);
+    bloomery_object_free(&o);
+}
+
 static void test_garbage(void **state)
 {
     (void)state;
@@ -227,6 +317,7 @@ int main(void)
         cmocka_unit_test(test_round_trip),
         cmocka_unit_test(test_every_flip_and_truncation),
         cmocka_unit_test(test_loader_chunks),
+        cmocka_unit_test(test_cuckoo_forged_shapes),
         cmocka_unit_test(test_garbage),
     };
     return cmocka_run_group_tests_name("serial", tests, NULL, NULL);

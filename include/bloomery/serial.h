@@ -28,6 +28,7 @@
 
 #include "bloomery/blocked.h"
 #include "bloomery/counting.h"
+#include "bloomery/cuckoo.h"
 #include "bloomery/hll.h"
 #include "bloomery/scalable.h"
 
@@ -40,6 +41,7 @@ typedef enum bloomery_type {
     BLOOMERY_TYPE_SCALABLE = 2,  /* sbf_t, blocked or classic links */
     BLOOMERY_TYPE_COUNTING = 3,  /* cntbf_t */
     BLOOMERY_TYPE_HLL = 4,       /* hll_t */
+    BLOOMERY_TYPE_CUCKOO = 5,    /* cf_t */
 } bloomery_type;
 
 typedef struct bloomery_object {
@@ -49,6 +51,7 @@ typedef struct bloomery_object {
         sbf_t *sbf;
         cntbf_t *cnt;
         hll_t *hll;
+        cf_t *cf;
         void *any;
     } u;
 } bloomery_object;

@@ -19,6 +19,10 @@
  *                                 u32 hashes, u64 bits, u64 count
  *                      one region per link.
  *   hll:               no params; one region, the Redis HLL string.
+ *   cuckoo:            u64 nbuckets, u32 bucket size, u32 fingerprint bits,
+ *                      u32 max iterations, u32 expansion, u32 max filters,
+ *                      u32 nfilters, u64 items, u64 deletes; one region per
+ *                      sub-filter, its packed slot table (cuckoo.h).
  *
  * Regions are cut into chunks of `chunk size` bytes (the last of a region may
  * be shorter), numbered across regions. Chunk i's checksum is XXH3-64 of its
@@ -247,6 +251,29 @@ static int describe(bloomery_object obj, wbuf *params, region **regions, uint32_
             return BLOOMERY_ENOMEM;
         (*regions)[0] = (region){p, len};
         *nregions = 1;
+        return BLOOMERY_OK;
+    }
+    case BLOOMERY_TYPE_CUCKOO: {
+        const cf_t *c = obj.u.cf;
+        cf_shape sh;
+        cf_shape_of(c, &sh);
+        if (sh.nfilters > MAX_REGIONS)
+            return BLOOMERY_ETOOBIG;
+        put_u64(params, sh.nbuckets);
+        put_u32(params, sh.bucket_size);
+        put_u32(params, sh.fingerprint_bits);
+        put_u32(params, sh.max_iterations);
+        put_u32(params, sh.expansion);
+        put_u32(params, sh.max_filters);
+        put_u32(params, sh.nfilters);
+        put_u64(params, sh.items);
+        put_u64(params, sh.deletes);
+        *regions = malloc(sh.nfilters * sizeof **regions);
+        if (!*regions)
+            return BLOOMERY_ENOMEM;
+        for (uint32_t i = 0; i < sh.nfilters; i++)
+            (*regions)[i] = (region){cf_filter_data(c, i), cf_filter_bytes(c, i)};
+        *nregions = sh.nfilters;
         return BLOOMERY_OK;
     }
     }
@@ -570,6 +597,36 @@ static int build_object(bloomery_loader *l, rbuf *p, uint64_t max_bytes)
             return fail(l, BLOOMERY_ENOMEM, "out of memory");
         l->dest[0] = l->hll_buf;
         return BLOOMERY_OK;
+    case BLOOMERY_TYPE_CUCKOO: {
+        cf_shape sh = {0};
+        sh.nbuckets = get_u64(p);
+        sh.bucket_size = get_u32(p);
+        sh.fingerprint_bits = get_u32(p);
+        sh.max_iterations = get_u32(p);
+        sh.expansion = get_u32(p);
+        sh.max_filters = get_u32(p);
+        sh.nfilters = get_u32(p);
+        sh.items = get_u64(p);
+        sh.deletes = get_u64(p);
+        if (p->short_read || p->off != p->len)
+            return fail(l, BLOOMERY_ECORRUPT, "parameters have the wrong length");
+        if (sh.nfilters != l->nregions)
+            return fail(l, BLOOMERY_ECORRUPT, "%u sub-filters but %u regions", sh.nfilters,
+                        l->nregions);
+        for (uint32_t i = 0; i < sh.nfilters; i++) {
+            uint64_t want = cf_shape_filter_bytes(&sh, i);
+            if (want == 0 || l->lens[i] != want)
+                return fail(l, BLOOMERY_ECORRUPT, "sub-filter %u size does not match its shape", i);
+        }
+        int rc = cf_create_shape(&l->obj.u.cf, &sh);
+        if (rc != BLOOMERY_OK)
+            return fail(l, rc == BLOOMERY_EINVAL ? BLOOMERY_ECORRUPT : rc,
+                        "invalid cuckoo filter: %s", bloomery_strerror(rc));
+        for (uint32_t i = 0; i < sh.nfilters; i++)
+            l->dest[i] = cf_filter_data_mut(l->obj.u.cf, i);
+        l->obj.type = l->type;
+        return BLOOMERY_OK;
+    }
     }
     return fail(l, BLOOMERY_ETYPE, "unknown object type %u", (unsigned)l->type);
 }
@@ -603,7 +660,7 @@ int bloomery_loader_open(bloomery_loader **out, const uint8_t *buf, size_t len,
      * every field, since a forged header can carry a valid checksum. */
     if (version != BLOOMERY_SERIAL_VERSION)
         return fail(l, BLOOMERY_EVERSION, "unsupported format version %u", version);
-    if (type < BLOOMERY_TYPE_BLOCKED || type > BLOOMERY_TYPE_HLL)
+    if (type < BLOOMERY_TYPE_BLOCKED || type > BLOOMERY_TYPE_CUCKOO)
         return fail(l, BLOOMERY_ETYPE, "unknown object type %u", type);
     if (cs < MIN_CHUNK || cs > BLOOMERY_CHUNK_MAX)
         return fail(l, BLOOMERY_ECORRUPT, "chunk size %u out of range", cs);
@@ -718,6 +775,7 @@ void bloomery_object_free(bloomery_object *o)
     case BLOOMERY_TYPE_SCALABLE: sbf_free(o->u.sbf); break;
     case BLOOMERY_TYPE_COUNTING: cntbf_free(o->u.cnt); break;
     case BLOOMERY_TYPE_HLL: hll_free(o->u.hll); break;
+    case BLOOMERY_TYPE_CUCKOO: cf_free(o->u.cf); break;
     }
     o->u.any = NULL;
 }
