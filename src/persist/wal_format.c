@@ -1,0 +1,350 @@
+/* Write-ahead log format: see wal_format.h and docs/PERSISTENCE.md. */
+#include "wal_format.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <xxhash.h>
+
+static void setf(char *err, size_t errlen, const char *fmt, ...) {
+    if (err == NULL || errlen == 0) return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
+}
+
+const char *wal_type_name(unsigned type) {
+    switch (type) {
+    case WAL_BF_ADD: return "bf-add";
+    case WAL_CNT_ADD: return "counting-add";
+    case WAL_CNT_DEL: return "counting-del";
+    case WAL_PF_ADD: return "pf-add";
+    case WAL_CREATE: return "create";
+    case WAL_DEL: return "del";
+    case WAL_EXPIRE: return "expire";
+    case WAL_RENAME: return "rename";
+    case WAL_FLUSH: return "flush";
+    case WAL_BF_MERGE: return "bf-merge";
+    case WAL_PF_MERGE: return "pf-merge";
+    case WAL_LOADCHUNK: return "loadchunk";
+    }
+    return NULL;
+}
+
+void wal_header_encode(uint8_t out[WAL_HEADER_SIZE], uint64_t first_lsn) {
+    memcpy(out, WAL_MAGIC, 8);
+    le_store(out + 8, WAL_VERSION, 2);
+    le_store(out + 10, 0, 2);
+    le_store(out + 12, WAL_HEADER_SIZE, 4);
+    le_store(out + 16, first_lsn, 8);
+    le_store(out + 24, XXH3_64bits(out, 24), 8);
+}
+
+bool wal_header_decode(const uint8_t *buf, size_t len, uint64_t *first_lsn, char *err,
+                       size_t errlen) {
+    if (len < WAL_HEADER_SIZE) {
+        setf(err, errlen, "file header truncated (%zu of %d bytes)", len, WAL_HEADER_SIZE);
+        return false;
+    }
+    if (memcmp(buf, WAL_MAGIC, 8) != 0) {
+        setf(err, errlen, "bad magic: not a bloomery log file");
+        return false;
+    }
+    if (le_load(buf + 24, 8) != XXH3_64bits(buf, 24)) {
+        setf(err, errlen, "file header checksum mismatch");
+        return false;
+    }
+    unsigned version = (unsigned)le_load(buf + 8, 2);
+    if (version != WAL_VERSION) {
+        setf(err, errlen, "unsupported log format version %u", version);
+        return false;
+    }
+    if (le_load(buf + 10, 2) != 0 || le_load(buf + 12, 4) != WAL_HEADER_SIZE) {
+        setf(err, errlen, "unexpected header fields");
+        return false;
+    }
+    *first_lsn = le_load(buf + 16, 8);
+    if (*first_lsn == 0) {
+        setf(err, errlen, "first LSN is 0");
+        return false;
+    }
+    return true;
+}
+
+static uint32_t prefix_check(const uint8_t *rec) { return (uint32_t)XXH3_64bits(rec, 13); }
+
+void wal_record_seal(uint8_t *rec, uint8_t type, uint64_t lsn, size_t len) {
+    le_store(rec, len, 4);
+    rec[4] = type;
+    le_store(rec + 5, lsn, 8);
+    le_store(rec + 13, prefix_check(rec), 4);
+    le_store(rec + WAL_PREFIX + len, XXH3_64bits(rec, WAL_PREFIX + len), 8);
+}
+
+static bool all_zero(const uint8_t *p, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        if (p[i]) return false;
+    return true;
+}
+
+wal_status wal_record_next(const uint8_t *buf, size_t len, size_t off, wal_record *rec, char *err,
+                           size_t errlen) {
+    if (off >= len) return WAL_REC_END;
+    size_t rem = len - off;
+    const uint8_t *p = buf + off;
+    if (rem < WAL_PREFIX) {
+        setf(err, errlen, "%zu bytes after the last record, less than a record header", rem);
+        return WAL_REC_TORN;
+    }
+    if (le_load(p + 13, 4) != prefix_check(p)) {
+        /* A cut append leaves a prefix of the record, perhaps followed by
+         * zeros where the file system extended the file; anything else is
+         * damage. */
+        if (all_zero(p + WAL_PREFIX, rem - WAL_PREFIX)) {
+            setf(err, errlen, "incomplete record header at the end of the file");
+            return WAL_REC_TORN;
+        }
+        setf(err, errlen, "record header checksum mismatch");
+        return WAL_REC_BAD;
+    }
+    size_t plen = (size_t)le_load(p, 4);
+    if (plen > WAL_MAX_PAYLOAD) {
+        setf(err, errlen, "record length %zu exceeds the maximum", plen);
+        return WAL_REC_BAD;
+    }
+    size_t size = wal_record_size(plen);
+    if (size > rem) {
+        setf(err, errlen, "record of %zu bytes cut at the end of the file (%zu bytes present)",
+             size, rem);
+        return WAL_REC_TORN;
+    }
+    if (le_load(p + WAL_PREFIX + plen, 8) != XXH3_64bits(p, WAL_PREFIX + plen)) {
+        if (all_zero(p + size, rem - size)) {
+            setf(err, errlen, "last record's checksum mismatch (incomplete write)");
+            return WAL_REC_TORN;
+        }
+        setf(err, errlen, "record checksum mismatch");
+        return WAL_REC_BAD;
+    }
+    rec->type = p[4];
+    rec->lsn = le_load(p + 5, 8);
+    rec->payload = p + WAL_PREFIX;
+    rec->len = plen;
+    rec->size = size;
+    if (wal_type_name(rec->type) == NULL) {
+        setf(err, errlen, "unknown record type %u", rec->type);
+        return WAL_REC_BAD;
+    }
+    return WAL_REC_OK;
+}
+
+/* ---- payloads ---- */
+
+static bool parse_hashes(rdr *r, wal_op *op, size_t width, char *err, size_t errlen) {
+    op->n = rdr_u32(r);
+    if (r->bad || op->n == 0 || (size_t)op->n > (r->len - r->off) / width) {
+        setf(err, errlen, "bad item count");
+        return false;
+    }
+    op->items_len = (size_t)op->n * width;
+    rdr_take(r, op->items_len, &op->items);
+    return true;
+}
+
+static bool parse_keylist(rdr *r, wal_op *op, uint32_t min, char *err, size_t errlen) {
+    op->n = rdr_u32(r);
+    if (r->bad || op->n < min) {
+        setf(err, errlen, "bad key count");
+        return false;
+    }
+    size_t start = r->off;
+    for (uint32_t i = 0; i < op->n; i++) {
+        const uint8_t *k;
+        size_t kl;
+        if (!rdr_str(r, &k, &kl)) {
+            setf(err, errlen, "key %u truncated", i);
+            return false;
+        }
+        if (i == 0) {
+            op->key = k;
+            op->klen = kl;
+        }
+    }
+    op->items = r->p + start;
+    op->items_len = r->off - start;
+    return true;
+}
+
+bool wal_op_parse(uint8_t type, const uint8_t *p, size_t len, wal_op *op, char *err,
+                  size_t errlen) {
+    memset(op, 0, sizeof(*op));
+    op->type = type;
+    rdr r = {p, len, 0, false};
+    bool ok = true;
+    switch (type) {
+    case WAL_BF_ADD:
+    case WAL_CNT_ADD:
+    case WAL_CNT_DEL:
+        ok = rdr_str(&r, &op->key, &op->klen) && parse_hashes(&r, op, 16, err, errlen);
+        if (ok && type == WAL_BF_ADD) rdr_take(&r, ((size_t)op->n + 7) / 8, &op->flags);
+        break;
+    case WAL_PF_ADD: {
+        ok = rdr_str(&r, &op->key, &op->klen);
+        uint8_t c = rdr_u8(&r);
+        if (ok && c > 1) {
+            setf(err, errlen, "bad created flag %u", c);
+            return false;
+        }
+        op->created = c == 1;
+        /* PFADD with no elements still creates the key: n may be 0. */
+        op->n = rdr_u32(&r);
+        if (!r.bad && (size_t)op->n > (r.len - r.off) / 8) {
+            setf(err, errlen, "bad item count");
+            return false;
+        }
+        op->items_len = (size_t)op->n * 8;
+        rdr_take(&r, op->items_len, &op->items);
+        break;
+    }
+    case WAL_CREATE: {
+        ok = rdr_str(&r, &op->key, &op->klen);
+        wal_create *c = &op->create;
+        c->kind = rdr_u8(&r);
+        c->layout = rdr_u8(&r);
+        c->expansion = rdr_u32(&r);
+        c->capacity = rdr_u64(&r);
+        c->error = rdr_f64(&r);
+        c->expire_ms = (int64_t)rdr_u64(&r);
+        if (r.bad) break;
+        if (c->kind > WAL_KIND_COUNTING || c->layout > 1 || c->capacity == 0 ||
+            !(c->error > 0 && c->error < 1) || c->expire_ms < 0 ||
+            (c->kind == WAL_KIND_COUNTING && (c->expansion != 0 || c->layout != 0))) {
+            setf(err, errlen, "bad filter parameters");
+            return false;
+        }
+        break;
+    }
+    case WAL_DEL: ok = parse_keylist(&r, op, 1, err, errlen); if (!ok) return false; break;
+    case WAL_EXPIRE:
+        ok = rdr_str(&r, &op->key, &op->klen);
+        op->when_ms = (int64_t)rdr_u64(&r);
+        if (!r.bad && op->when_ms < 0) {
+            setf(err, errlen, "negative expiry");
+            return false;
+        }
+        break;
+    case WAL_RENAME:
+        ok = rdr_str(&r, &op->key, &op->klen) && rdr_str(&r, &op->key2, &op->klen2);
+        break;
+    case WAL_FLUSH: break;
+    case WAL_BF_MERGE:
+    case WAL_PF_MERGE: {
+        uint8_t c = rdr_u8(&r);
+        if (!r.bad && c > 1) {
+            setf(err, errlen, "bad created flag %u", c);
+            return false;
+        }
+        op->created = c == 1;
+        if (r.bad) break;
+        if (!parse_keylist(&r, op, type == WAL_BF_MERGE ? 2 : 1, err, errlen)) return false;
+        break;
+    }
+    case WAL_LOADCHUNK: {
+        ok = rdr_str(&r, &op->key, &op->klen);
+        op->iter = (int64_t)rdr_u64(&r);
+        uint64_t dl = rdr_u64(&r);
+        if (!r.bad && dl > r.len - r.off) {
+            setf(err, errlen, "chunk data truncated");
+            return false;
+        }
+        op->dlen = (size_t)dl;
+        rdr_take(&r, op->dlen, &op->data);
+        break;
+    }
+    default: setf(err, errlen, "unknown record type %u", type); return false;
+    }
+    if (!ok || r.bad) {
+        setf(err, errlen, "%s payload truncated", wal_type_name(type));
+        return false;
+    }
+    if (r.off != len) {
+        setf(err, errlen, "%zu unexpected bytes after the %s payload", len - r.off,
+             wal_type_name(type));
+        return false;
+    }
+    return true;
+}
+
+bool wal_op_next_key(const wal_op *op, size_t *cursor, const uint8_t **key, size_t *klen) {
+    if (*cursor >= op->items_len) return false;
+    rdr r = {op->items, op->items_len, *cursor, false};
+    if (!rdr_str(&r, key, klen)) return false;
+    *cursor = r.off;
+    return true;
+}
+
+/* ---- encoders ---- */
+
+void wal_enc_hashes(pbuf *b, const void *key, size_t klen, const uint64_t *hashes, uint32_t n,
+                    const uint8_t *isnew) {
+    pbuf_str(b, key, klen);
+    pbuf_u32(b, n);
+    if (!pbuf_reserve(b, (size_t)n * 16)) return;
+    for (uint32_t i = 0; i < n; i++) {
+        le_store(b->p + b->len, hashes[2 * i], 8);
+        le_store(b->p + b->len + 8, hashes[2 * i + 1], 8);
+        b->len += 16;
+    }
+    if (isnew) {
+        size_t nb = ((size_t)n + 7) / 8;
+        if (!pbuf_reserve(b, nb)) return;
+        memset(b->p + b->len, 0, nb);
+        for (uint32_t i = 0; i < n; i++)
+            if (isnew[i]) b->p[b->len + i / 8] |= (uint8_t)(1u << (i % 8));
+        b->len += nb;
+    }
+}
+
+void wal_enc_pf_add(pbuf *b, const void *key, size_t klen, bool created, const uint64_t *h,
+                    uint32_t n) {
+    pbuf_str(b, key, klen);
+    pbuf_u8(b, created ? 1 : 0);
+    pbuf_u32(b, n);
+    for (uint32_t i = 0; i < n; i++) pbuf_u64(b, h[i]);
+}
+
+void wal_enc_create(pbuf *b, const void *key, size_t klen, const wal_create *c) {
+    pbuf_str(b, key, klen);
+    pbuf_u8(b, c->kind);
+    pbuf_u8(b, c->layout);
+    pbuf_u32(b, c->expansion);
+    pbuf_u64(b, c->capacity);
+    pbuf_f64(b, c->error);
+    pbuf_u64(b, (uint64_t)c->expire_ms);
+}
+
+void wal_enc_keys(pbuf *b, int created, const char *const *keys, const size_t *lens, uint32_t n) {
+    if (created >= 0) pbuf_u8(b, created ? 1 : 0);
+    pbuf_u32(b, n);
+    for (uint32_t i = 0; i < n; i++) pbuf_str(b, keys[i], lens[i]);
+}
+
+void wal_enc_expire(pbuf *b, const void *key, size_t klen, int64_t when_ms) {
+    pbuf_str(b, key, klen);
+    pbuf_u64(b, (uint64_t)when_ms);
+}
+
+void wal_enc_rename(pbuf *b, const void *src, size_t slen, const void *dst, size_t dlen) {
+    pbuf_str(b, src, slen);
+    pbuf_str(b, dst, dlen);
+}
+
+void wal_enc_loadchunk(pbuf *b, const void *key, size_t klen, int64_t iter, const void *data,
+                       size_t dlen) {
+    pbuf_str(b, key, klen);
+    pbuf_u64(b, (uint64_t)iter);
+    pbuf_u64(b, dlen);
+    pbuf_put(b, data, dlen);
+}

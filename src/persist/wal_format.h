@@ -1,0 +1,139 @@
+/* The write-ahead log's byte format: file header, records, payloads.
+ * Pure functions over buffers, shared by bloomeryd (writer, replay), the
+ * `bloomery check-data` tool and the fuzz targets. docs/PERSISTENCE.md draws
+ * the layout byte by byte; in short (all integers little-endian):
+ *
+ *   file header (32 bytes)
+ *     "BLMRYWAL" | u16 version | u16 0 | u32 header size (32) |
+ *     u64 first LSN | u64 XXH3-64 of bytes 0..23
+ *   record
+ *     u32 payload length | u8 type | u64 LSN | u32 low half of XXH3-64 of
+ *     the 13 bytes before it | payload | u64 XXH3-64 of everything before
+ *
+ * The short prefix check tells a torn tail (a crash cut the last append)
+ * from damage: a record whose prefix is intact but whose bytes run past the
+ * end of the file was cut; a prefix that fails its check while non-zero
+ * bytes follow it is damage.
+ */
+#ifndef BLOOMERY_WAL_FORMAT_H
+#define BLOOMERY_WAL_FORMAT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "le.h"
+
+#define WAL_MAGIC "BLMRYWAL"
+#define WAL_VERSION 1
+#define WAL_HEADER_SIZE 32
+#define WAL_PREFIX 17
+#define WAL_TRAILER 8
+#define WAL_MAX_PAYLOAD (1u << 30)
+
+enum wal_type {
+    /* data: the hashes of items, applied to the filter the key holds */
+    WAL_BF_ADD = 1,      /* key, n, n x 16-byte sbf_hash, n "new" bits */
+    WAL_CNT_ADD = 2,     /* key, n, n x 16-byte bloomery_hash */
+    WAL_CNT_DEL = 3,     /* key, n, n x 16-byte bloomery_hash */
+    WAL_PF_ADD = 4,      /* key, created, n, n x u64 element hash */
+    /* barriers: structural changes */
+    WAL_CREATE = 16,     /* key, kind, layout, expansion, capacity, error, expiry */
+    WAL_DEL = 17,        /* n keys */
+    WAL_EXPIRE = 18,     /* key, absolute ms (0: persist) */
+    WAL_RENAME = 19,     /* source key, destination key */
+    WAL_FLUSH = 20,      /* nothing */
+    WAL_BF_MERGE = 21,   /* created, n keys: destination, sources */
+    WAL_PF_MERGE = 22,   /* created, n keys: destination, sources present */
+    WAL_LOADCHUNK = 23,  /* key, iterator, data */
+};
+
+/* WAL_CREATE kinds. */
+#define WAL_KIND_SCALABLE 0
+#define WAL_KIND_COUNTING 1
+
+const char *wal_type_name(unsigned type);
+
+void wal_header_encode(uint8_t out[WAL_HEADER_SIZE], uint64_t first_lsn);
+/* false with a reason in err when buf does not start with a valid header. */
+bool wal_header_decode(const uint8_t *buf, size_t len, uint64_t *first_lsn, char *err,
+                       size_t errlen);
+
+static inline size_t wal_record_size(size_t payload_len) {
+    return WAL_PREFIX + payload_len + WAL_TRAILER;
+}
+/* Frame the payload at rec + WAL_PREFIX (len bytes, already in place):
+ * writes the prefix and the trailing checksum. */
+void wal_record_seal(uint8_t *rec, uint8_t type, uint64_t lsn, size_t len);
+
+typedef enum wal_status {
+    WAL_REC_OK = 0,
+    WAL_REC_END,    /* clean end of the buffer */
+    WAL_REC_TORN,   /* looks like an append cut by a crash: allowed at the end of the last file */
+    WAL_REC_BAD,    /* damage */
+} wal_status;
+
+typedef struct wal_record {
+    uint8_t type;
+    uint64_t lsn;
+    const uint8_t *payload;
+    size_t len;    /* payload bytes */
+    size_t size;   /* whole record */
+} wal_record;
+
+/* The record starting at buf[off] (buf holds len bytes of the file). On
+ * TORN or BAD, err says why. The payload is not parsed here. */
+wal_status wal_record_next(const uint8_t *buf, size_t len, size_t off, wal_record *rec, char *err,
+                           size_t errlen);
+
+/* ---- payloads ---- */
+
+typedef struct wal_create {
+    uint8_t kind;        /* WAL_KIND_* */
+    uint8_t layout;      /* bloomery_layout */
+    uint32_t expansion;  /* 0: non-scaling */
+    uint64_t capacity;
+    double error;
+    int64_t expire_ms;   /* absolute, 0: none */
+} wal_create;
+
+typedef struct wal_op {
+    uint8_t type;
+    const uint8_t *key;    /* the key; destination of merges; source of a rename */
+    size_t klen;
+    const uint8_t *key2;   /* rename: destination */
+    size_t klen2;
+    uint32_t n;            /* hashes, or keys of DEL and merges */
+    const uint8_t *items;  /* hashes (16 or 8 bytes each) or the encoded key list */
+    size_t items_len;
+    const uint8_t *flags;  /* WAL_BF_ADD: bit i set when item i was new */
+    bool created;          /* PF_ADD, merges: the command created the destination */
+    wal_create create;
+    int64_t when_ms;       /* WAL_EXPIRE */
+    int64_t iter;          /* WAL_LOADCHUNK */
+    const uint8_t *data;
+    size_t dlen;
+} wal_op;
+
+/* Check a payload's structure completely (every length, every count, no
+ * trailing bytes) and describe it. */
+bool wal_op_parse(uint8_t type, const uint8_t *p, size_t len, wal_op *op, char *err,
+                  size_t errlen);
+/* Walk an op's key list (DEL, merges): true with the next key, false at the
+ * end. The list was checked by wal_op_parse. */
+bool wal_op_next_key(const wal_op *op, size_t *cursor, const uint8_t **key, size_t *klen);
+
+/* Encoders (payload only). hashes: n pairs (first, second) of u64. */
+void wal_enc_hashes(pbuf *b, const void *key, size_t klen, const uint64_t *hashes, uint32_t n,
+                    const uint8_t *isnew);   /* isnew: n bytes 0/1, WAL_BF_ADD only */
+void wal_enc_pf_add(pbuf *b, const void *key, size_t klen, bool created, const uint64_t *h,
+                    uint32_t n);
+void wal_enc_create(pbuf *b, const void *key, size_t klen, const wal_create *c);
+/* DEL: created < 0 (no flag); merges: created 0 or 1. */
+void wal_enc_keys(pbuf *b, int created, const char *const *keys, const size_t *lens, uint32_t n);
+void wal_enc_expire(pbuf *b, const void *key, size_t klen, int64_t when_ms);
+void wal_enc_rename(pbuf *b, const void *src, size_t slen, const void *dst, size_t dlen);
+void wal_enc_loadchunk(pbuf *b, const void *key, size_t klen, int64_t iter, const void *data,
+                       size_t dlen);
+
+#endif
