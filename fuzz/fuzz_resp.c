@@ -6,7 +6,8 @@
  * every request, so the incremental states (header split, bulk split,
  * inline line split) are all reached. Every completed request must lie
  * inside the bytes consumed, and a protocol error must come with a message.
- * The inline splitter is also run over the raw input as a config line.
+ * The inline splitter is also run over the raw input as a config line, and
+ * the bulk-header shortcut is checked against a plain reading of the digits.
  */
 #include <assert.h>
 #include <stdint.h>
@@ -59,6 +60,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     bool authed = data[0] & 0x80;
     run(data + 1, size - 1, piece, authed);
     run(data + 1, size - 1, size, !authed);
+
+    size_t h;
+    long long n = resp_bulk_header((const char *)data, size, &h);
+    if (n >= 0) {
+        assert(h >= 4 && h <= size && data[0] == '$' && data[1] != '0' && data[h - 2] == '\r');
+        long long v = 0;
+        for (size_t i = 1; i < h - 2; i++) {
+            assert(data[i] >= '0' && data[i] <= '9');
+            v = v * 10 + (data[i] - '0');
+        }
+        assert(v == n && n <= RESP_UNAUTH_MAX_BULK);
+    }
 
     char *line = malloc(size);
     if (line) {

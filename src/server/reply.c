@@ -125,6 +125,20 @@ void reply_bool(reply *r, bool v) {
         reply_raw(r, v ? ":1\r\n" : ":0\r\n", 4);
 }
 
+void reply_bools(reply *r, const int *v, size_t n) {
+    if (n == 0 || !reply_reserve(r, 4 * n)) return;
+    char t = r->proto == 3 ? '#' : ':';
+    char yes = r->proto == 3 ? 't' : '1', no = r->proto == 3 ? 'f' : '0';
+    char *p = r->buf + r->len;
+    for (size_t i = 0; i < n; i++, p += 4) {
+        p[0] = t;
+        p[1] = v[i] == 1 ? yes : no;
+        p[2] = '\r';
+        p[3] = '\n';
+    }
+    r->len += 4 * n;
+}
+
 void reply_bulk(reply *r, const void *p, size_t n) {
     prefixed_ll(r, '$', (long long)n);
     if (!reply_reserve(r, n + 2)) return;

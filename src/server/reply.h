@@ -36,6 +36,8 @@ void reply_error(reply *r, const char *msg);
 void reply_errorf(reply *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void reply_int(reply *r, long long v);
 void reply_bool(reply *r, bool v);
+/* n booleans at once: v[i] == 1 is true (the library's batch results). */
+void reply_bools(reply *r, const int *v, size_t n);
 void reply_bulk(reply *r, const void *p, size_t n);
 void reply_bulk_str(reply *r, const char *s);
 void reply_bulk_ll(reply *r, long long v);

@@ -212,6 +212,30 @@ static long long find_crlf(const char *buf, size_t from, size_t len) {
     return (long long)i;
 }
 
+/* The common bulk header, "$" and 1 to 9 digits without a leading zero
+ * followed by \r and one more byte, read in one pass: returns the length and
+ * moves *pos past the header. Anything else (zero, long or malformed counts,
+ * an incomplete line) returns -1 and goes through the general path, which
+ * also applies the limits; so do lengths above RESP_UNAUTH_MAX_BULK. */
+static inline long long bulk_header_fast_at(const char *buf, size_t *pos, size_t len) {
+    size_t i = *pos;
+    if (buf[i] != '$' || i + 1 >= len || buf[i + 1] < '1' || buf[i + 1] > '9') return -1;
+    long long v = buf[i + 1] - '0';
+    size_t j = i + 2, end = i + 11 < len ? i + 11 : len;
+    while (j < end && buf[j] >= '0' && buf[j] <= '9') v = v * 10 + (buf[j++] - '0');
+    if (j >= end || buf[j] != '\r' || j + 1 >= len || v > RESP_UNAUTH_MAX_BULK) return -1;
+    *pos = j + 2;
+    return v;
+}
+
+long long resp_bulk_header(const char *buf, size_t len, size_t *hdrlen) {
+    size_t pos = 0;
+    if (len == 0) return -1;
+    long long n = bulk_header_fast_at(buf, &pos, len);
+    if (n >= 0) *hdrlen = pos;
+    return n;
+}
+
 resp_status resp_parse(resp_parser *p, char *buf, size_t len, const resp_limits *lim) {
     if (p->args_left < 0 && !p->inline_req) {
         if (len == 0) return RESP_AGAIN;
@@ -246,6 +270,11 @@ resp_status resp_parse(resp_parser *p, char *buf, size_t len, const resp_limits 
     while (p->args_left > 0) {
         if (p->bulk_len < 0) {
             if (p->pos >= len) return RESP_AGAIN;
+            long long fast = bulk_header_fast_at(buf, &p->pos, len);
+            if (fast >= 0) {
+                p->bulk_len = fast;
+                goto have_len;
+            }
             long long cr = find_crlf(buf, p->pos, len);
             if (cr < 0) {
                 if (len - p->pos > RESP_INLINE_MAX) return fail(p, "too big bulk count string");
@@ -264,6 +293,7 @@ resp_status resp_parse(resp_parser *p, char *buf, size_t len, const resp_limits 
             p->pos = (size_t)cr + 2;
             p->bulk_len = n;
         }
+    have_len:;
         size_t want = (size_t)p->bulk_len + 2;
         if (len - p->pos < want) {
             p->need = want - (len - p->pos);

@@ -70,6 +70,12 @@ void resp_parser_free(resp_parser *p);
 resp_status resp_parse(resp_parser *p, char *buf, size_t len, const resp_limits *lim);
 void resp_parser_reset(resp_parser *p);
 
+/* A bulk header of the common form ("$", 1 to 9 digits without a leading
+ * zero, "\r" and one more byte, length at most RESP_UNAUTH_MAX_BULK) at the
+ * start of buf: returns the payload length and its header's length in
+ * *hdrlen. -1 for anything else, which resp_parse then judges. */
+long long resp_bulk_header(const char *buf, size_t len, size_t *hdrlen);
+
 /* Split one line into words with the inline rules (quotes, escapes), in
  * place; the words land in p->argv as offsets into line. Returns false on
  * unbalanced quotes or when out of memory. Used for config files too. */
