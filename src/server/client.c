@@ -20,6 +20,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "persist.h"
 #include "server.h"
 #include "util.h"
 
@@ -115,6 +116,7 @@ static void on_closed(uv_handle_t *h) {
 void client_close(client *c) {
     if (c->closing) return;
     c->closing = true;
+    commit_forget(c);
     worker *w = c->w;
     if (c->prev) c->prev->next = c->next;
     else w->clients = c->next;
@@ -231,11 +233,25 @@ static void run_batch(client *c, const command *cmd, char *start) {
         .max_args = atomic_load_explicit(&cfg.proto_max_multibulk_len, memory_order_relaxed),
         .authenticated = true,
     };
+    /* Clients repeat a request byte for byte up to its item ("*3\r\n$6\r\n
+     * BF.ADD\r\n$<k>\r\n<key>\r\n"): a request with the same prefix needs only
+     * its item's header read. */
+    size_t prefix = c->parser.argv[1].off + klen + 2;
     batch_push(c, n++, start + c->parser.argv[2].off, c->parser.argv[2].len);
     c->qpos += c->parser.pos;
     resp_parser_reset(&c->parser);
     while (n < BATCH_MAX && c->qpos < c->qlen && c->qbuf[c->qpos] == '*') {
         char *next = c->qbuf + c->qpos;
+        size_t avail = c->qlen - c->qpos, hdr;
+        if (avail > prefix && memcmp(next, start, prefix) == 0) {
+            long long ilen = resp_bulk_header(next + prefix, avail - prefix, &hdr);
+            if (ilen >= 0 && avail - prefix - hdr >= (size_t)ilen + 2) {
+                if (!batch_push(c, n, next + prefix + hdr, (size_t)ilen)) break;
+                n++;
+                c->qpos += prefix + hdr + (size_t)ilen + 2;
+                continue;
+            }
+        }
         resp_status st = resp_parse(&c->parser, next, c->qlen - c->qpos, &lim);
         resp_arg *a = c->parser.argv;
         if (st != RESP_DONE || c->parser.argc != 3 || a[1].len != klen ||
@@ -329,10 +345,13 @@ void client_on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf) {
                           atomic_load_explicit(&w->net_in, memory_order_relaxed) + (uint64_t)nread,
                           memory_order_relaxed);
     atomic_store_explicit(&c->last_ms, now_ms(), memory_order_relaxed);
+    uint64_t logged = wal_thread_lsn;
     process_input(c);
     if (c->closing) return;
     atomic_store_explicit(&c->qbuf_used, c->qlen - c->qpos, memory_order_relaxed);
     if (c->close_after_reply) uv_read_stop((uv_stream_t *)&c->tcp);
+    /* Replies to logged writes wait for the log under appendfsync always. */
+    if (wal_thread_lsn != logged && commit_defer(c, wal_thread_lsn)) return;
     client_flush(c);
 }
 
@@ -362,7 +381,7 @@ static void on_written(uv_write_t *req, int status) {
 }
 
 void client_flush(client *c) {
-    if (c->closing || c->writing) return;
+    if (c->closing || c->writing || c->wal_parked) return;
     if (c->out.len == 0) {
         if (c->close_after_reply) client_close(c);
         return;

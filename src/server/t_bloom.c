@@ -157,12 +157,24 @@ static kv_entry *create_filter(client *c, ks_ref *ref, const bf_params *p) {
 
 /* ---- adding ---- */
 
+/* Reply to n add results: booleans, of which only the last may be an error
+ * (the batch calls stop at the first). */
+static void reply_add_results(client *c, const int *res, size_t n) {
+    if (n == 0) return;
+    int last = res[n - 1];
+    reply_bools(&c->out, res, last >= 0 ? n : n - 1);
+    if (last >= 0) return;
+    if (last == BLOOMERY_EFULL) reply_error(&c->out, err_full);
+    else if (growth_refused) reply_oom(c);
+    else reply_error(&c->out, "ERR problem inserting into filter");
+}
+
 /* Add items[0..n) to o and reply: an integer/boolean for a single add
  * (multi == false) or an array that ends at the first error. */
 static void add_items(client *c, kv_obj *o, const char **items, const size_t *lens, size_t n,
                       bool multi) {
-    int small[64];
-    int *res = n <= 64 ? small : malloc(n * sizeof(int));
+    int small[256];
+    int *res = n <= 256 ? small : malloc(n * sizeof(int));
     if (res == NULL) {
         reply_oom(c);
         return;
@@ -186,13 +198,7 @@ static void add_items(client *c, kv_obj *o, const char **items, const size_t *le
         }
     }
     if (multi) reply_array(&c->out, (long long)done);
-    for (size_t i = 0; i < done; i++) {
-        int rc = res[i];
-        if (rc >= 0) reply_bool(&c->out, rc == 1);
-        else if (rc == BLOOMERY_EFULL) reply_error(&c->out, err_full);
-        else if (growth_refused) reply_oom(c);
-        else reply_error(&c->out, "ERR problem inserting into filter");
-    }
+    reply_add_results(c, res, done);
     if (res != small) free(res);
 }
 
@@ -261,7 +267,7 @@ void bf_batch(client *c, bool add, const char *key, size_t klen, const char **it
             for (size_t base = 0; base < n; base += 256) {
                 size_t g = n - base < 256 ? n - base : 256;
                 sbf_check_many(o->u.sbf, (const void *const *)(items + base), lens + base, g, res);
-                for (size_t i = 0; i < g; i++) reply_bool(&c->out, res[i] == 1);
+                reply_bools(&c->out, res, g);
             }
         } else {
             for (size_t i = 0; i < n; i++)
@@ -307,13 +313,7 @@ void bf_batch(client *c, bool add, const char *key, size_t klen, const char **it
         size_t g = n - i < 256 ? n - i : 256;
         growth_refused = false;
         size_t done = sbf_add_many(o->u.sbf, (const void *const *)(items + i), lens + i, g, res);
-        for (size_t k = 0; k < done; k++) {
-            int rc = res[k];
-            if (rc >= 0) reply_bool(&c->out, rc == 1);
-            else if (rc == BLOOMERY_EFULL) reply_error(&c->out, err_full);
-            else if (growth_refused) reply_oom(c);
-            else reply_error(&c->out, "ERR problem inserting into filter");
-        }
+        reply_add_results(c, res, done);
         ks_close(&ref);
         i += done;
     }
@@ -329,11 +329,11 @@ static void check_items(client *c, bool multi) {
     server_count_hit(c, e != NULL);
     if (multi) reply_array(&c->out, (long long)n);
     if (o && o->type == KV_BLOOM) {
-        int small[64];
-        int *res = n <= 64 ? small : malloc(n * sizeof(int));
+        int small[256];
+        int *res = n <= 256 ? small : malloc(n * sizeof(int));
         if (res) {
             sbf_check_many(o->u.sbf, (const void *const *)(c->argv + 2), c->argvlen + 2, n, res);
-            for (size_t i = 0; i < n; i++) reply_bool(&c->out, res[i] == 1);
+            reply_bools(&c->out, res, n);
             if (res != small) free(res);
         } else {
             for (size_t i = 0; i < n; i++)

@@ -2,8 +2,9 @@
 BF.LOADCHUNK and BF.MERGE copies grow under maxmemory and count their bytes
 like any other; counting filters merge; a dump header of a type that is not
 a Bloom filter is refused at the header."""
-import ctypes
 import os
+import subprocess
+import sys
 
 import pytest
 
@@ -149,38 +150,42 @@ def test_merge_shape_checked_before_any_change(r):
         c.close()
 
 
-def _library():
-    """The release libbloomery.so (a sanitizer build cannot be loaded into
-    Python), or None."""
+# Made in a child process: a sanitizer build of the library cannot be loaded
+# into Python (its runtime must come first) and aborts the process.
+_HLL_HEADER = r"""
+import ctypes, sys
+lib = ctypes.CDLL(sys.argv[1])
+class Obj(ctypes.Structure):
+    _fields_ = [("type", ctypes.c_int), ("any", ctypes.c_void_p)]
+h = ctypes.c_void_p()
+assert lib.hll_create(ctypes.byref(h), ctypes.c_size_t(0)) == 0
+img = ctypes.c_void_p()
+lib.bloomery_image_create.argtypes = [ctypes.POINTER(ctypes.c_void_p), Obj, ctypes.c_uint32]
+assert lib.bloomery_image_create(ctypes.byref(img), Obj(4, h.value), 0) == 0
+lib.bloomery_image_header.restype = ctypes.c_void_p
+lib.bloomery_image_header.argtypes = [ctypes.c_void_p, ctypes.POINTER(ctypes.c_size_t)]
+n = ctypes.c_size_t()
+sys.stdout.write(ctypes.string_at(lib.bloomery_image_header(img, ctypes.byref(n)), n.value).hex())
+"""
+
+
+def hll_image_header():
+    """The image header of an empty HLL, from libbloomery.so, or None."""
     here = os.path.dirname(os.path.abspath(BLOOMERYD))
     root = os.path.join(os.path.dirname(__file__), "..", "..")
-    for path in (os.path.join(here, "libbloomery.so"), os.path.join(root, "build", "libbloomery.so")):
-        try:
-            return ctypes.CDLL(path)
-        except OSError:
+    for path in (os.path.join(root, "build", "libbloomery.so"), os.path.join(here, "libbloomery.so")):
+        if not os.path.exists(path):
             continue
+        out = subprocess.run([sys.executable, "-c", _HLL_HEADER, path], capture_output=True)
+        if out.returncode == 0:
+            return bytes.fromhex(out.stdout.decode())
     return None
 
 
-class _Obj(ctypes.Structure):
-    _fields_ = [("type", ctypes.c_int), ("any", ctypes.c_void_p)]
-
-
 def test_image_of_other_type_refused_at_header(r):
-    lib = _library()
-    if lib is None:
+    header = hll_image_header()
+    if header is None:
         pytest.skip("no loadable libbloomery.so")
-    h = ctypes.c_void_p()
-    assert lib.hll_create(ctypes.byref(h), ctypes.c_size_t(0)) == 0
-    img = ctypes.c_void_p()
-    lib.bloomery_image_create.argtypes = [ctypes.POINTER(ctypes.c_void_p), _Obj, ctypes.c_uint32]
-    assert lib.bloomery_image_create(ctypes.byref(img), _Obj(4, h.value), 0) == 0
-    lib.bloomery_image_header.restype = ctypes.c_void_p
-    lib.bloomery_image_header.argtypes = [ctypes.c_void_p, ctypes.POINTER(ctypes.c_size_t)]
-    n = ctypes.c_size_t()
-    header = ctypes.string_at(lib.bloomery_image_header(img, ctypes.byref(n)), n.value)
-    lib.bloomery_image_free(img)
-    lib.hll_free(h)
     assert header.startswith(b"BLMRYIMG")
     c = RawClient(r.connection_pool.connection_kwargs["port"])
     try:

@@ -1,4 +1,6 @@
 """RESP framing: multibulk, inline, pipelining, RESP3, protocol errors."""
+import time
+
 import pytest
 
 from conftest import RespError
@@ -151,3 +153,25 @@ def test_pipelined_batches_answer_like_separate_commands(raw):
     assert got == [1, 1, 0, 1, full, 0, full, 1, 0, 0, 0, wt, wt, 1, 0, 1, 1]
     info = raw.cmd("INFO", "commandstats")
     assert b"cmdstat_bf.add:calls=" in info
+
+
+def test_pipelined_items_of_every_shape(raw):
+    """A pipeline on one key takes a shortcut for requests repeating the
+    previous one's bytes up to the item; items of any length and content,
+    other spellings and requests cut in the middle must answer as separate
+    commands do."""
+    items = [b"a", b"", b"\r\n", b"x" * 9, b"y" * 10, b"z" * 20000, b"$3\r\nabc", b"0", b"a"]
+    reqs = [("BF.ADD", "p", i) for i in items]
+    reqs += [("bf.add", "p", "a"), ("BF.ADD", "p2", "a"), ("BF.ADD", "p", "new")]
+    reqs += [("BF.EXISTS", "p", i) for i in items] + [("BF.EXISTS", "p", "never")]
+    data = b"".join(raw.encode(*q) for q in reqs)
+    # Cut inside a header, inside an item and between requests.
+    for cut in (7, 40, 75, 20100, len(data) - 3):
+        raw.send(data[:cut])
+        data = data[cut:]
+        time.sleep(0.01)
+    raw.send(data)
+    got = [raw.read() for _ in reqs]
+    assert got[:9] == [1, 1, 1, 1, 1, 1, 1, 1, 0]
+    assert got[9:12] == [0, 1, 1]
+    assert got[12:] == [1] * 9 + [0]
