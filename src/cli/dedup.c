@@ -956,16 +956,16 @@ int cmd_dedup(int argc, char **argv)
             rc = CLI_ERROR;
             goto cleanup;
         }
-        /* Each kept key met its channel's filter at most this full. */
-        uint64_t fresh = 0;
+        /* A unique key is falsely dropped with at most the final FPR f of
+         * its channel's filter; of U unique keys K = U - drops were kept,
+         * so U <= K / (1 - f) and the expected drops are <= K f / (1 - f). */
         for (int c = 0; c < d->nchan; c++) {
             double f = bf_fpr_estimate(d->ch[c].bf);
-            expected_false += (double)d->ch[c].fresh * f;
-            fresh += d->ch[c].fresh;
+            double g = f < 0.999999 ? f : 0.999999;
+            expected_false += (double)d->ch[c].fresh * g / (1 - g);
             if (f > fpr_now)
                 fpr_now = f;
         }
-        (void)fresh;
     }
     double t2 = cli_now();
     if (close_out(&d->out, d->out_path != NULL) != 0 || close_out(&d->dupout, true) != 0) {
@@ -1001,7 +1001,7 @@ int cmd_dedup(int argc, char **argv)
                     (unsigned long long)suspects, sb);
             fprintf(stderr, "false drops   0 (suspects confirmed exactly)\n");
         } else {
-            fprintf(stderr, "false drops   expected <= %.3g (kept keys x final FPR, at most %.3g)\n",
+            fprintf(stderr, "false drops   expected <= %.3g (from the filters' final FPR, at most %.3g)\n",
                     expected_false, fpr_now);
         }
         if (exact)

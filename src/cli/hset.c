@@ -28,7 +28,8 @@ static hset_entry *probe(const hset *s, const void *key, size_t len, uint64_t h)
         hset_entry *e = &s->slots[i];
         if (e->hash == 0)
             return e;
-        if (e->hash == h && e->len == len && memcmp(s->arena + e->off, key, len) == 0)
+        if (e->hash == h && e->len == len &&
+            (len == 0 || memcmp(s->arena + e->off, key, len) == 0))
             return e;
     }
 }

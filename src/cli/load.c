@@ -105,7 +105,8 @@ static int batch_add(batch *b, const char *key, size_t len)
         b->keys = k;
         b->kcap = c;
     }
-    memcpy(b->keys + b->klen, key, len);
+    if (len)
+        memcpy(b->keys + b->klen, key, len);
     b->klen += len;
     b->lens[b->n++] = len;
     return 0;

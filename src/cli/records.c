@@ -147,7 +147,8 @@ ssize_t rdr_next(rdr *r, char **buf, size_t *cap, size_t want, int *file, bool *
                     size_t keep = (size_t)(p - *buf) + 1;
                     if (grow(&r->carry, &r->carrycap, len - keep) != 0)
                         goto nomem;
-                    memcpy(r->carry, p + 1, len - keep);
+                    if (len > keep)
+                        memcpy(r->carry, p + 1, len - keep);
                     r->carrylen = len - keep;
                     *file = r->cur;
                     *unterminated = false;
@@ -191,7 +192,8 @@ ssize_t rdr_next(rdr *r, char **buf, size_t *cap, size_t want, int *file, bool *
                     size_t keep = (size_t)(p - *buf) + 1;
                     if (grow(&r->carry, &r->carrycap, len - keep) != 0)
                         goto nomem;
-                    memcpy(r->carry, p + 1, len - keep);
+                    if (len > keep)
+                        memcpy(r->carry, p + 1, len - keep);
                     r->carrylen = len - keep;
                     *file = r->cur;
                     *unterminated = false;
