@@ -15,7 +15,7 @@
 server_config cfg;
 
 static pthread_mutex_t str_lock = PTHREAD_MUTEX_INITIALIZER;
-static char *s_bind, *s_dir, *s_requirepass, *s_logfile, *s_config_file, *s_pidfile;
+static char *s_bind, *s_dir, *s_requirepass, *s_logfile, *s_config_file, *s_pidfile, *s_save;
 
 typedef enum { T_INT, T_MEM, T_DOUBLE, T_STR, T_ENUM, T_OBUF, T_FIXED } cfg_type;
 
@@ -34,6 +34,8 @@ typedef struct cfg_entry {
 static const char *const loglevels[] = {"debug", "verbose", "notice", "warning", NULL};
 static const char *const layouts[] = {"blocked", "classic", NULL};
 static const char *const policies[] = {"noeviction", NULL};
+static const char *const yesno[] = {"no", "yes", NULL};
+static const char *const fsyncs[] = {"always", "everysec", "no", NULL};
 static _Atomic long long policy_dummy;
 static _Atomic long long databases_dummy;
 
@@ -68,10 +70,11 @@ static const cfg_entry table[] = {
     {"logfile", T_STR, false, NULL, 0, 0, &s_logfile, NULL, NULL, ""},
     {"pidfile", T_STR, false, NULL, 0, 0, &s_pidfile, NULL, NULL, ""},
     {"databases", T_INT, false, &databases_dummy, 1, 1, NULL, NULL, NULL, "1"},
-    /* Persistence is not implemented yet: these answer what clients probe
-     * for and refuse any other value. */
-    {"save", T_FIXED, false, NULL, 0, 0, NULL, NULL, "", ""},
-    {"appendonly", T_FIXED, false, NULL, 0, 0, NULL, NULL, "no", "no"},
+    /* Persistence (docs/PERSISTENCE.md). save: "<seconds> <changes> ...",
+     * or "" for no schedule. */
+    {"save", T_STR, true, NULL, 0, 0, &s_save, NULL, NULL, "3600 1 300 100 60 10000"},
+    {"appendonly", T_ENUM, false, &cfg.appendonly, 0, 0, NULL, yesno, NULL, "yes"},
+    {"appendfsync", T_ENUM, true, &cfg.appendfsync, 0, 0, NULL, fsyncs, NULL, "everysec"},
 };
 #define NTABLE (sizeof(table) / sizeof(table[0]))
 
@@ -133,8 +136,10 @@ static bool apply_entry(const cfg_entry *c, int argc, const char *const *argv, c
         }
         return set_obuf(argc, argv, lens, err, errlen);
     }
-    if (c->type == T_STR && str_eq_ci(c->name, strlen(c->name), "bind")) {
-        /* "bind a b c": several addresses, kept space-separated. */
+    if (c->type == T_STR && (str_eq_ci(c->name, strlen(c->name), "bind") ||
+                             str_eq_ci(c->name, strlen(c->name), "save"))) {
+        /* "bind a b c", "save 3600 1 300 100": several words, kept
+         * space-separated. */
         size_t total = 1;
         for (int i = 0; i < argc; i++) total += lens[i] + 1;
         char *v = calloc(1, total);
@@ -259,7 +264,7 @@ void config_init(void) {
 
 void config_free(void) {
     pthread_mutex_lock(&str_lock);
-    char **all[] = {&s_bind, &s_dir, &s_requirepass, &s_logfile, &s_config_file, &s_pidfile};
+    char **all[] = {&s_bind, &s_dir, &s_requirepass, &s_logfile, &s_config_file, &s_pidfile, &s_save};
     for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++) {
         free(*all[i]);
         *all[i] = NULL;

@@ -30,6 +30,8 @@ typedef struct server_config {
     _Atomic long long tcp_backlog;
     _Atomic long long loglevel;        /* 0 debug .. 3 warning */
     _Atomic long long bf_layout;       /* bloomery_layout */
+    _Atomic long long appendonly;      /* 0 no, 1 yes */
+    _Atomic long long appendfsync;     /* FSYNC_* in persist.h */
     _Atomic double bf_error_rate;
 } server_config;
 
@@ -57,7 +59,7 @@ void config_match(const char *pat, size_t plen, void (*fn)(void *ctx, const char
                   void *ctx);
 
 /* Copy of a string setting ("bind", "dir", "requirepass", "logfile",
- * "config-file"); caller frees. */
+ * "config-file", "save"); caller frees. */
 char *config_get_str(const char *name);
 bool config_requirepass_set(void);
 /* Constant-time-ish comparison with requirepass. */

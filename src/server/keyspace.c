@@ -19,6 +19,7 @@ static ks_stripe stripes[KS_STRIPES];
 static _Atomic uint64_t used_memory;
 _Atomic uint64_t ks_stat_expired;
 static _Atomic unsigned expire_next_stripe;
+static bool expiry_paused;
 
 #define INITIAL_BUCKETS 4
 
@@ -61,8 +62,10 @@ uint64_t ks_entry_overhead(size_t klen) {
 }
 
 bool ks_entry_expired(const kv_entry *e, int64_t now) {
-    return e->expire_ms != 0 && e->expire_ms <= now;
+    return e->expire_ms != 0 && e->expire_ms <= now && !expiry_paused;
 }
+
+void ks_pause_expiry(bool paused) { expiry_paused = paused; }
 
 static kv_entry **find_slot(ks_stripe *st, uint64_t hash, const char *key, size_t klen) {
     kv_entry **pp = &st->buckets[(hash >> KS_STRIPE_BITS) & st->mask];
@@ -351,25 +354,75 @@ void ks_foreach(ks_visit_fn fn, void *ctx) {
     }
 }
 
+static uint64_t flush_stripe(ks_stripe *st) {
+    uint64_t n = 0;
+    for (uint64_t b = 0; b <= st->mask; b++) {
+        kv_entry *e = st->buckets[b];
+        while (e) {
+            kv_entry *next = e->next;
+            free_entry(e);
+            n++;
+            e = next;
+        }
+        st->buckets[b] = NULL;
+    }
+    st->count = st->expires = 0;
+    return n;
+}
+
 uint64_t ks_flush(void) {
     uint64_t n = 0;
     for (unsigned s = 0; s < KS_STRIPES; s++) {
         ks_stripe *st = &stripes[s];
         pthread_rwlock_wrlock(&st->lock);
-        for (uint64_t b = 0; b <= st->mask; b++) {
-            kv_entry *e = st->buckets[b];
-            while (e) {
-                kv_entry *next = e->next;
-                free_entry(e);
-                n++;
-                e = next;
-            }
-            st->buckets[b] = NULL;
-        }
-        st->count = st->expires = 0;
+        n += flush_stripe(st);
         pthread_rwlock_unlock(&st->lock);
     }
     return n;
+}
+
+void ks_lock_all(void) {
+    for (unsigned s = 0; s < KS_STRIPES; s++) pthread_rwlock_wrlock(&stripes[s].lock);
+}
+
+void ks_unlock_all(void) {
+    for (unsigned s = KS_STRIPES; s-- > 0;) pthread_rwlock_unlock(&stripes[s].lock);
+}
+
+uint64_t ks_flush_locked(void) {
+    uint64_t n = 0;
+    for (unsigned s = 0; s < KS_STRIPES; s++) n += flush_stripe(&stripes[s]);
+    return n;
+}
+
+void ks_foreach_locked(ks_visit_fn fn, void *ctx) {
+    for (unsigned s = 0; s < KS_STRIPES; s++) {
+        ks_stripe *st = &stripes[s];
+        for (uint64_t b = 0; b <= st->mask; b++)
+            for (kv_entry *e = st->buckets[b]; e; e = e->next) fn(ctx, e);
+    }
+}
+
+uint64_t ks_drop_expired(void) {
+    int64_t now = now_ms();
+    uint64_t removed = 0;
+    for (unsigned s = 0; s < KS_STRIPES; s++) {
+        ks_stripe *st = &stripes[s];
+        pthread_rwlock_wrlock(&st->lock);
+        for (uint64_t b = 0; st->expires && b <= st->mask; b++) {
+            kv_entry **pp = &st->buckets[b];
+            while (*pp) {
+                if (ks_entry_expired(*pp, now)) {
+                    unlink_slot(st, pp);
+                    removed++;
+                } else {
+                    pp = &(*pp)->next;
+                }
+            }
+        }
+        pthread_rwlock_unlock(&st->lock);
+    }
+    return removed;
 }
 
 uint64_t ks_active_expire(int64_t budget_us) {

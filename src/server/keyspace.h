@@ -144,6 +144,18 @@ void ks_foreach(ks_visit_fn fn, void *ctx);
 
 /* Remove every key; returns the number removed. */
 uint64_t ks_flush(void);
+
+/* Every stripe at once, exclusively, in ascending order (FLUSHALL as one
+ * step; a snapshot's capture). ks_flush_locked flushes under it. */
+void ks_lock_all(void);
+void ks_unlock_all(void);
+uint64_t ks_flush_locked(void);
+/* Visit every entry, expired or not, with every stripe locked. */
+void ks_foreach_locked(ks_visit_fn fn, void *ctx);
+/* Recovery replays the log as the keyspace was then: while paused no key
+ * counts as expired. ks_drop_expired then removes what expired meanwhile. */
+void ks_pause_expiry(bool paused);
+uint64_t ks_drop_expired(void);
 /* One active-expiry step: visits stripes holding expiring keys until
  * budget_us has passed. Returns keys removed. */
 uint64_t ks_active_expire(int64_t budget_us);

@@ -83,6 +83,12 @@ typedef struct client {
 
     struct client *prev, *next;      /* worker's list */
     struct client *gprev, *gnext;    /* global registry, clients_lock */
+
+    /* Group commit (commit.c): replies wait for the log to be durable up
+     * to wal_lsn while parked. */
+    uint64_t wal_lsn;
+    bool wal_parked;
+    struct client *wal_prev, *wal_next;
 } client;
 
 typedef struct cmd_stat {

@@ -15,6 +15,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "persist.h"
 #include "server.h"
 #include "util.h"
 
@@ -32,6 +33,7 @@ static void on_wake(uv_async_t *a) {
         pthread_mutex_unlock(&w->inbox_lock);
         uv_close((uv_handle_t *)&w->wake, close_handle_cb);
         uv_close((uv_handle_t *)&w->cron, close_handle_cb);
+        commit_worker_close(w);
         return;
     }
     int fds[64];
@@ -86,6 +88,7 @@ int workers_start(int n) {
         uv_timer_init(&w->loop, &w->cron);
         w->cron.data = w;
         uv_timer_start(&w->cron, on_cron, 100, 100);
+        commit_worker_init(w);
     }
     for (int i = 0; i < n; i++) {
         if (pthread_create(&srv.workers[i].thread, NULL, worker_main, &srv.workers[i]) != 0)

@@ -1,0 +1,106 @@
+/* Group commit of replies under appendfsync always.
+ *
+ * A client whose requests logged records must not see their replies before
+ * the log is durable up to its last record. Instead of blocking its worker
+ * on the fsync, the worker parks the client on its own list and goes on
+ * serving other connections; the log thread, after each fsync, wakes every
+ * worker that has parked clients (uv_async), and the worker writes out the
+ * replies of those now covered. One fsync thus releases every client of
+ * every worker whose records it covered, and a worker's loop never waits
+ * for the disk.
+ *
+ * The parked flag also holds back writes started elsewhere (the end of a
+ * previous write): client_flush() does nothing while it is set.
+ */
+#include <stdlib.h>
+
+#include "persist.h"
+#include "server.h"
+
+typedef struct commit_worker {
+    uv_async_t async;
+    client *head;             /* parked clients; this worker's thread only */
+    _Atomic bool has_parked;
+} commit_worker;
+
+static commit_worker *cws;
+static int ncws;
+
+static void unlink_client(commit_worker *cw, client *c) {
+    if (c->wal_prev) c->wal_prev->wal_next = c->wal_next;
+    else cw->head = c->wal_next;
+    if (c->wal_next) c->wal_next->wal_prev = c->wal_prev;
+    c->wal_next = c->wal_prev = NULL;
+    c->wal_parked = false;
+}
+
+static void on_durable(uv_async_t *a) {
+    commit_worker *cw = a->data;
+    uint64_t durable = wal_durable_lsn();
+    client *next;
+    for (client *c = cw->head; c; c = next) {
+        next = c->wal_next;
+        if (c->wal_lsn <= durable) {
+            unlink_client(cw, c);
+            client_flush(c);
+        }
+    }
+    if (cw->head == NULL) atomic_store(&cw->has_parked, false);
+    /* Parked again meanwhile, or a notification raced the flag: check once
+     * more so no client waits for an fsync that already happened. */
+    if (cw->head && wal_durable_lsn() > durable) uv_async_send(&cw->async);
+}
+
+void commit_worker_init(worker *w) {
+    if (cws == NULL) {
+        ncws = srv.nworkers;
+        cws = calloc((size_t)ncws, sizeof(*cws));
+        if (cws == NULL) abort();
+    }
+    commit_worker *cw = &cws[w->idx];
+    uv_async_init(&w->loop, &cw->async, on_durable);
+    cw->async.data = cw;
+}
+
+static void closed(uv_handle_t *h) { (void)h; }
+
+void commit_worker_close(worker *w) {
+    commit_worker *cw = &cws[w->idx];
+    uv_close((uv_handle_t *)&cw->async, closed);
+}
+
+bool commit_defer(client *c, uint64_t lsn) {
+    if (!wal_enabled() ||
+        atomic_load_explicit(&cfg.appendfsync, memory_order_relaxed) != FSYNC_ALWAYS)
+        return false;
+    if (lsn > c->wal_lsn) c->wal_lsn = lsn;
+    if (c->wal_parked) return true;
+    if (wal_durable_lsn() >= c->wal_lsn) return false;
+    commit_worker *cw = &cws[c->w->idx];
+    c->wal_prev = NULL;
+    c->wal_next = cw->head;
+    if (cw->head) cw->head->wal_prev = c;
+    cw->head = c;
+    c->wal_parked = true;
+    /* Publish the flag before the last look at the durable LSN: the log
+     * thread stores that LSN before reading the flag, so one of the two
+     * sees the other. */
+    atomic_store(&cw->has_parked, true);
+    if (wal_durable_lsn() >= c->wal_lsn) uv_async_send(&cw->async);
+    return true;
+}
+
+void commit_forget(client *c) {
+    if (c->wal_parked) unlink_client(&cws[c->w->idx], c);
+}
+
+void commit_notify(void) {
+    for (int i = 0; i < ncws; i++)
+        if (atomic_load(&cws[i].has_parked)) uv_async_send(&cws[i].async);
+}
+
+void commit_free(void) {
+    free(cws);
+    cws = NULL;
+    ncws = 0;
+}

@@ -1,0 +1,118 @@
+/* Durability: the write-ahead log, snapshots and recovery.
+ *
+ * Files, one concept each:
+ *   wal.c       the log writer: one thread appends the records workers hand
+ *               it to DIR/log/<first LSN>.wal, fsyncs per appendfsync and
+ *               publishes the durable LSN
+ *   wal_log.c   what a command logs: records built from library hashes
+ *   commit.c    group commit: under appendfsync always a client's replies
+ *               wait until the log is durable up to its last record
+ *   snapshot.c  capture, background write and publication of a snapshot
+ *   recovery.c  start-up: newest snapshot, then replay of the log
+ *   t_persist.c SAVE, BGSAVE, LASTSAVE, BGREWRITEAOF, INFO persistence, the
+ *               save schedule
+ * Byte formats live in src/persist (shared with `bloomery check-data`);
+ * docs/PERSISTENCE.md describes them and the recovery rules.
+ *
+ * Ordering rule: a command logs while it still holds the stripe lock(s) of
+ * the key(s) it changed, after applying the change, so the log's order of
+ * records on one key is the order in which they were applied; a snapshot's
+ * capture holds every stripe lock, so the log position it records (L0)
+ * splits the history exactly.
+ */
+#ifndef BLOOMERYD_PERSIST_H
+#define BLOOMERYD_PERSIST_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "bloomery/bloomery.h"
+#include "keyspace.h"
+#include "wal_format.h"
+
+struct client;
+struct worker;
+
+enum { FSYNC_ALWAYS = 0, FSYNC_EVERYSEC = 1, FSYNC_NO = 2 };
+
+/* ---- wal.c ---- */
+
+/* Open the log for appending: a new file starting at next_lsn. */
+bool wal_open(const char *dir, uint64_t next_lsn, char *err, size_t errlen);
+/* Write what is pending, fsync, stop the thread, close. */
+void wal_close(void);
+bool wal_enabled(void);
+/* Append one record (payload already encoded); returns its LSN. */
+uint64_t wal_append(uint8_t type, const void *payload, size_t len);
+/* The LSN the next record will get (with every stripe locked: exact). */
+uint64_t wal_next_lsn(void);
+/* Start a new log file at the next LSN; returns that LSN. Called by a
+ * snapshot's capture with every stripe locked. */
+uint64_t wal_rotate(void);
+/* Wait until the rotation to first_lsn is on disk. */
+void wal_wait_rotated(uint64_t first_lsn);
+/* Delete log files that hold only records below lsn. */
+void wal_delete_below(uint64_t lsn);
+uint64_t wal_durable_lsn(void);
+/* Highest LSN appended by this thread. */
+extern _Thread_local uint64_t wal_thread_lsn;
+
+typedef struct wal_stats {
+    uint64_t written_lsn, durable_lsn, bytes, fsyncs, pending_bytes;
+    int64_t last_fsync_ms;
+    bool write_ok;
+} wal_stats;
+void wal_get_stats(wal_stats *s);
+
+/* ---- wal_log.c: called by command handlers ---- */
+
+/* Changes since the last successful snapshot (INFO, the save schedule). */
+extern _Atomic uint64_t persist_dirty;
+/* During recovery nothing is logged or counted. */
+extern bool persist_replaying;
+
+void wal_log_bf_add(const char *key, size_t klen, const sbf_t *f, const char *const *items,
+                    const size_t *lens, size_t n, const int *results);
+/* type WAL_CNT_ADD or WAL_CNT_DEL; logs items i with done[i] (NULL: all). */
+void wal_log_counting(uint8_t type, const char *key, size_t klen, const cntbf_t *cf,
+                      const char *const *items, const size_t *lens, size_t n, const int *done);
+void wal_log_pf_add(const char *key, size_t klen, bool created, const char *const *items,
+                    const size_t *lens, size_t n);
+void wal_log_create(const char *key, size_t klen, const wal_create *c);
+void wal_log_del(const char *const *keys, const size_t *lens, size_t n);
+void wal_log_expire(const char *key, size_t klen, int64_t when_ms);
+void wal_log_rename(const char *src, size_t slen, const char *dst, size_t dlen);
+void wal_log_flush(void);
+/* WAL_BF_MERGE or WAL_PF_MERGE: keys[0] is the destination. */
+void wal_log_merge(uint8_t type, bool created, const char *const *keys, const size_t *lens,
+                   size_t n);
+void wal_log_loadchunk(const char *key, size_t klen, long long iter, const void *data,
+                       size_t len);
+
+/* ---- commit.c ---- */
+
+void commit_worker_init(struct worker *w);
+void commit_worker_close(struct worker *w);
+/* After a client's requests ran: true if its replies must wait for the log
+ * (appendfsync always and its last record is not durable yet). */
+bool commit_defer(struct client *c, uint64_t lsn);
+void commit_forget(struct client *c);
+/* From the log thread: durable LSN advanced. */
+void commit_notify(void);
+void commit_free(void);
+
+/* ---- t_bloom.c ---- */
+
+/* The maxmemory hook of growing filters, for filters built outside
+ * t_bloom.c (recovery). ctx is the kv_obj. */
+bool bf_growth_hook(void *ctx, uint64_t bytes);
+
+/* ---- recovery.c ---- */
+
+/* Load the newest snapshot and replay the log; on success *next_lsn is the
+ * LSN to continue from. On damage err names the file, offset and reason and
+ * nothing stays loaded. */
+bool recovery_run(const char *dir, uint64_t *next_lsn, char *err, size_t errlen);
+
+#endif
