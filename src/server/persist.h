@@ -74,7 +74,8 @@ extern bool persist_replaying;
 
 void wal_log_bf_add(const char *key, size_t klen, const sbf_t *f, const char *const *items,
                     const size_t *lens, size_t n, const int *results);
-/* type WAL_CNT_ADD or WAL_CNT_DEL; logs items i with done[i] (NULL: all). */
+/* type WAL_CNT_ADD or WAL_CNT_DEL; logs the items whose done[i] >= 0 (NULL:
+ * all). */
 void wal_log_counting(uint8_t type, const char *key, size_t klen, const cntbf_t *cf,
                       const char *const *items, const size_t *lens, size_t n, const int *done);
 void wal_log_pf_add(const char *key, size_t klen, bool created, const char *const *items,

@@ -29,6 +29,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "persist.h"
 #include "server.h"
 #include "util.h"
 
@@ -54,6 +55,8 @@ static bool may_allocate(void *ctx, uint64_t bytes) {
     atomic_fetch_add_explicit(&o->value_bytes, bytes, memory_order_relaxed);
     return true;
 }
+
+bool bf_growth_hook(void *ctx, uint64_t bytes) { return may_allocate(ctx, bytes); }
 
 static bool is_bloom(const kv_obj *o) {
     return o->type == KV_BLOOM || o->type == KV_COUNTING || o->type == KV_LOADING;
@@ -152,6 +155,12 @@ static kv_entry *create_filter(client *c, ks_ref *ref, const bf_params *p) {
         return NULL;
     }
     if (p->ttl_s > 0) ks_set_expire(ref, now_ms() + p->ttl_s * 1000);
+    /* The full parameters: a filter created with this server's defaults
+     * replays with them whatever the defaults are then. */
+    wal_create wc = {p->counting ? WAL_KIND_COUNTING : WAL_KIND_SCALABLE,
+                     p->counting ? 0 : (uint8_t)p->layout, (uint32_t)p->expansion,
+                     (uint64_t)p->capacity, p->error, e->expire_ms};
+    wal_log_create(ref->key, ref->klen, &wc);
     return e;
 }
 
@@ -171,8 +180,8 @@ static void reply_add_results(client *c, const int *res, size_t n) {
 
 /* Add items[0..n) to o and reply: an integer/boolean for a single add
  * (multi == false) or an array that ends at the first error. */
-static void add_items(client *c, kv_obj *o, const char **items, const size_t *lens, size_t n,
-                      bool multi) {
+static void add_items(client *c, const char *key, size_t klen, kv_obj *o, const char **items,
+                      const size_t *lens, size_t n, bool multi) {
     int small[256];
     int *res = n <= 256 ? small : malloc(n * sizeof(int));
     if (res == NULL) {
@@ -183,10 +192,14 @@ static void add_items(client *c, kv_obj *o, const char **items, const size_t *le
     growth_refused = false;
     if (o->type == KV_BLOOM) {
         done = sbf_add_many(o->u.sbf, (const void *const *)items, lens, n, res);
+        wal_log_bf_add(key, klen, o->u.sbf, items, lens, done, res);
     } else {
         /* Counting filters do not scale: like a NONSCALING chain they refuse
-         * new items once they hold their capacity. */
+         * new items once they hold their capacity. Their writers serialize
+         * on the object so the log holds their changes in applied order
+         * (saturated counters make adds and deletes order-sensitive). */
         cntbf_t *cf = o->u.cnt;
+        pthread_mutex_lock(&o->lock);
         uint64_t cap = cntbf_capacity(cf);
         for (done = 0; done < n;) {
             if (cntbf_count(cf) >= cap && !cntbf_check(cf, items[done], lens[done])) {
@@ -196,6 +209,8 @@ static void add_items(client *c, kv_obj *o, const char **items, const size_t *le
             res[done] = cntbf_add(cf, items[done], lens[done]) ? 1 : 0;
             done++;
         }
+        wal_log_counting(WAL_CNT_ADD, key, klen, cf, items, lens, done, res);
+        pthread_mutex_unlock(&o->lock);
     }
     if (multi) reply_array(&c->out, (long long)done);
     reply_add_results(c, res, done);
@@ -238,7 +253,7 @@ void bfAddCommand(client *c) {
     default_params(&p);
     ks_ref ref;
     kv_entry *e = open_for_add(c, &ref, &p, true);
-    if (e) add_items(c, e->obj, c->argv + 2, c->argvlen + 2, 1, false);
+    if (e) add_items(c, c->argv[1], c->argvlen[1], e->obj, c->argv + 2, c->argvlen + 2, 1, false);
     ks_close(&ref);
 }
 
@@ -251,7 +266,9 @@ void bfMaddCommand(client *c) {
     default_params(&p);
     ks_ref ref;
     kv_entry *e = open_for_add(c, &ref, &p, true);
-    if (e) add_items(c, e->obj, c->argv + 2, c->argvlen + 2, (size_t)c->argc - 2, true);
+    if (e)
+        add_items(c, c->argv[1], c->argvlen[1], e->obj, c->argv + 2, c->argvlen + 2,
+                  (size_t)c->argc - 2, true);
     ks_close(&ref);
 }
 
@@ -304,7 +321,7 @@ void bf_batch(client *c, bool add, const char *key, size_t klen, const char **it
         }
         kv_obj *o = e->obj;
         if (o->type != KV_BLOOM) {
-            add_items(c, o, items + i, lens + i, 1, false);
+            add_items(c, key, klen, o, items + i, lens + i, 1, false);
             ks_close(&ref);
             i++;
             continue;
@@ -313,6 +330,7 @@ void bf_batch(client *c, bool add, const char *key, size_t klen, const char **it
         size_t g = n - i < 256 ? n - i : 256;
         growth_refused = false;
         size_t done = sbf_add_many(o->u.sbf, (const void *const *)(items + i), lens + i, g, res);
+        wal_log_bf_add(key, klen, o->u.sbf, items + i, lens + i, done, res);
         reply_add_results(c, res, done);
         ks_close(&ref);
         i += done;
@@ -565,7 +583,8 @@ void bfInsertCommand(client *c) {
     ks_ref ref;
     kv_entry *e = open_for_add(c, &ref, &p, create);
     if (e)
-        add_items(c, e->obj, c->argv + items, c->argvlen + items, (size_t)(c->argc - items), true);
+        add_items(c, c->argv[1], c->argvlen[1], e->obj, c->argv + items, c->argvlen + items,
+                  (size_t)(c->argc - items), true);
     ks_close(&ref);
 }
 
@@ -750,8 +769,16 @@ void bfDelCommand(client *c) {
     if (e) {
         if (e->obj->type != KV_COUNTING)
             reply_error(&c->out, "ERR BF.DEL needs a counting filter (BF.RESERVE ... COUNTING)");
-        else
-            reply_bool(&c->out, cntbf_delete(e->obj->u.cnt, c->argv[2], c->argvlen[2]));
+        else {
+            kv_obj *o = e->obj;
+            pthread_mutex_lock(&o->lock);
+            bool deleted = cntbf_delete(o->u.cnt, c->argv[2], c->argvlen[2]);
+            if (deleted)
+                wal_log_counting(WAL_CNT_DEL, c->argv[1], c->argvlen[1], o->u.cnt, c->argv + 2,
+                                 c->argvlen + 2, 1, NULL);
+            pthread_mutex_unlock(&o->lock);
+            reply_bool(&c->out, deleted);
+        }
     }
     ks_close(&ref);
 }
@@ -885,6 +912,7 @@ void bfMergeCommand(client *c) {
             goto out;
         }
     }
+    wal_log_merge(WAL_BF_MERGE, from == 3, c->argv + 1, c->argvlen + 1, (size_t)c->argc - 1);
     reply_ok(&c->out);
 out:
     ks_unlock_many(&m);
@@ -1196,6 +1224,7 @@ void bfLoadchunkCommand(client *c) {
     }
     const uint8_t *data = (const uint8_t *)c->argv[3];
     size_t len = c->argvlen[3];
+    size_t before = c->out.len;
     ks_ref ref;
     kv_entry *e = ks_open(&ref, c->argv[1], c->argvlen[1], true);
     if (e == NULL) {
@@ -1224,5 +1253,8 @@ void bfLoadchunkCommand(client *c) {
         /* A complete image-format filter takes no more chunks. */
         reply_error(&c->out, "ERR received bad data");
     }
+    /* Replay runs the command again on the replayed state. */
+    if (c->out.len > before && c->out.buf[before] == '+')
+        wal_log_loadchunk(c->argv[1], c->argvlen[1], iter, data, len);
     ks_close(&ref);
 }

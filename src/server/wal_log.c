@@ -70,7 +70,7 @@ void wal_log_bf_add(const char *key, size_t klen, const sbf_t *f, const char *co
 void wal_log_counting(uint8_t type, const char *key, size_t klen, const cntbf_t *cf,
                       const char *const *items, const size_t *lens, size_t n, const int *done) {
     size_t ok = 0;
-    for (size_t i = 0; i < n; i++) ok += done == NULL || done[i];
+    for (size_t i = 0; i < n; i++) ok += done == NULL || done[i] >= 0;
     if (ok == 0 || !begin(ok)) return;
     uint64_t small[2 * 16];
     uint64_t *h = ok <= 16 ? small : malloc(ok * 2 * sizeof(uint64_t));
@@ -80,7 +80,7 @@ void wal_log_counting(uint8_t type, const char *key, size_t klen, const cntbf_t 
     } else {
         size_t k = 0;
         for (size_t i = 0; i < n; i++) {
-            if (done && !done[i]) continue;
+            if (done && done[i] < 0) continue;
             bloomery_hash bh = bloomery_hash_item(items[i], lens[i], cntbf_seed(cf));
             h[2 * k] = bh.lo;
             h[2 * k + 1] = bh.hi;
