@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "persist.h"
 #include "server.h"
 #include "util.h"
 
@@ -77,6 +78,9 @@ void pfaddCommand(client *c) {
         rc = hll_add(o->u.hll, c->argv[i], c->argvlen[i]);
         if (rc == 1) updated = true;
     }
+    if (updated)
+        wal_log_pf_add(c->argv[1], c->argvlen[1], created, c->argv + 2, c->argvlen + 2,
+                       (size_t)c->argc - 2);
     account(o);
     pthread_mutex_unlock(&o->lock);
     ks_close(&ref);
@@ -162,8 +166,12 @@ void pfmergeCommand(client *c) {
     /* Exclusive stripes: nobody else can touch these HLLs meanwhile. */
     ks_lock_many(&m, c->argv + 1, c->argvlen + 1, n, true);
     hll_t **srcs = calloc(n, sizeof(*srcs));
-    size_t nsrc = 0;
-    if (srcs == NULL) {
+    /* The log names the sources that existed: replay must not merge a key
+     * that was missing (expired) here but is still present there. */
+    const char **present = calloc(n, sizeof(*present));
+    size_t *plens = calloc(n, sizeof(*plens));
+    size_t nsrc = 0, npresent = 1;
+    if (srcs == NULL || present == NULL || plens == NULL) {
         reply_oom(c);
         goto out;
     }
@@ -183,7 +191,10 @@ void pfmergeCommand(client *c) {
         }
         if (dst && e->obj == dst->obj) continue;
         srcs[nsrc++] = e->obj->u.hll;
+        present[npresent] = c->argv[1 + i];
+        plens[npresent++] = c->argvlen[1 + i];
     }
+    bool created = dst == NULL;
     if (dst == NULL) {
         kv_obj *o = new_hll();
         if (o == NULL || (dst = ks_add(&dref, o)) == NULL) {
@@ -196,9 +207,14 @@ void pfmergeCommand(client *c) {
     hll_set_sparse_max(dst->obj->u.hll, sparse_max());
     int rc = hll_merge(dst->obj->u.hll, srcs, nsrc);
     account(dst->obj);
+    present[0] = c->argv[1];
+    plens[0] = c->argvlen[1];
+    if (rc >= 0) wal_log_merge(WAL_PF_MERGE, created, present, plens, npresent);
     if (rc < 0) reply_error(&c->out, err_invalid);
     else reply_ok(&c->out);
 out:
     ks_unlock_many(&m);
     free(srcs);
+    free(present);
+    free(plens);
 }

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "persist.h"
 #include "server.h"
 #include "util.h"
 
@@ -14,6 +15,7 @@ void delCommand(client *c) {
         ks_ref ref;
         if (ks_open(&ref, c->argv[i], c->argvlen[i], true)) {
             ks_remove(&ref);
+            wal_log_del(c->argv + i, c->argvlen + i, 1);
             n++;
         }
         ks_close(&ref);
@@ -199,6 +201,7 @@ static void rename_generic(client *c, bool nx) {
     e->obj = placeholder;
     src.e = e;
     ks_remove(&src);
+    wal_log_rename(keys[0], lens[0], keys[1], lens[1]);
     ks_unlock_many(&m);
     if (nx) reply_int(&c->out, 1);
     else reply_ok(&c->out);
@@ -263,8 +266,10 @@ static void expire_generic(client *c, int64_t base_ms, int64_t unit_ms, const ch
     }
     if (when <= now_ms()) {
         ks_remove(&ref);
+        wal_log_del(c->argv + 1, c->argvlen + 1, 1);
     } else {
         ks_set_expire(&ref, when);
+        wal_log_expire(c->argv[1], c->argvlen[1], when);
     }
     ks_close(&ref);
     reply_int(&c->out, 1);
@@ -305,6 +310,7 @@ void persistCommand(client *c) {
     long long v = 0;
     if (e && e->expire_ms) {
         ks_set_expire(&ref, 0);
+        wal_log_expire(c->argv[1], c->argvlen[1], 0);
         v = 1;
     }
     ks_close(&ref);
