@@ -178,3 +178,17 @@ def test_type_names(c):
                 return sorted(out)
     assert scan("MBbloom--") == [b"b", b"cnt"]
     assert scan("string") == [b"h"]
+
+
+def test_command_info_flags_as_redisbloom(c):
+    """RedisBloom registers BF.RESERVE/ADD/MADD/INSERT/LOADCHUNK as "write
+    deny-oom", the readers as "readonly fast", one key at argv[1], ACL
+    category @bloom."""
+    for name in ["bf.reserve", "bf.add", "bf.madd", "bf.insert", "bf.loadchunk"]:
+        info = c.cmd("COMMAND", "INFO", name)[0]
+        assert sorted(info[2]) == ["denyoom", "write"], name
+        assert info[3:6] == [1, 1, 1] and info[6] == ["@bloom"], name
+    for name in ["bf.exists", "bf.mexists", "bf.info", "bf.card", "bf.scandump", "bf.debug"]:
+        info = c.cmd("COMMAND", "INFO", name)[0]
+        assert sorted(info[2]) == ["fast", "readonly"], name
+        assert info[3:6] == [1, 1, 1] and info[6] == ["@bloom"], name
