@@ -231,6 +231,10 @@ void server_count_hit(client *c, bool hit) {
     stat_add(hit ? &c->w->hits : &c->w->misses, 1);
 }
 
+void server_count_hits(client *c, bool hit, uint64_t n) {
+    stat_add(hit ? &c->w->hits : &c->w->misses, n);
+}
+
 /* ---- COMMAND ---- */
 
 static void reply_flags(client *c, const command *cmd) {

@@ -190,6 +190,7 @@ void reply_oom(client *c);
 uint64_t server_maxmemory(void);
 bool server_over_maxmemory(void);
 void server_count_hit(client *c, bool hit);
+void server_count_hits(client *c, bool hit, uint64_t n);   /* n lookups at once */
 
 /* ---- logging ---- */
 void server_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

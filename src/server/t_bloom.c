@@ -278,7 +278,7 @@ void bf_batch(client *c, bool add, const char *key, size_t klen, const char **it
     if (!add) {
         kv_entry *e = ks_open(&ref, key, klen, false);
         kv_obj *o = e ? e->obj : NULL;
-        for (size_t i = 0; i < n; i++) server_count_hit(c, e != NULL);
+        server_count_hits(c, e != NULL, n);
         if (o && o->type == KV_BLOOM) {
             int res[256];
             for (size_t base = 0; base < n; base += 256) {
