@@ -79,6 +79,7 @@ static void dedup_usage(FILE *f)
 "whenever the filter says its key was seen: unique records are lost at about\n"
 "the filter's false-positive rate, and the summary says how many to expect.\n"
 "\n"
+"The input files must not change while dedup runs (it checks their size).\n"
 "Records with fewer fields than --key needs are written unchanged, counted\n"
 "and reported. Records must end with the separator; a missing one at the end\n"
 "of a file is added on output.\n"
@@ -164,6 +165,7 @@ typedef struct dedup {
     uint64_t first_nokey_line;
     int first_nokey_file;
     uint64_t bytes_done;
+    uint64_t bytes_read;    /* by the last pass */
     outbuf out, dupout;
     double last_progress;
 } dedup;
@@ -632,6 +634,7 @@ static int run_pass(dedup *d, int op, const char *name)
         pthread_join(rt, NULL);
     for (int i = 0; i < started; i++)
         pthread_join(ct[i], NULL);
+    d->bytes_read = d->rd.bytes;
     rdr_close(&d->rd);
     if (d->abort)
         rc = -1;
@@ -947,7 +950,15 @@ int cmd_dedup(int argc, char **argv)
             suspects += d->ch[c].suspects;
             set_bytes += hset_bytes(&d->ch[c].set) + ((uint64_t)1 << d->ch[c].bits_log2) / 8;
         }
+        uint64_t pass1_bytes = d->bytes_read;
         if (run_pass(d, OP_PASS2, "pass 2/2") != 0) {
+            rc = CLI_ERROR;
+            goto cleanup;
+        }
+        if (d->bytes_read != pass1_bytes) {
+            fprintf(stderr, PROG ": the input changed between the passes (%llu bytes, then "
+                            "%llu); the output may keep duplicates\n",
+                    (unsigned long long)pass1_bytes, (unsigned long long)d->bytes_read);
             rc = CLI_ERROR;
             goto cleanup;
         }
