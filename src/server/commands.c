@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "persist.h"
 #include "server.h"
 #include "util.h"
 
@@ -41,7 +42,8 @@ static command table[] = {
     {"flushdb", flushallCommand, -1, W, 0, 0, 0, "server", 0},
     {"lastsave", lastsaveCommand, 1, F, 0, 0, 0, "server", 0},
     {"save", saveCommand, 1, A, 0, 0, 0, "server", 0},
-    {"bgsave", saveCommand, -1, A, 0, 0, 0, "server", 0},
+    {"bgsave", bgsaveCommand, -1, A, 0, 0, 0, "server", 0},
+    {"bgrewriteaof", bgrewriteaofCommand, 1, A, 0, 0, 0, "server", 0},
     /* keyspace */
     {"del", delCommand, -2, W, 1, -1, 1, "generic", 0},
     {"unlink", delCommand, -2, W | F, 1, -1, 1, "generic", 0},

@@ -230,11 +230,14 @@ kv_obj *kv_obj_new(kv_type type, void *value) {
     case KV_LOADING: o->u.loader = value; break;
     }
     pthread_mutex_init(&o->lock, NULL);
+    atomic_store(&o->refs, 1);
     return o;
 }
 
+void kv_obj_retain(kv_obj *o) { atomic_fetch_add(&o->refs, 1); }
+
 void kv_obj_free(kv_obj *o) {
-    if (o == NULL) return;
+    if (o == NULL || atomic_fetch_sub(&o->refs, 1) != 1) return;
     switch (o->type) {
     case KV_BLOOM: sbf_free(o->u.sbf); break;
     case KV_COUNTING: cntbf_free(o->u.cnt); break;

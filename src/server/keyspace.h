@@ -52,6 +52,9 @@ typedef struct kv_obj {
     _Atomic uint64_t value_bytes;
     uint64_t chunks_loaded;   /* loading: chunks received so far */
     uint8_t *chunk_seen;      /* loading: one flag per chunk */
+    /* Owners: the entry, plus a snapshot being written (kv_obj_retain);
+     * kv_obj_free drops one and frees at zero. */
+    _Atomic unsigned refs;
 } kv_obj;
 
 typedef struct kv_entry {
@@ -119,6 +122,7 @@ kv_entry *ks_find_locked(const char *key, size_t klen, ks_ref *ref, bool write);
 /* Objects. */
 kv_obj *kv_obj_new(kv_type type, void *value);
 void kv_obj_free(kv_obj *o);
+void kv_obj_retain(kv_obj *o);
 uint64_t kv_obj_bytes(const kv_obj *o);   /* value bytes counted in used memory */
 const char *kv_type_name(kv_type t);      /* as TYPE answers */
 

@@ -40,6 +40,8 @@ enum { FSYNC_ALWAYS = 0, FSYNC_EVERYSEC = 1, FSYNC_NO = 2 };
 
 /* Open the log for appending: a new file starting at next_lsn. */
 bool wal_open(const char *dir, uint64_t next_lsn, char *err, size_t errlen);
+/* Without a log (appendonly no): LSNs still number snapshots' positions. */
+void wal_set_next_lsn(const char *dir, uint64_t next_lsn);
 /* Write what is pending, fsync, stop the thread, close. */
 void wal_close(void);
 bool wal_enabled(void);
@@ -103,6 +105,22 @@ void commit_forget(struct client *c);
 void commit_notify(void);
 void commit_free(void);
 
+/* ---- t_persist.c ---- */
+
+/* Recovery, then the log opened (appendonly yes): before any client. */
+bool persist_start(const char *dir, char *err, size_t errlen);
+/* At shutdown, workers stopped: the final snapshot (save points set and
+ * not SHUTDOWN NOSAVE, or SHUTDOWN SAVE), then the log closed. */
+void persist_stop(void);
+/* SHUTDOWN's choice: -1 NOSAVE, 0 as configured, 1 SAVE. */
+extern _Atomic int persist_shutdown_save;
+void bgsaveCommand(struct client *c);
+void bgrewriteaofCommand(struct client *c);
+/* From the server cron: the save schedule. */
+void persist_cron(void);
+/* INFO's Persistence section body. */
+void persist_info(char *out, size_t outlen);
+
 /* ---- t_bloom.c ---- */
 
 /* The maxmemory hook of growing filters, for filters built outside
@@ -110,6 +128,12 @@ void commit_free(void);
 bool bf_growth_hook(void *ctx, uint64_t bytes);
 
 /* ---- recovery.c ---- */
+
+/* Whole file into a malloc'd buffer; false (errno set) on failure. */
+bool persist_read_file(const char *path, uint8_t **out, size_t *len);
+/* Numbers of the files "<16 hex digits><suffix>" in dir, ascending; the
+ * caller frees *out. */
+size_t persist_list(const char *dir, const char *suffix, uint64_t **out);
 
 /* Load the newest snapshot and replay the log; on success *next_lsn is the
  * LSN to continue from. On damage err names the file, offset and reason and

@@ -18,6 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "persist.h"
 #include "server.h"
 #include "util.h"
 
@@ -146,8 +147,7 @@ static void begin_shutdown(void) {
     static bool started;
     if (started) return;
     started = true;
-    server_log(LOG_WARNING, "Shutting down: user requested, no data is saved (persistence "
-                            "is not implemented yet).");
+    server_log(LOG_WARNING, "User requested shutdown...");
     for (int i = 0; i < nlisten; i++) {
         uv_close((uv_handle_t *)&listen_polls[i], close_noop);
         close(listen_fds[i]);
@@ -181,6 +181,7 @@ static void on_cron(uv_timer_t *t) {
     long long hz = atomic_load(&cfg.hz);
     /* A quarter of each cron period at most, as Redis's slow cycle. */
     ks_active_expire(250000 / (hz > 0 ? hz : 10));
+    persist_cron();
     int64_t now = mono_us() / 1000;
     uint64_t cmds = total_commands();
     if (ops_last_ms && now > ops_last_ms) {
@@ -310,6 +311,20 @@ int main(int argc, char **argv) {
 
     ks_init();
     commands_init();
+    /* All of the data before the first connection: nothing is served half
+     * loaded, and a damaged data directory stops the start. */
+    dir = config_get_str("dir");
+    char perr[2048];
+    bool loaded = persist_start(dir, perr, sizeof(perr));
+    free(dir);
+    if (!loaded) {
+        server_log(LOG_WARNING, "Can't start: %s", perr);
+        fprintf(stderr, "bloomeryd: can't start: %s\n", perr);
+        ks_shutdown();
+        commands_free();
+        config_free();
+        return 1;
+    }
     if (uv_loop_init(&main_loop) != 0) return 1;
     srv.main_loop = &main_loop;
 
@@ -373,6 +388,7 @@ int main(int argc, char **argv) {
     uv_run(&main_loop, UV_RUN_DEFAULT);
 
     workers_stop();
+    persist_stop();
     uv_loop_close(&main_loop);
     ks_shutdown();
     commands_free();

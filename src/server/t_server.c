@@ -57,12 +57,9 @@ void shutdownCommand(client *c) {
             reply_error(&c->out, "ERR No shutdown in progress.");
             return;
         }
-        if (arg_eq(c, i, "save")) {
-            reply_error(&c->out, "ERR Errors trying to SHUTDOWN. Check logs.");
-            server_log(LOG_WARNING, "SHUTDOWN SAVE refused: persistence is not implemented yet.");
-            return;
-        }
     }
+    if (arg_eq(c, 1, "nosave") || arg_eq(c, 2, "nosave")) atomic_store(&persist_shutdown_save, -1);
+    else if (arg_eq(c, 1, "save") || arg_eq(c, 2, "save")) atomic_store(&persist_shutdown_save, 1);
     atomic_store(&srv.shutdown_requested, true);
     uv_async_send(&srv.shutdown_async);
     /* As Redis: no reply, the connection closes with the server. */
@@ -81,12 +78,6 @@ void flushallCommand(client *c) {
     wal_log_flush();
     ks_unlock_all();
     reply_ok(&c->out);
-}
-
-void lastsaveCommand(client *c) { reply_int(&c->out, srv.start_ms / 1000); }
-
-void saveCommand(client *c) {
-    reply_error(&c->out, "ERR persistence is not implemented yet: data lives in memory only");
 }
 
 void timeCommand(client *c) {
@@ -693,12 +684,9 @@ void infoCommand(client *c) {
     }
     if (want_section(c, "persistence", true)) {
         SECTION("Persistence");
-        sb_printf(&b,
-                  "loading:0\r\nasync_loading:0\r\nrdb_changes_since_last_save:0\r\n"
-                  "rdb_bgsave_in_progress:0\r\nrdb_last_save_time:%lld\r\n"
-                  "rdb_last_bgsave_status:ok\r\naof_enabled:0\r\naof_rewrite_in_progress:0\r\n"
-                  "bloomery_persistence:none\r\n",
-                  (long long)(srv.start_ms / 1000));
+        char pbuf[4096];
+        persist_info(pbuf, sizeof(pbuf));
+        sb_printf(&b, "%s", pbuf);
     }
     if (want_section(c, "stats", true)) {
         SECTION("Stats");

@@ -227,6 +227,13 @@ bool wal_open(const char *dir, uint64_t next_lsn, char *err, size_t errlen) {
     return true;
 }
 
+void wal_set_next_lsn(const char *dir, uint64_t next_lsn) {
+    pthread_mutex_lock(&W.lock);
+    snprintf(W.logdir, sizeof(W.logdir), "%s/log", dir);
+    W.next_lsn = next_lsn;
+    pthread_mutex_unlock(&W.lock);
+}
+
 void wal_close(void) {
     if (!W.open) return;
     pthread_mutex_lock(&W.lock);

@@ -1,0 +1,612 @@
+/* Snapshots: capture, background write, publication, cleanup.
+ *
+ * Capture (on the thread that asked, every stripe write-locked, so no
+ * command runs): L0 = the next LSN, at which the log rotates to a new
+ * file; for every key its name, kind, expiry, a reference to its object
+ * (kv_obj_retain: a key deleted meanwhile keeps its object until the write
+ * is done) and its serial.h image header. Counting filters and HLLs are not
+ * monotone, so their bytes are copied right there; Bloom chains are not:
+ * their bits only go from 0 to 1, so a copy taken later, while writers
+ * run, lies between the state at L0 and the state at the end of the copy,
+ * and replaying the log from L0 over it yields exactly the final state
+ * (adds are idempotent ORs). The pause is a walk of the key table plus the
+ * copy of the non-monotone values.
+ *
+ * Write (two threads): each chunk is copied out of the live filter, hashed
+ * (XXH3-128 names the content) and checksummed (serial.h's per-chunk
+ * checksum, for the loader). A chunk whose content file already exists is
+ * reused, not written: that is what makes a snapshot of mostly unchanged
+ * filters cheap. A new chunk is compressed with zstd; a frame of at most
+ * INLINE_MAX bytes (zeros compress to a few dozen) goes into the index,
+ * others into DIR/chunks/<hash>.zst through a temporary name, fsync and
+ * rename.
+ *
+ * Publication: the index is written to a temporary name, fsynced, renamed
+ * to DIR/snapshots/<seq>.index and the directory fsynced; only then are
+ * older indexes, unreferenced chunk files and log files below L0 deleted.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "persist.h"
+#include "server.h"
+#include "snapshot.h"
+#include "util.h"
+
+#define INLINE_MAX 4096
+#define WRITE_THREADS 2
+#define ZSTD_LEVEL 1
+
+typedef struct cap_chunk {
+    size_t len;
+    snap_chunk out;          /* filled by the writers */
+    uint8_t *frame;          /* inline frame, owned */
+} cap_chunk;
+
+typedef struct cap_key {
+    char *key;
+    size_t klen;
+    uint8_t kind;
+    int64_t expire_ms;
+    kv_obj *obj;             /* retained */
+    bloomery_image *img;     /* Bloom: chunks read from the live chain */
+    uint8_t *header;
+    size_t hlen;
+    uint8_t *copy;           /* counting, HLL: the chunks as captured */
+    uint64_t nchunks;
+    cap_chunk *chunks;
+    size_t *offsets;         /* counting, HLL: chunk i at copy + offsets[i] */
+} cap_key;
+
+typedef struct snapshot {
+    uint64_t seq, start_lsn;
+    int64_t created_ms;
+    uint64_t dirty;          /* changes counted at capture */
+    cap_key *keys;
+    size_t nkeys, capkeys;
+    bool failed;             /* capture ran out of memory */
+    /* work distribution */
+    size_t *work_key;        /* flat list of (key, chunk) */
+    uint64_t *work_chunk;
+    size_t nwork;
+    _Atomic size_t next;
+    _Atomic bool error;
+    pthread_mutex_t lock;
+    char err[512];
+    _Atomic uint64_t bytes_written, chunks_written, chunks_reused, chunks_inline;
+} snapshot;
+
+static char data_dir[4096];
+static pthread_mutex_t state_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t state_cond = PTHREAD_COND_INITIALIZER;
+static bool running;
+static bool thread_joinable;
+static pthread_t bg_thread;
+static snapshot_stats stats = {.last_ok = true};
+static uint64_t last_seq;
+
+void snapshot_init(const char *dir) {
+    snprintf(data_dir, sizeof(data_dir), "%s", dir);
+    stats.last_save_s = now_ms() / 1000;
+    /* Temporary files of a snapshot that did not finish. */
+    const char *subs[] = {"snapshots", "chunks"};
+    for (int s = 0; s < 2; s++) {
+        char path[4200];
+        snprintf(path, sizeof(path), "%s/%s", dir, subs[s]);
+        DIR *d = opendir(path);
+        if (d == NULL) continue;
+        struct dirent *de;
+        while ((de = readdir(d)) != NULL) {
+            if (strstr(de->d_name, ".tmp") == NULL) continue;
+            char f[8400];
+            snprintf(f, sizeof(f), "%s/%s", path, de->d_name);
+            unlink(f);
+        }
+        closedir(d);
+    }
+}
+
+void snapshot_adopt(uint64_t seq, const snap_index *ix) {
+    last_seq = seq;
+    stats.seq = seq;
+    stats.start_lsn = ix->start_lsn;
+    stats.keys = ix->nkeys;
+    stats.chunks = ix->nchunks;
+    stats.last_save_s = ix->created_ms / 1000;
+}
+
+/* ---- capture ---- */
+
+static bool capture_key(snapshot *s, const kv_entry *e) {
+    kv_obj *o = e->obj;
+    bloomery_object obj;
+    uint8_t kind;
+    switch (o->type) {
+    case KV_BLOOM: obj = (bloomery_object){.type = BLOOMERY_TYPE_SCALABLE, .u.sbf = o->u.sbf}; kind = SNAP_KIND_BLOOM; break;
+    case KV_COUNTING: obj = (bloomery_object){.type = BLOOMERY_TYPE_COUNTING, .u.cnt = o->u.cnt}; kind = SNAP_KIND_COUNTING; break;
+    case KV_HLL: obj = (bloomery_object){.type = BLOOMERY_TYPE_HLL, .u.hll = o->u.hll}; kind = SNAP_KIND_HLL; break;
+    default: return true;   /* a BF.LOADCHUNK still in progress: see PERSISTENCE.md */
+    }
+    if (s->nkeys == s->capkeys) {
+        size_t cap = s->capkeys ? s->capkeys * 2 : 64;
+        cap_key *k = realloc(s->keys, cap * sizeof(*k));
+        if (k == NULL) return false;
+        s->keys = k;
+        s->capkeys = cap;
+    }
+    cap_key *k = &s->keys[s->nkeys];
+    memset(k, 0, sizeof(*k));
+    bloomery_image *img;
+    if (bloomery_image_create(&img, obj, 0) != BLOOMERY_OK) return false;
+    size_t hlen;
+    const uint8_t *h = bloomery_image_header(img, &hlen);
+    k->key = malloc(e->klen ? e->klen : 1);
+    k->header = malloc(hlen);
+    k->nchunks = bloomery_image_nchunks(img);
+    k->chunks = calloc(k->nchunks, sizeof(cap_chunk));
+    if (!k->key || !k->header || !k->chunks) goto fail;
+    memcpy(k->key, e->key, e->klen);
+    k->klen = e->klen;
+    memcpy(k->header, h, hlen);
+    k->hlen = hlen;
+    k->kind = kind;
+    k->expire_ms = e->expire_ms;
+    size_t total = 0;
+    for (uint64_t i = 0; i < k->nchunks; i++) {
+        bloomery_image_chunk(img, i, &k->chunks[i].len);
+        total += k->chunks[i].len;
+    }
+    if (kind == SNAP_KIND_BLOOM) {
+        k->img = img;
+    } else {
+        /* Not monotone: copy now, checksum now. */
+        k->copy = malloc(total ? total : 1);
+        k->offsets = calloc(k->nchunks, sizeof(size_t));
+        if (!k->copy || !k->offsets) goto fail;
+        size_t at = 0;
+        for (uint64_t i = 0; i < k->nchunks; i++) {
+            size_t len;
+            const uint8_t *p = bloomery_image_chunk(img, i, &len);
+            memcpy(k->copy + at, p, len);
+            k->offsets[i] = at;
+            k->chunks[i].out.checksum = bloomery_image_chunk_checksum(img, i, k->copy + at, len);
+            at += len;
+        }
+        bloomery_image_free(img);
+    }
+    k->obj = o;
+    kv_obj_retain(o);
+    s->nkeys++;
+    return true;
+fail:
+    free(k->key);
+    free(k->header);
+    free(k->chunks);
+    free(k->copy);
+    free(k->offsets);
+    bloomery_image_free(img);
+    return false;
+}
+
+static void capture_visit(void *ctx, const kv_entry *e) {
+    snapshot *s = ctx;
+    if (!s->failed && !capture_key(s, e)) s->failed = true;
+}
+
+static void snapshot_free(snapshot *s) {
+    for (size_t i = 0; i < s->nkeys; i++) {
+        cap_key *k = &s->keys[i];
+        for (uint64_t c = 0; c < k->nchunks; c++) free(k->chunks[c].frame);
+        bloomery_image_free(k->img);
+        kv_obj_free(k->obj);
+        free(k->key);
+        free(k->header);
+        free(k->chunks);
+        free(k->copy);
+        free(k->offsets);
+    }
+    free(s->keys);
+    free(s->work_key);
+    free(s->work_chunk);
+    pthread_mutex_destroy(&s->lock);
+    free(s);
+}
+
+static snapshot *capture(void) {
+    snapshot *s = calloc(1, sizeof(*s));
+    if (s == NULL) return NULL;
+    pthread_mutex_init(&s->lock, NULL);
+    ks_lock_all();
+    s->start_lsn = wal_rotate();
+    s->created_ms = now_ms();
+    s->dirty = atomic_load(&persist_dirty);
+    ks_foreach_locked(capture_visit, s);
+    ks_unlock_all();
+    uint64_t n = 0;
+    for (size_t i = 0; i < s->nkeys; i++) n += s->keys[i].nchunks;
+    s->work_key = malloc((n ? n : 1) * sizeof(size_t));
+    s->work_chunk = malloc((n ? n : 1) * sizeof(uint64_t));
+    if (s->failed || !s->work_key || !s->work_chunk) {
+        snapshot_free(s);
+        return NULL;
+    }
+    for (size_t i = 0; i < s->nkeys; i++)
+        for (uint64_t c = 0; c < s->keys[i].nchunks; c++) {
+            s->work_key[s->nwork] = i;
+            s->work_chunk[s->nwork++] = c;
+        }
+    return s;
+}
+
+/* ---- write ---- */
+
+static void fail(snapshot *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void fail(snapshot *s, const char *fmt, ...) {
+    pthread_mutex_lock(&s->lock);
+    if (!atomic_load(&s->error)) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(s->err, sizeof(s->err), fmt, ap);
+        va_end(ap);
+        atomic_store(&s->error, true);
+    }
+    pthread_mutex_unlock(&s->lock);
+}
+
+static int fsync_path(const char *path, bool dir) {
+    int fd = open(path, (dir ? O_RDONLY | O_DIRECTORY : O_RDONLY) | O_CLOEXEC);
+    if (fd < 0) return -1;
+    int rc = fsync(fd);
+    close(fd);
+    return rc;
+}
+
+static bool write_file(const char *path, const void *a, size_t alen, const void *b, size_t blen) {
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) return false;
+    const void *parts[2] = {a, b};
+    size_t lens[2] = {alen, blen};
+    for (int i = 0; i < 2; i++) {
+        const uint8_t *p = parts[i];
+        size_t n = lens[i];
+        while (n) {
+            ssize_t w = write(fd, p, n);
+            if (w < 0 && errno == EINTR) continue;
+            if (w <= 0) {
+                close(fd);
+                return false;
+            }
+            p += w;
+            n -= (size_t)w;
+        }
+    }
+    bool ok = fsync(fd) == 0;
+    return close(fd) == 0 && ok;
+}
+
+typedef struct writer {
+    snapshot *s;
+    uint8_t *buf;
+    size_t cap;
+    chunk_hash last_inline;  /* consecutive equal chunks (zeros) share one frame */
+    uint8_t *last_frame;
+    size_t last_flen;
+    int id;
+} writer;
+
+static void write_chunk(writer *w, cap_key *k, uint64_t i) {
+    snapshot *s = w->s;
+    cap_chunk *c = &k->chunks[i];
+    const uint8_t *data;
+    if (k->img) {
+        size_t len;
+        const uint8_t *live = bloomery_image_chunk(k->img, i, &len);
+        if (w->cap < len) {
+            free(w->buf);
+            w->buf = malloc(len);
+            w->cap = w->buf ? len : 0;
+            if (w->buf == NULL) {
+                fail(s, "out of memory");
+                return;
+            }
+        }
+        /* Copy first: the hash and the checksum must describe the same
+         * bytes, and writers may set bits meanwhile. */
+        memcpy(w->buf, live, len);
+        data = w->buf;
+        c->out.checksum = bloomery_image_chunk_checksum(k->img, i, data, len);
+    } else {
+        data = k->copy + k->offsets[i];
+    }
+    c->out.raw_len = (uint32_t)c->len;
+    c->out.hash = chunk_hash_of(data, c->len);
+    char hex[33], path[4200];
+    chunk_hash_hex(c->out.hash, hex);
+    snprintf(path, sizeof(path), "%s/chunks/%s.zst", data_dir, hex);
+    struct stat st;
+    if (w->last_frame && chunk_hash_eq(w->last_inline, c->out.hash)) {
+        c->frame = malloc(w->last_flen);
+        if (c->frame == NULL) {
+            fail(s, "out of memory");
+            return;
+        }
+        memcpy(c->frame, w->last_frame, w->last_flen);
+        c->out.where = SNAP_CHUNK_INLINE;
+        c->out.flen = w->last_flen;
+        atomic_fetch_add(&s->chunks_inline, 1);
+        return;
+    }
+    if (stat(path, &st) == 0) {
+        c->out.where = SNAP_CHUNK_FILE;
+        atomic_fetch_add(&s->chunks_reused, 1);
+        return;
+    }
+    uint8_t *frame;
+    size_t flen;
+    if (!chunk_compress(data, c->len, ZSTD_LEVEL, &frame, &flen)) {
+        fail(s, "compression failed");
+        return;
+    }
+    if (flen <= INLINE_MAX) {
+        c->out.where = SNAP_CHUNK_INLINE;
+        c->frame = frame;
+        c->out.flen = flen;
+        atomic_fetch_add(&s->chunks_inline, 1);
+        free(w->last_frame);
+        w->last_frame = malloc(flen);
+        if (w->last_frame) {
+            memcpy(w->last_frame, frame, flen);
+            w->last_flen = flen;
+            w->last_inline = c->out.hash;
+        }
+        return;
+    }
+    uint8_t hdr[CHUNK_HEADER_SIZE];
+    chunk_file_header(hdr, (uint32_t)c->len, c->out.hash, flen);
+    char tmp[4300];
+    snprintf(tmp, sizeof(tmp), "%s.tmp%d", path, w->id);
+    if (!write_file(tmp, hdr, sizeof(hdr), frame, flen) || rename(tmp, path) != 0) {
+        fail(s, "writing chunk file %s: %s", path, strerror(errno));
+        unlink(tmp);
+    } else {
+        c->out.where = SNAP_CHUNK_FILE;
+        atomic_fetch_add(&s->chunks_written, 1);
+        atomic_fetch_add(&s->bytes_written, sizeof(hdr) + flen);
+    }
+    free(frame);
+}
+
+static void *writer_main(void *arg) {
+    writer *w = arg;
+    snapshot *s = w->s;
+    for (;;) {
+        size_t j = atomic_fetch_add(&s->next, 1);
+        if (j >= s->nwork || atomic_load(&s->error)) break;
+        write_chunk(w, &s->keys[s->work_key[j]], s->work_chunk[j]);
+    }
+    free(w->buf);
+    free(w->last_frame);
+    return NULL;
+}
+
+static int cmp_hash(const void *a, const void *b) {
+    const chunk_hash *x = a, *y = b;
+    if (x->hi != y->hi) return x->hi < y->hi ? -1 : 1;
+    if (x->lo != y->lo) return x->lo < y->lo ? -1 : 1;
+    return 0;
+}
+
+/* Delete older indexes and chunk files no index references any more. */
+static void collect_garbage(snapshot *s) {
+    char dir[4200], path[8400];
+    snprintf(dir, sizeof(dir), "%s/snapshots", data_dir);
+    uint64_t *seqs;
+    size_t n = persist_list(dir, ".index", &seqs);
+    for (size_t i = 0; i < n; i++) {
+        if (seqs[i] >= s->seq) continue;
+        snprintf(path, sizeof(path), "%s/%016" PRIx64 ".index", dir, seqs[i]);
+        unlink(path);
+    }
+    free(seqs);
+    size_t nref = 0;
+    for (size_t i = 0; i < s->nkeys; i++) nref += s->keys[i].nchunks;
+    chunk_hash *refs = malloc((nref ? nref : 1) * sizeof(*refs));
+    if (refs == NULL) return;
+    nref = 0;
+    for (size_t i = 0; i < s->nkeys; i++)
+        for (uint64_t c = 0; c < s->keys[i].nchunks; c++)
+            if (s->keys[i].chunks[c].out.where == SNAP_CHUNK_FILE)
+                refs[nref++] = s->keys[i].chunks[c].out.hash;
+    qsort(refs, nref, sizeof(*refs), cmp_hash);
+    snprintf(dir, sizeof(dir), "%s/chunks", data_dir);
+    DIR *d = opendir(dir);
+    if (d) {
+        struct dirent *de;
+        while ((de = readdir(d)) != NULL) {
+            chunk_hash h;
+            if (strlen(de->d_name) != 36 || strcmp(de->d_name + 32, ".zst") != 0 ||
+                !chunk_hash_from_hex(de->d_name, &h))
+                continue;
+            if (bsearch(&h, refs, nref, sizeof(*refs), cmp_hash)) continue;
+            snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
+            unlink(path);
+        }
+        closedir(d);
+    }
+    free(refs);
+}
+
+static bool publish(snapshot *s) {
+    pbuf b = {0};
+    snap_index_begin(&b, s->seq, s->start_lsn, s->created_ms, s->nkeys);
+    for (size_t i = 0; i < s->nkeys; i++) {
+        cap_key *k = &s->keys[i];
+        snap_index_entry(&b, k->key, k->klen, k->kind, k->expire_ms, k->header, k->hlen,
+                         k->nchunks);
+        for (uint64_t c = 0; c < k->nchunks; c++) {
+            k->chunks[c].out.frame = k->chunks[c].frame;
+            snap_index_chunk(&b, &k->chunks[c].out);
+        }
+    }
+    snap_index_finish(&b);
+    if (b.failed) {
+        free(b.p);
+        fail(s, "out of memory encoding the index");
+        return false;
+    }
+    char cdir[4200], sdir[4200], tmp[4400], path[4300];
+    snprintf(cdir, sizeof(cdir), "%s/chunks", data_dir);
+    snprintf(sdir, sizeof(sdir), "%s/snapshots", data_dir);
+    snprintf(path, sizeof(path), "%s/%016" PRIx64 ".index", sdir, s->seq);
+    snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+    /* Chunk renames must be durable before an index names them. */
+    bool ok = fsync_path(cdir, true) == 0 && write_file(tmp, b.p, b.len, NULL, 0) &&
+              rename(tmp, path) == 0 && fsync_path(sdir, true) == 0;
+    atomic_fetch_add(&s->bytes_written, b.len);
+    free(b.p);
+    if (!ok) {
+        fail(s, "writing %s: %s", path, strerror(errno));
+        unlink(tmp);
+        return false;
+    }
+    return true;
+}
+
+static void finish(snapshot *s, int64_t t0) {
+    bool ok = !atomic_load(&s->error);
+    if (ok) ok = publish(s);
+    if (ok) {
+        /* Only once the new index is durable: older state goes. Log files
+         * below L0 go after the rotation reached the disk. */
+        wal_wait_rotated(s->start_lsn);
+        collect_garbage(s);
+        wal_delete_below(s->start_lsn);
+        atomic_fetch_sub(&persist_dirty, s->dirty);
+    }
+    int64_t ms = (mono_us() - t0) / 1000;
+    pthread_mutex_lock(&state_lock);
+    stats.last_ok = ok;
+    stats.last_duration_ms = ms;
+    stats.bytes_written = s->bytes_written;
+    stats.chunks_written = s->chunks_written;
+    stats.chunks_reused = s->chunks_reused;
+    stats.chunks_inline = s->chunks_inline;
+    if (ok) {
+        stats.last_save_s = s->created_ms / 1000;
+        stats.seq = s->seq;
+        stats.start_lsn = s->start_lsn;
+        stats.keys = s->nkeys;
+        stats.chunks = s->nwork;
+        last_seq = s->seq;
+    }
+    running = false;
+    pthread_cond_broadcast(&state_cond);
+    pthread_mutex_unlock(&state_lock);
+    if (ok)
+        server_log(LOG_NOTICE, "Snapshot %" PRIu64 " saved in %lld ms: %zu keys, %zu chunks "
+                   "(%llu written, %llu reused, %llu inline), %llu bytes written",
+                   s->seq, (long long)ms, s->nkeys, s->nwork,
+                   (unsigned long long)s->chunks_written, (unsigned long long)s->chunks_reused,
+                   (unsigned long long)s->chunks_inline, (unsigned long long)s->bytes_written);
+    else
+        server_log(LOG_WARNING, "Snapshot failed: %s", s->err);
+    snapshot_free(s);
+}
+
+static void write_all(snapshot *s) {
+    int64_t t0 = mono_us();
+    writer w[WRITE_THREADS];
+    pthread_t th[WRITE_THREADS];
+    int started = 0;
+    for (int i = 0; i < WRITE_THREADS; i++) {
+        w[i] = (writer){.s = s, .id = i};
+        if (i > 0 && pthread_create(&th[i], NULL, writer_main, &w[i]) == 0) started |= 1 << i;
+    }
+    writer_main(&w[0]);
+    for (int i = 1; i < WRITE_THREADS; i++)
+        if (started & (1 << i)) pthread_join(th[i], NULL);
+    finish(s, t0);
+}
+
+static void *bg_main(void *arg) {
+    write_all(arg);
+    return NULL;
+}
+
+bool snapshot_run(bool wait, char *err, size_t errlen) {
+    pthread_mutex_lock(&state_lock);
+    if (running) {
+        pthread_mutex_unlock(&state_lock);
+        snprintf(err, errlen, "Background save already in progress");
+        return false;
+    }
+    running = true;
+    stats.current_start_ms = now_ms();
+    stats.last_attempt_ms = stats.current_start_ms;
+    if (thread_joinable) {
+        pthread_join(bg_thread, NULL);
+        thread_joinable = false;
+    }
+    pthread_mutex_unlock(&state_lock);
+    snapshot *s = capture();
+    if (s == NULL) {
+        pthread_mutex_lock(&state_lock);
+        running = false;
+        stats.last_ok = false;
+        pthread_cond_broadcast(&state_cond);
+        pthread_mutex_unlock(&state_lock);
+        snprintf(err, errlen, "out of memory capturing the keyspace");
+        return false;
+    }
+    s->seq = ++last_seq;
+    if (wait) {
+        write_all(s);
+        pthread_mutex_lock(&state_lock);
+        bool ok = stats.last_ok;
+        pthread_mutex_unlock(&state_lock);
+        if (!ok) snprintf(err, errlen, "snapshot failed, see the server log");
+        return ok;
+    }
+    pthread_mutex_lock(&state_lock);
+    if (pthread_create(&bg_thread, NULL, bg_main, s) != 0) {
+        pthread_mutex_unlock(&state_lock);
+        write_all(s);
+        return true;
+    }
+    thread_joinable = true;
+    pthread_mutex_unlock(&state_lock);
+    return true;
+}
+
+bool snapshot_in_progress(void) {
+    pthread_mutex_lock(&state_lock);
+    bool r = running;
+    pthread_mutex_unlock(&state_lock);
+    return r;
+}
+
+void snapshot_shutdown(void) {
+    pthread_mutex_lock(&state_lock);
+    while (running) pthread_cond_wait(&state_cond, &state_lock);
+    if (thread_joinable) {
+        pthread_join(bg_thread, NULL);
+        thread_joinable = false;
+    }
+    pthread_mutex_unlock(&state_lock);
+}
+
+void snapshot_get_stats(snapshot_stats *out) {
+    pthread_mutex_lock(&state_lock);
+    *out = stats;
+    out->in_progress = running;
+    pthread_mutex_unlock(&state_lock);
+}
