@@ -16,6 +16,7 @@ static const struct {
     {"dedup", cmd_dedup, "drop duplicate records, exactly (two passes) or with the filter only"},
     {"load", cmd_load, "add keys to a filter on a bloomeryd/RedisBloom server (BF.MADD)"},
     {"check", cmd_check, "ask a server which keys may exist (BF.MEXISTS)"},
+    {"check-data", cmd_check_data, "verify a bloomeryd data directory (--fix drops a torn log tail)"},
 };
 
 static void usage(FILE *f)

@@ -358,8 +358,8 @@ static bool replay_file(const char *path, uint64_t name_lsn, bool last, replay_s
         bool blank = true;
         for (size_t i = 0; i < len && blank; i++) blank = buf[i] == 0;
         if (last && (len < WAL_HEADER_SIZE || blank)) {
-            server_log(LOG_WARNING, "Log file %s has no complete header (crash at creation): "
-                                    "removed", path);
+            server_log(LOG_WARNING, "%s: offset 0: no complete header (a crash while it was "
+                                    "created); dropping this torn tail", path);
             if (buf) munmap((void *)buf, len);
             close(fd);
             unlink(path);

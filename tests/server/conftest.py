@@ -31,8 +31,12 @@ def free_port():
 
 
 class Server:
-    def __init__(self, *args, threads=2, config=None):
+    def __init__(self, *args, threads=2, config=None, datadir=None):
+        """datadir: reuse a data directory (a restart); by default a new
+        one under the server's temporary directory."""
         self.dir = tempfile.mkdtemp(prefix="bloomeryd-test-")
+        self.datadir = datadir or os.path.join(self.dir, "data")
+        self.killed = False
         self.port = free_port()
         cmd = [BLOOMERYD]
         if config is not None:
@@ -40,7 +44,7 @@ class Server:
             with open(path, "w") as f:
                 f.write(config)
             cmd.append(path)
-        cmd += ["--port", str(self.port), "--dir", os.path.join(self.dir, "data"),
+        cmd += ["--port", str(self.port), "--dir", self.datadir,
                 "--threads", str(threads)]
         cmd += [str(a) for a in args]
         self.log = open(os.path.join(self.dir, "log"), "w+")
@@ -67,7 +71,15 @@ class Server:
     def raw(self):
         return RawClient(self.port)
 
+    def kill(self):
+        """SIGKILL: a crash, as far as the data directory can tell."""
+        self.killed = True
+        self.proc.kill()
+        self.proc.wait()
+
     def stop(self):
+        if self.killed:
+            return
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
             try:
