@@ -108,10 +108,22 @@ size_t persist_list(const char *dir, const char *suffix, uint64_t **out) {
 
 /* ---- snapshot ---- */
 
+/* Loading runs in three steps: open every key's loader (which checks its
+ * image header and allocates the object), then fill chunks on two threads
+ * (reading, decompressing and hashing a chunk in parallel, each loader's
+ * copy under its own mutex), then finish and insert the keys. Parallel over
+ * chunks rather than keys: one 8 GB filter loads as fast as many small. */
+typedef struct load_key {
+    bloomery_loader *l;
+    pthread_mutex_t lock;
+} load_key;
+
 typedef struct load_job {
     const char *dir;
     const char *index_path;
     const snap_index *ix;
+    load_key *keys;
+    uint64_t *work;          /* entry of each chunk, in index order */
     _Atomic uint64_t next;
     _Atomic bool failed;
     pthread_mutex_t lock;
@@ -134,6 +146,9 @@ static void job_fail(load_job *j, const char *fmt, ...) {
 static const bloomery_type kind_type[] = {0, BLOOMERY_TYPE_SCALABLE, BLOOMERY_TYPE_COUNTING,
                                           BLOOMERY_TYPE_HLL};
 
+#define KEYFMT "key '%.*s'"
+#define KEYARG(e) (int)((e)->klen < 200 ? (e)->klen : 200), (const char *)(e)->key
+
 /* The raw bytes of chunk c (malloc'd), verified against its hash. */
 static uint8_t *read_chunk(load_job *j, const snap_entry *e, const snap_chunk *c) {
     char why[256];
@@ -142,8 +157,8 @@ static uint8_t *read_chunk(load_job *j, const snap_entry *e, const snap_chunk *c
         if (raw && chunk_frame_decode(c->frame, c->flen, c->raw_len, c->hash, raw, why, sizeof(why)))
             return raw;
         free(raw);
-        job_fail(j, "%s: offset %zu: inline chunk of key '%.*s': %s", j->index_path, c->off,
-                 (int)(e->klen < 200 ? e->klen : 200), e->key, raw ? why : "out of memory");
+        job_fail(j, "%s: offset %zu: inline chunk of " KEYFMT ": %s", j->index_path, c->off,
+                 KEYARG(e), raw ? why : "out of memory");
         return NULL;
     }
     char hex[33], path[4200];
@@ -171,50 +186,64 @@ static uint8_t *read_chunk(load_job *j, const snap_entry *e, const snap_chunk *c
     return raw;
 }
 
-static bool load_entry(load_job *j, const snap_entry *e) {
+static bool open_entry(load_job *j, uint64_t k) {
+    const snap_entry *e = &j->ix->entries[k];
     bloomery_loader *l = NULL;
     size_t used;
-    int kl = (int)(e->klen < 200 ? e->klen : 200);
     int rc = bloomery_loader_open(&l, e->header, e->hlen, 0, &used);
     if (rc != BLOOMERY_OK || used != e->hlen || bloomery_loader_type(l) != kind_type[e->kind] ||
         bloomery_loader_nchunks(l) != e->nchunks) {
-        job_fail(j, "%s: offset %zu: key '%.*s': %s", j->index_path, e->off, kl, e->key,
+        job_fail(j, "%s: offset %zu: " KEYFMT ": %s", j->index_path, e->off, KEYARG(e),
                  rc != BLOOMERY_OK ? bloomery_loader_error(l)
                                    : "image header does not match the entry");
         bloomery_loader_free(l);
         return false;
     }
-    for (uint64_t i = 0; i < e->nchunks; i++) {
-        const snap_chunk *c = &e->chunks[i];
-        if (c->raw_len != bloomery_loader_chunk_len(l, i)) {
-            job_fail(j, "%s: offset %zu: key '%.*s': chunk %" PRIu64 " has the wrong length",
-                     j->index_path, c->off, kl, e->key, i);
+    for (uint64_t i = 0; i < e->nchunks; i++)
+        if (e->chunks[i].raw_len != bloomery_loader_chunk_len(l, i)) {
+            job_fail(j, "%s: offset %zu: " KEYFMT ": chunk %" PRIu64 " has the wrong length",
+                     j->index_path, e->chunks[i].off, KEYARG(e), i);
             bloomery_loader_free(l);
             return false;
         }
+    j->keys[k].l = l;
+    return true;
+}
+
+static void *load_thread(void *arg) {
+    load_job *j = arg;
+    for (;;) {
+        uint64_t w = atomic_fetch_add(&j->next, 1);
+        if (w >= j->ix->nchunks || atomic_load(&j->failed)) break;
+        uint64_t k = j->work[w];
+        const snap_entry *e = &j->ix->entries[k];
+        uint64_t i = (uint64_t)(&j->ix->chunks[w] - e->chunks);
+        const snap_chunk *c = &j->ix->chunks[w];
         uint8_t *raw = read_chunk(j, e, c);
-        if (raw == NULL) {
-            bloomery_loader_free(l);
-            return false;
-        }
-        rc = bloomery_loader_chunk(l, i, raw, c->raw_len, c->checksum);
+        if (raw == NULL) break;
+        load_key *lk = &j->keys[k];
+        pthread_mutex_lock(&lk->lock);
+        int rc = bloomery_loader_chunk(lk->l, i, raw, c->raw_len, c->checksum);
+        if (rc != BLOOMERY_OK)
+            job_fail(j, "%s: offset %zu: " KEYFMT ": chunk %" PRIu64 ": %s", j->index_path, c->off,
+                     KEYARG(e), i, bloomery_loader_error(lk->l));
+        pthread_mutex_unlock(&lk->lock);
         free(raw);
-        if (rc != BLOOMERY_OK) {
-            job_fail(j, "%s: offset %zu: key '%.*s': chunk %" PRIu64 ": %s", j->index_path,
-                     c->off, kl, e->key, i, bloomery_loader_error(l));
-            bloomery_loader_free(l);
-            return false;
-        }
+        if (rc != BLOOMERY_OK) break;
     }
+    return NULL;
+}
+
+/* Finish key k's object and insert it. */
+static bool install_entry(load_job *j, uint64_t k) {
+    const snap_entry *e = &j->ix->entries[k];
+    bloomery_loader *l = j->keys[k].l;
     bloomery_object obj = {0};
-    rc = bloomery_loader_finish(l, &obj);
-    if (rc != BLOOMERY_OK) {
-        job_fail(j, "%s: offset %zu: key '%.*s': %s", j->index_path, e->off, kl, e->key,
+    if (bloomery_loader_finish(l, &obj) != BLOOMERY_OK) {
+        job_fail(j, "%s: offset %zu: " KEYFMT ": %s", j->index_path, e->off, KEYARG(e),
                  bloomery_loader_error(l));
-        bloomery_loader_free(l);
         return false;
     }
-    bloomery_loader_free(l);
     kv_obj *o = NULL;
     uint64_t bytes = 0;
     if (obj.type == BLOOMERY_TYPE_SCALABLE) {
@@ -232,7 +261,7 @@ static bool load_entry(load_job *j, const snap_entry *e) {
     }
     if (o == NULL) {
         bloomery_object_free(&obj);
-        job_fail(j, "out of memory loading key '%.*s'", kl, e->key);
+        job_fail(j, "out of memory loading " KEYFMT, KEYARG(e));
         return false;
     }
     atomic_store(&o->value_bytes, bytes);
@@ -245,21 +274,11 @@ static bool load_entry(load_job *j, const snap_entry *e) {
     if (ne == NULL) {
         ks_mem_add(-(int64_t)bytes);
         kv_obj_free(o);
-        job_fail(j, "%s: offset %zu: key '%.*s': %s", j->index_path, e->off, kl, e->key,
+        job_fail(j, "%s: offset %zu: " KEYFMT ": %s", j->index_path, e->off, KEYARG(e),
                  dup ? "key appears twice" : "out of memory");
         return false;
     }
     return true;
-}
-
-static void *load_thread(void *arg) {
-    load_job *j = arg;
-    for (;;) {
-        uint64_t k = atomic_fetch_add(&j->next, 1);
-        if (k >= j->ix->nkeys || atomic_load(&j->failed)) break;
-        if (!load_entry(j, &j->ix->entries[k])) break;
-    }
-    return NULL;
 }
 
 #define LOAD_THREADS 2
@@ -300,12 +319,30 @@ static bool load_snapshot(const char *dir, uint64_t *start_lsn, bool *found, cha
     int64_t t0 = mono_us();
     load_job j = {.dir = dir, .index_path = path, .ix = &ix};
     pthread_mutex_init(&j.lock, NULL);
-    pthread_t th[LOAD_THREADS];
-    int started = 0;
-    for (int i = 0; i < LOAD_THREADS; i++)
-        if (pthread_create(&th[i], NULL, load_thread, &j) == 0) started++;
-    if (started == 0) load_thread(&j);
-    for (int i = 0; i < started; i++) pthread_join(th[i], NULL);
+    j.keys = calloc(ix.nkeys ? ix.nkeys : 1, sizeof(load_key));
+    j.work = malloc((ix.nchunks ? ix.nchunks : 1) * sizeof(uint64_t));
+    if (j.keys == NULL || j.work == NULL) job_fail(&j, "out of memory loading %s", path);
+    for (uint64_t k = 0, w = 0; k < ix.nkeys && !atomic_load(&j.failed); k++) {
+        pthread_mutex_init(&j.keys[k].lock, NULL);
+        for (uint64_t i = 0; i < ix.entries[k].nchunks; i++) j.work[w++] = k;
+        open_entry(&j, k);
+    }
+    if (!atomic_load(&j.failed)) {
+        pthread_t th[LOAD_THREADS];
+        int started = 0;
+        for (int i = 0; i < LOAD_THREADS; i++)
+            if (pthread_create(&th[i], NULL, load_thread, &j) == 0) started++;
+        if (started == 0) load_thread(&j);
+        for (int i = 0; i < started; i++) pthread_join(th[i], NULL);
+    }
+    for (uint64_t k = 0; k < ix.nkeys && j.keys; k++) {
+        if (j.keys[k].l == NULL) continue;
+        if (!atomic_load(&j.failed)) install_entry(&j, k);
+        bloomery_loader_free(j.keys[k].l);
+        pthread_mutex_destroy(&j.keys[k].lock);
+    }
+    free(j.keys);
+    free(j.work);
     pthread_mutex_destroy(&j.lock);
     bool ok = !atomic_load(&j.failed);
     if (ok) {

@@ -36,6 +36,8 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#define XXH_STATIC_LINKING_ONLY   /* XXH3_state_t on the stack */
+#include <xxhash.h>
 
 #include "persist.h"
 #include "server.h"
@@ -50,6 +52,7 @@ typedef struct cap_chunk {
     size_t len;
     snap_chunk out;          /* filled by the writers */
     uint8_t *frame;          /* inline frame, owned */
+    bool pending;            /* written under a temporary name */
 } cap_chunk;
 
 typedef struct cap_key {
@@ -83,6 +86,7 @@ typedef struct snapshot {
     pthread_mutex_t lock;
     char err[512];
     _Atomic uint64_t bytes_written, chunks_written, chunks_reused, chunks_inline;
+    int64_t capture_us, chunks_us;   /* phase durations, for the log */
 } snapshot;
 
 static char data_dir[4096];
@@ -205,7 +209,16 @@ static void capture_visit(void *ctx, const kv_entry *e) {
 static void snapshot_free(snapshot *s) {
     for (size_t i = 0; i < s->nkeys; i++) {
         cap_key *k = &s->keys[i];
-        for (uint64_t c = 0; c < k->nchunks; c++) free(k->chunks[c].frame);
+        for (uint64_t c = 0; c < k->nchunks; c++) {
+            free(k->chunks[c].frame);
+            if (k->chunks[c].pending) {
+                /* A failed snapshot's chunk, never renamed. */
+                char hex[33], tmp[4400];
+                chunk_hash_hex(k->chunks[c].out.hash, hex);
+                snprintf(tmp, sizeof(tmp), "%s/chunks/%s.zst.tmp.%zu.%" PRIu64, data_dir, hex, i, c);
+                unlink(tmp);
+            }
+        }
         bloomery_image_free(k->img);
         kv_obj_free(k->obj);
         free(k->key);
@@ -222,6 +235,7 @@ static void snapshot_free(snapshot *s) {
 }
 
 static snapshot *capture(void) {
+    int64_t t0 = mono_us();
     snapshot *s = calloc(1, sizeof(*s));
     if (s == NULL) return NULL;
     pthread_mutex_init(&s->lock, NULL);
@@ -244,6 +258,7 @@ static snapshot *capture(void) {
             s->work_key[s->nwork] = i;
             s->work_chunk[s->nwork++] = c;
         }
+    s->capture_us = mono_us() - t0;
     return s;
 }
 
@@ -270,7 +285,8 @@ static int fsync_path(const char *path, bool dir) {
     return rc;
 }
 
-static bool write_file(const char *path, const void *a, size_t alen, const void *b, size_t blen) {
+static bool write_file(const char *path, const void *a, size_t alen, const void *b, size_t blen,
+                       bool sync) {
     int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0) return false;
     const void *parts[2] = {a, b};
@@ -289,7 +305,7 @@ static bool write_file(const char *path, const void *a, size_t alen, const void 
             n -= (size_t)w;
         }
     }
-    bool ok = fsync(fd) == 0;
+    bool ok = !sync || fsync(fd) == 0;
     return close(fd) == 0 && ok;
 }
 
@@ -302,6 +318,23 @@ typedef struct writer {
     size_t last_flen;
     int id;
 } writer;
+
+/* Copy a live chunk into buf while hashing it, a slice at a time so the
+ * hash reads the slice from the cache the copy just filled: one pass over
+ * memory instead of two. */
+#define SLICE (256u << 10)
+
+static chunk_hash copy_and_hash(uint8_t *buf, const uint8_t *live, size_t len) {
+    XXH3_state_t st;
+    XXH3_128bits_reset(&st);
+    for (size_t off = 0; off < len; off += SLICE) {
+        size_t n = len - off < SLICE ? len - off : SLICE;
+        memcpy(buf + off, live + off, n);
+        XXH3_128bits_update(&st, buf + off, n);
+    }
+    XXH128_hash_t h = XXH3_128bits_digest(&st);
+    return (chunk_hash){h.low64, h.high64};
+}
 
 static void write_chunk(writer *w, cap_key *k, uint64_t i) {
     snapshot *s = w->s;
@@ -321,14 +354,14 @@ static void write_chunk(writer *w, cap_key *k, uint64_t i) {
         }
         /* Copy first: the hash and the checksum must describe the same
          * bytes, and writers may set bits meanwhile. */
-        memcpy(w->buf, live, len);
+        c->out.hash = copy_and_hash(w->buf, live, len);
         data = w->buf;
         c->out.checksum = bloomery_image_chunk_checksum(k->img, i, data, len);
     } else {
         data = k->copy + k->offsets[i];
+        c->out.hash = chunk_hash_of(data, c->len);
     }
     c->out.raw_len = (uint32_t)c->len;
-    c->out.hash = chunk_hash_of(data, c->len);
     char hex[33], path[4200];
     chunk_hash_hex(c->out.hash, hex);
     snprintf(path, sizeof(path), "%s/chunks/%s.zst", data_dir, hex);
@@ -370,15 +403,19 @@ static void write_chunk(writer *w, cap_key *k, uint64_t i) {
         }
         return;
     }
+    /* Written under a temporary name and renamed only after one syncfs
+     * made every new chunk durable (publish): a chunk file's name is a
+     * promise that its content is on disk. */
     uint8_t hdr[CHUNK_HEADER_SIZE];
     chunk_file_header(hdr, (uint32_t)c->len, c->out.hash, flen);
     char tmp[4300];
-    snprintf(tmp, sizeof(tmp), "%s.tmp%d", path, w->id);
-    if (!write_file(tmp, hdr, sizeof(hdr), frame, flen) || rename(tmp, path) != 0) {
-        fail(s, "writing chunk file %s: %s", path, strerror(errno));
+    snprintf(tmp, sizeof(tmp), "%s.tmp.%" PRIu64 ".%" PRIu64, path, (uint64_t)(k - s->keys), i);
+    if (!write_file(tmp, hdr, sizeof(hdr), frame, flen, false)) {
+        fail(s, "writing chunk file %s: %s", tmp, strerror(errno));
         unlink(tmp);
     } else {
         c->out.where = SNAP_CHUNK_FILE;
+        c->pending = true;
         atomic_fetch_add(&s->chunks_written, 1);
         atomic_fetch_add(&s->bytes_written, sizeof(hdr) + flen);
     }
@@ -445,6 +482,39 @@ static void collect_garbage(snapshot *s) {
     free(refs);
 }
 
+static bool sync_new_chunks(snapshot *s, const char *cdir) {
+    uint64_t pending = 0;
+    for (size_t i = 0; i < s->nkeys; i++)
+        for (uint64_t c = 0; c < s->keys[i].nchunks; c++) pending += s->keys[i].chunks[c].pending;
+    if (pending == 0) return true;
+    int fd = open(cdir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0 || syncfs(fd) != 0) {
+        fail(s, "syncing %s: %s", cdir, strerror(errno));
+        if (fd >= 0) close(fd);
+        return false;
+    }
+    for (size_t i = 0; i < s->nkeys; i++) {
+        cap_key *k = &s->keys[i];
+        for (uint64_t c = 0; c < k->nchunks; c++) {
+            if (!k->chunks[c].pending) continue;
+            char hex[33], path[4300], tmp[4400];
+            chunk_hash_hex(k->chunks[c].out.hash, hex);
+            snprintf(path, sizeof(path), "%s/%s.zst", cdir, hex);
+            snprintf(tmp, sizeof(tmp), "%s.tmp.%zu.%" PRIu64, path, i, c);
+            if (rename(tmp, path) != 0) {
+                fail(s, "renaming %s: %s", tmp, strerror(errno));
+                close(fd);
+                return false;
+            }
+            k->chunks[c].pending = false;
+        }
+    }
+    bool ok = fsync(fd) == 0;
+    close(fd);
+    if (!ok) fail(s, "syncing %s: %s", cdir, strerror(errno));
+    return ok;
+}
+
 static bool publish(snapshot *s) {
     pbuf b = {0};
     snap_index_begin(&b, s->seq, s->start_lsn, s->created_ms, s->nkeys);
@@ -466,11 +536,16 @@ static bool publish(snapshot *s) {
     char cdir[4200], sdir[4200], tmp[4400], path[4300];
     snprintf(cdir, sizeof(cdir), "%s/chunks", data_dir);
     snprintf(sdir, sizeof(sdir), "%s/snapshots", data_dir);
+    /* New chunks: one syncfs for all of them, then their final names, then
+     * the directory; only then may an index name them. */
+    if (!sync_new_chunks(s, cdir)) {
+        free(b.p);
+        return false;
+    }
     snprintf(path, sizeof(path), "%s/%016" PRIx64 ".index", sdir, s->seq);
     snprintf(tmp, sizeof(tmp), "%s.tmp", path);
-    /* Chunk renames must be durable before an index names them. */
-    bool ok = fsync_path(cdir, true) == 0 && write_file(tmp, b.p, b.len, NULL, 0) &&
-              rename(tmp, path) == 0 && fsync_path(sdir, true) == 0;
+    bool ok = write_file(tmp, b.p, b.len, NULL, 0, true) && rename(tmp, path) == 0 &&
+              fsync_path(sdir, true) == 0;
     atomic_fetch_add(&s->bytes_written, b.len);
     free(b.p);
     if (!ok) {
@@ -512,9 +587,10 @@ static void finish(snapshot *s, int64_t t0) {
     pthread_cond_broadcast(&state_cond);
     pthread_mutex_unlock(&state_lock);
     if (ok)
-        server_log(LOG_NOTICE, "Snapshot %" PRIu64 " saved in %lld ms: %zu keys, %zu chunks "
-                   "(%llu written, %llu reused, %llu inline), %llu bytes written",
-                   s->seq, (long long)ms, s->nkeys, s->nwork,
+        server_log(LOG_NOTICE, "Snapshot %" PRIu64 " saved in %lld ms (capture %.1f ms, chunks "
+                   "%.1f ms): %zu keys, %zu chunks (%llu written, %llu reused, %llu inline), %llu "
+                   "bytes written",
+                   s->seq, (long long)ms, s->capture_us / 1e3, s->chunks_us / 1e3, s->nkeys, s->nwork,
                    (unsigned long long)s->chunks_written, (unsigned long long)s->chunks_reused,
                    (unsigned long long)s->chunks_inline, (unsigned long long)s->bytes_written);
     else
@@ -534,6 +610,7 @@ static void write_all(snapshot *s) {
     writer_main(&w[0]);
     for (int i = 1; i < WRITE_THREADS; i++)
         if (started & (1 << i)) pthread_join(th[i], NULL);
+    s->chunks_us = mono_us() - t0;
     finish(s, t0);
 }
 
