@@ -1014,6 +1014,10 @@ int cmd_dedup(int argc, char **argv)
         } else {
             fprintf(stderr, "false drops   expected <= %.3g (from the filters' final FPR, at most %.3g)\n",
                     expected_false, fpr_now);
+            if (d->kept - d->nokey > capacity)
+                fprintf(stderr, "warning       %llu keys kept, more than --capacity %llu: "
+                                "the false-positive rate rose above %g\n",
+                        (unsigned long long)(d->kept - d->nokey), capacity, error);
         }
         if (exact)
             fprintf(stderr, "time          %.3f s (pass 1 %.3f s, pass 2 %.3f s), %.1f M records/s\n",

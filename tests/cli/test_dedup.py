@@ -134,6 +134,7 @@ def test_filter_only_stdin_within_bound(tmp_path):
     keys = set(got)
     assert len(keys) == len(got)
     assert [r for r in keep if r in keys] == got
+    assert "more than --capacity %d" % (N // 20) in err
     false_drops = len(keep) - len(got)
     assert false_drops > 0
     assert false_drops <= bound + 4 * math.sqrt(bound) + 5, (false_drops, bound)
