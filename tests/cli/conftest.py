@@ -1,82 +1,15 @@
-"""Fixtures for the bloomery CLI suites (dedup, load, check).
-
-The CLI is $BLOOMERY_CLI (default build/bloomery); load and check run
-against a bloomeryd ($BLOOMERYD, default build/bloomeryd) that this file
-starts on a free port with a temporary --dir, stopped with SIGTERM at the
-end of the session. BLOOMERY_QUICK=1 (the sanitizer run) shrinks inputs.
-"""
+"""The bloomeryd fixture for the CLI suites (see clihelp.py)."""
 import os
-import shutil
-import signal
-import socket
-import subprocess
-import tempfile
-import time
+import sys
 
 import pytest
 
-ROOT = os.path.join(os.path.dirname(__file__), "..", "..")
-CLI = os.environ.get("BLOOMERY_CLI") or os.path.join(ROOT, "build", "bloomery")
-BLOOMERYD = os.environ.get("BLOOMERYD") or os.path.join(ROOT, "build", "bloomeryd")
-QUICK = os.environ.get("BLOOMERY_QUICK") == "1"
-
-
-def run(args, stdin=None, input=None, timeout=120):
-    """Runs the CLI; returns (exit code, stdout bytes, stderr text)."""
-    p = subprocess.run([CLI] + [str(a) for a in args], input=input, stdin=stdin,
-                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=timeout)
-    return p.returncode, p.stdout, p.stderr.decode(errors="replace")
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class Server:
-    def __init__(self):
-        self.dir = tempfile.mkdtemp(prefix="bloomery-cli-test-")
-        self.port = free_port()
-        self.log = open(os.path.join(self.dir, "log"), "w+")
-        self.proc = subprocess.Popen(
-            [BLOOMERYD, "--port", str(self.port), "--dir", os.path.join(self.dir, "data"),
-             "--threads", "2"], stdout=self.log, stderr=subprocess.STDOUT)
-        deadline = time.time() + 20
-        while True:
-            try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=1):
-                    break
-            except OSError:
-                if self.proc.poll() is not None or time.time() > deadline:
-                    self.log.seek(0)
-                    raise RuntimeError("bloomeryd did not start:\n" + self.log.read())
-                time.sleep(0.05)
-
-    def command(self, *args):
-        """One command over a raw socket; returns the raw reply bytes."""
-        with socket.create_connection(("127.0.0.1", self.port), timeout=5) as s:
-            msg = b"*%d\r\n" % len(args)
-            for a in args:
-                a = a if isinstance(a, bytes) else str(a).encode()
-                msg += b"$%d\r\n%s\r\n" % (len(a), a)
-            s.sendall(msg)
-            return s.recv(65536)
-
-    def stop(self):
-        self.proc.send_signal(signal.SIGTERM)
-        try:
-            rc = self.proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            rc = self.proc.wait()
-        self.log.close()
-        shutil.rmtree(self.dir, ignore_errors=True)
-        return rc
+sys.path.insert(0, os.path.dirname(__file__))
+from clihelp import Server  # noqa: E402
 
 
 @pytest.fixture(scope="session")
 def server():
     s = Server()
     yield s
-    s.stop()
+    assert s.stop() == 0, "bloomeryd did not exit cleanly"

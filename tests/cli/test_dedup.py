@@ -9,7 +9,7 @@ import subprocess
 
 import pytest
 
-from conftest import QUICK, run
+from clihelp import QUICK, run
 
 N = 4000 if QUICK else 30000
 

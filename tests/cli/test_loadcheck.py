@@ -8,7 +8,7 @@ import threading
 
 import pytest
 
-from conftest import QUICK, free_port, run
+from clihelp import QUICK, free_port, run
 
 N = 3000 if QUICK else 50000
 
