@@ -484,7 +484,8 @@ static void *chan_main(void *arg)
         while (!(b->state == SLOT_FILLED && b->seq == seq) && !(d->eof && seq >= d->eof_seq) &&
                !d->abort)
             pthread_cond_wait(&d->cv, &d->mu);
-        bool stop = d->abort || (d->eof && seq >= d->eof_seq && !(b->state == SLOT_FILLED && b->seq == seq));
+        bool ready = b->state == SLOT_FILLED && b->seq == seq;
+        bool stop = d->abort || !ready;
         pthread_mutex_unlock(&d->mu);
         if (stop)
             break;
@@ -688,8 +689,8 @@ static uint64_t quick_count(char **paths, int n, unsigned char rs)
         }
         if ((uint64_t)st.st_size <= got)
             total += recs;
-        else
-            total += (uint64_t)((double)st.st_size / (double)(got ? got : 1) * (double)recs * 1.1) + 1;
+        else if (got)
+            total += (uint64_t)((double)st.st_size / (double)got * (double)recs * 1.1) + 1;
     }
     free(buf);
     return total;
@@ -867,8 +868,8 @@ int cmd_dedup(int argc, char **argv)
         goto done;
     }
     if (exact == 1 && !all_regular) {
-        rc = usage_err("%s", "--exact reads the inputs twice: it needs regular files, "
-                             "not stdin or a pipe (use --filter-only, or save the stream to a file)");
+        rc = usage_err("%s", "--exact reads the inputs twice: it needs regular files, not stdin "
+                             "or a pipe (use --filter-only, or save the stream to a file)");
         goto done;
     }
     if (exact == -1)
@@ -1012,7 +1013,8 @@ int cmd_dedup(int argc, char **argv)
                     (unsigned long long)suspects, sb);
             fprintf(stderr, "false drops   0 (suspects confirmed exactly)\n");
         } else {
-            fprintf(stderr, "false drops   expected <= %.3g (from the filters' final FPR, at most %.3g)\n",
+            fprintf(stderr,
+                    "false drops   expected <= %.3g (from the filters' final FPR, at most %.3g)\n",
                     expected_false, fpr_now);
             if (d->kept - d->nokey > capacity)
                 fprintf(stderr, "warning       %llu keys kept, more than --capacity %llu: "
@@ -1020,8 +1022,8 @@ int cmd_dedup(int argc, char **argv)
                         (unsigned long long)(d->kept - d->nokey), capacity, error);
         }
         if (exact)
-            fprintf(stderr, "time          %.3f s (pass 1 %.3f s, pass 2 %.3f s), %.1f M records/s\n",
-                    secs, t1 - t0, t2 - t1, secs > 0 ? (double)d->records / secs / 1e6 : 0.0);
+            fprintf(stderr,
+                    "time          %.3f s (pass 1 %.3f s, pass 2 %.3f s), %.1f M records/s\n", secs, t1 - t0, t2 - t1, secs > 0 ? (double)d->records / secs / 1e6 : 0.0);
         else
             fprintf(stderr, "time          %.3f s, %.1f M records/s\n", secs,
                     secs > 0 ? (double)d->records / secs / 1e6 : 0.0);

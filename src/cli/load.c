@@ -155,8 +155,8 @@ static int take_replies(loader *L)
         c->in.pos += used;
         L->replies++;
         if (r.err) {
-            snprintf(L->err, sizeof L->err, "server error: %.*s", (int)(r.errlen > 400 ? 400 : r.errlen),
-                     r.err);
+            int n = (int)(r.errlen > 400 ? 400 : r.errlen);
+            snprintf(L->err, sizeof L->err, "server error: %.*s", n, r.err);
             return -1;
         }
         if (r.type != '*' || r.nelem != b->n) {
