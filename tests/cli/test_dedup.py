@@ -237,3 +237,15 @@ def test_help():
     assert rc == 0
     for cmd in (b"calc", b"dedup", b"load", b"check", b"exit codes"):
         assert cmd in out
+
+
+def test_progress_and_memory_errors(tmp_path):
+    inp = write(tmp_path, "in", gen(N, 0.1, seed=9))
+    rc, out, err = run(["dedup", "--progress", inp, "-o", tmp_path / "out"])
+    assert rc == 0 and "pass 1/2 [" in err and "pass 2/2 [" in err and "100.0%" in err
+    rc, out, err = run(["dedup", "--progress", "-q", "--no-progress", inp])
+    assert rc == 0 and err == ""
+    rc, out, err = run(["dedup", "--progress"], input=b"a\nb\na\n")
+    assert rc == 0 and out == b"a\nb\n" and "dedup 6 B, 3 records" in err
+    rc, out, err = run(["dedup", "--capacity", "1e15", "--error", "1e-9"], input=b"a\n")
+    assert rc == 1 and "cannot create a filter" in err

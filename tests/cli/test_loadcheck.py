@@ -185,3 +185,9 @@ def test_fake_server_bad_replies(bad, msg):
     fs = FakeServer(lambda cmd: bad)
     rc, out, err = run(["load", "--key", "f", "-p", fs.port], input=b"a\nb\n")
     assert rc == 1 and msg in err, err
+
+
+def test_progress(server):
+    rc, out, err = run(["load", "--key", "lc6", "-p", server.port, "--progress"],
+                       input=b"a\nb\n")
+    assert rc == 0 and "\rload 2 keys" in err
