@@ -10,6 +10,9 @@
  * filter's false-positive rate (a filter too small only makes the suspect set
  * larger), and memory is the filter plus the suspects.
  *
+ * stdin is never read twice: it is filtered in one pass by default, and
+ * --exact copies it (or any pipe) to an unlinked temporary file first.
+ *
  * Filter-only mode (stdin, or --filter-only): one pass, a record is dropped
  * when check-and-add says its key was seen; false positives drop unique
  * records, and the summary states the expected number of them.
@@ -60,7 +63,8 @@ static void dedup_usage(FILE *f)
 "  -d, --delimiter C     field delimiter: one byte, or \\t (default), comma, space\n"
 "  -z, --zero            records end with NUL instead of newline\n"
 "      --exact           two passes, never drops a unique record (default when\n"
-"                        every input is a regular file)\n"
+"                        every input is a regular file; stdin or a pipe is\n"
+"                        first copied to a temporary file in $TMPDIR)\n"
 "      --filter-only     one pass with the Bloom filter only (default on stdin)\n"
 "  -n, --capacity N      distinct keys to size the filter for (default: a quick\n"
 "                        count of the input files; 1e7 on stdin)\n"
@@ -136,6 +140,7 @@ typedef struct outbuf {
 typedef struct dedup {
     /* options */
     char **inputs;
+    char **names;           /* the inputs as given, for messages */
     int ninputs;
     const char *out_path, *dups_path;
     keyspec ks;
@@ -745,6 +750,81 @@ static int close_out(outbuf *o, bool ours)
     return rc;
 }
 
+/* --exact on a stream: each input that is not a regular file (stdin, a pipe)
+ * is copied to an unlinked temporary file in $TMPDIR, which both passes then
+ * read through /proc/self/fd. spooled[i] owns the new path, fds[i] the file. */
+static int spool_streams(char **inputs, int ninputs, char **spooled, int *fds)
+{
+    const char *tmp = getenv("TMPDIR");
+    if (!tmp || !*tmp)
+        tmp = "/tmp";
+    char *buf = NULL;
+    int rc = -1;
+    for (int i = 0; i < ninputs; i++) {
+        bool is_stdin = strcmp(inputs[i], "-") == 0;
+        struct stat st;
+        if (!is_stdin && (stat(inputs[i], &st) != 0 || S_ISREG(st.st_mode)))
+            continue; /* a regular file */
+        const char *name = is_stdin ? "stdin" : inputs[i];
+        if (!buf && !(buf = malloc(BLOCK_BYTES)))
+            goto out;
+        size_t plen = strlen(tmp) + 32;
+        char *path = malloc(plen);
+        if (!path)
+            goto out;
+        snprintf(path, plen, "%s/bloomery-dedup-XXXXXX", tmp);
+        int out = mkstemp(path);
+        if (out < 0) {
+            fprintf(stderr, PROG ": cannot create a temporary file in %s: %s\n", tmp,
+                    strerror(errno));
+            free(path);
+            goto out;
+        }
+        unlink(path);
+        fds[i] = out;
+        snprintf(path, plen, "/proc/self/fd/%d", out);
+        spooled[i] = path;
+        int in = is_stdin ? 0 : open(inputs[i], O_RDONLY | O_CLOEXEC);
+        if (in < 0) {
+            fprintf(stderr, PROG ": cannot open %s: %s\n", name, strerror(errno));
+            goto out;
+        }
+        for (;;) {
+            ssize_t n = read(in, buf, BLOCK_BYTES);
+            if (n < 0 && errno == EINTR)
+                continue;
+            if (n < 0) {
+                fprintf(stderr, PROG ": cannot read %s: %s\n", name, strerror(errno));
+                if (!is_stdin)
+                    close(in);
+                goto out;
+            }
+            if (n == 0)
+                break;
+            for (ssize_t w = 0; w < n;) {
+                ssize_t k = write(out, buf + w, (size_t)(n - w));
+                if (k < 0 && errno == EINTR)
+                    continue;
+                if (k < 0) {
+                    fprintf(stderr, PROG ": cannot spool %s to %s: %s\n", name, tmp,
+                            strerror(errno));
+                    if (!is_stdin)
+                        close(in);
+                    goto out;
+                }
+                w += k;
+            }
+        }
+        if (!is_stdin)
+            close(in);
+        inputs[i] = spooled[i];
+    }
+    rc = 0;
+out:
+    free(buf);
+    return rc;
+}
+
 static int usage_err(const char *fmt, const char *a)
 {
     fprintf(stderr, PROG ": ");
@@ -761,7 +841,10 @@ int cmd_dedup(int argc, char **argv)
         return CLI_ERROR;
     }
     char **inputs = calloc((size_t)argc + 1, sizeof *inputs);
-    if (!inputs) {
+    char **names = calloc((size_t)argc + 1, sizeof *names);
+    if (!inputs || !names) {
+        free(inputs);
+        free(names);
         free(d);
         fprintf(stderr, PROG ": out of memory\n");
         return CLI_ERROR;
@@ -774,6 +857,8 @@ int cmd_dedup(int argc, char **argv)
     int show_progress = -1;
     bool quiet = false;
     int ninputs = 0, rc = CLI_OK;
+    char **spooled = NULL; /* --exact on streams: temporary copies */
+    int *spool_fds = NULL, nspool = 0;
     d->rs = '\n';
     d->out.fd = d->dupout.fd = -1;
     bool only_args = false;
@@ -868,9 +953,24 @@ int cmd_dedup(int argc, char **argv)
         goto done;
     }
     if (exact == 1 && !all_regular) {
-        rc = usage_err("%s", "--exact reads the inputs twice: it needs regular files, not stdin "
-                             "or a pipe (use --filter-only, or save the stream to a file)");
-        goto done;
+        if (ninputs == 0)
+            inputs[ninputs++] = "-";
+        memcpy(names, inputs, (size_t)ninputs * sizeof *names);
+        spooled = calloc((size_t)ninputs, sizeof *spooled);
+        spool_fds = malloc((size_t)ninputs * sizeof *spool_fds);
+        if (!spooled || !spool_fds) {
+            fprintf(stderr, PROG ": out of memory\n");
+            rc = CLI_ERROR;
+            goto done;
+        }
+        for (int i = 0; i < ninputs; i++)
+            spool_fds[i] = -1;
+        nspool = ninputs;
+        if (spool_streams(inputs, ninputs, spooled, spool_fds) != 0 ||
+            rdr_check_inputs(PROG, inputs, ninputs, &all_regular, &d->total_bytes) != 0) {
+            rc = CLI_ERROR;
+            goto done;
+        }
     }
     if (exact == -1)
         exact = all_regular;
@@ -895,7 +995,10 @@ int cmd_dedup(int argc, char **argv)
         long nc = sysconf(_SC_NPROCESSORS_ONLN);
         threads = nc < 1 ? 1 : nc > MAX_THREADS ? MAX_THREADS : (unsigned long long)nc;
     }
+    if (!nspool)
+        memcpy(names, inputs, (size_t)ninputs * sizeof *names);
     d->inputs = inputs;
+    d->names = names;
     d->ninputs = ninputs;
     d->nchan = (int)threads;
     d->progress = show_progress == -1 ? isatty(2) : show_progress;
@@ -987,10 +1090,10 @@ int cmd_dedup(int argc, char **argv)
     if (d->nokey) {
         char where[64];
         snprintf(where, sizeof where, "%llu", (unsigned long long)d->first_nokey_line);
-        const char *f = d->ninputs ? d->inputs[d->first_nokey_file] : "-";
+        const char *f = d->ninputs ? d->names[d->first_nokey_file] : "-";
         fprintf(stderr,
-                PROG ": %llu record%s lack a key field (first: %s line %s); written unchanged\n",
-                (unsigned long long)d->nokey, d->nokey == 1 ? "" : "s",
+                PROG ": %llu record%s a key field (first: %s line %s); written unchanged\n",
+                (unsigned long long)d->nokey, d->nokey == 1 ? " lacks" : "s lack",
                 strcmp(f, "-") == 0 ? "stdin" : f, where);
     }
     if (!quiet) {
@@ -1055,8 +1158,16 @@ cleanup:
     pthread_mutex_destroy(&d->mu);
     pthread_cond_destroy(&d->cv);
 done:
+    for (int i = 0; i < nspool; i++) {
+        free(spooled[i]);
+        if (spool_fds[i] >= 0)
+            close(spool_fds[i]);
+    }
+    free(spooled);
+    free(spool_fds);
     keyspec_free(&d->ks);
     free(inputs);
+    free(names);
     free(d);
     return rc;
 }

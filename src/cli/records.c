@@ -89,7 +89,9 @@ int rdr_check_inputs(const char *prog, char **paths, int npaths, bool *all_regul
         }
         if (fd > 0)
             close(fd);
-        *all_regular = *all_regular && reg;
+        /* stdin is a stream even when redirected from a file: its offset
+         * is shared with whoever started us, so it is never read twice. */
+        *all_regular = *all_regular && reg && strcmp(paths[i], "-") != 0;
         *total += size;
     }
     return 0;

@@ -43,8 +43,8 @@ void rdr_close(rdr *r);
 ssize_t rdr_next(rdr *r, char **buf, size_t *cap, size_t want, int *file, bool *unterminated);
 
 /* Checks that every input can be opened and read (not a directory); reports
- * the first that cannot. *all_regular: every input is a regular file (so it
- * can be read twice); *total: their total size in bytes. */
+ * the first that cannot. *all_regular: every input is a regular file other
+ * than stdin (so it can be read twice); *total: their total size in bytes. */
 int rdr_check_inputs(const char *prog, char **paths, int npaths, bool *all_regular,
                      uint64_t *total);
 

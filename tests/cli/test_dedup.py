@@ -9,7 +9,7 @@ import subprocess
 
 import pytest
 
-from clihelp import QUICK, run
+from clihelp import CLI, QUICK, run
 
 N = 4000 if QUICK else 30000
 
@@ -148,6 +148,29 @@ def test_filter_only_default_sizing_drops_nothing_unique():
     assert "filter-only" in err
 
 
+def test_exact_on_streams_spools_them(tmp_path):
+    recs = gen(N, 0.3, seed=12)
+    data = b"\n".join(recs) + b"\n"
+    keep = first_occurrences(recs)[0]
+    rc, out, err = run(["dedup", "--exact", "--capacity", 5], input=data)
+    assert rc == 0 and "exact" in err, err
+    assert lines(out) == keep
+    # stdin redirected from a file is still read once, then spooled.
+    (tmp_path / "in").write_bytes(data)
+    with open(tmp_path / "in", "rb") as f:
+        rc, out, err = run(["dedup", "--exact", "-k", "1"], stdin=f)
+    assert rc == 0 and lines(out) == keep
+    with open(tmp_path / "in", "rb") as f:
+        rc, out, err = run(["dedup"], stdin=f)
+    assert rc == 0 and "filter-only" in err and lines(out) == keep
+    rc, out, err = run(["dedup", "--exact", "-k", "2"], input=b"a\tb\nc\n")
+    assert out == b"a\tb\nc\n" and "1 record lacks a key field (first: stdin line 2)" in err
+    env = dict(os.environ, TMPDIR=str(tmp_path / "nope"))
+    p = subprocess.run([CLI, "dedup", "--exact"], input=b"a\n", env=env,
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert p.returncode == 1 and b"cannot create a temporary file" in p.stderr
+
+
 def test_files_can_be_forced_to_one_pass(tmp_path):
     recs = gen(N, 0.1, seed=5)
     inp = write(tmp_path, "in", recs)
@@ -220,13 +243,11 @@ def test_usage_errors(tmp_path):
     for args in (["--bogus"], ["--capacity", "0", inp], ["--capacity", "x", inp],
                  ["--error", "1.5", inp], ["--key", "0", inp], ["--key", "2-1", inp],
                  ["--key", "a", inp], ["--delimiter", "ab", inp], ["-t", "0", inp],
-                 ["--out"], ["--exact"], ["-", "-"], ["-o", inp, inp], ["--dups", inp, inp],
+                 ["--out"], ["-", "-"], ["-o", inp, inp], ["--dups", inp, inp],
                  ["-k", "1", "-d", "\\n", inp]):
         rc, out, err = run(["dedup"] + args, input=b"a\n")
         assert rc == 2, (args, err)
         assert "bloomery dedup:" in err
-    rc, out, err = run(["dedup", "--exact"], input=b"a\n")
-    assert "needs regular files" in err
     assert inp.read_bytes() == b"a\n"  # -o onto an input refused before writing
 
 
