@@ -21,10 +21,13 @@ typedef struct commit_worker {
     uv_async_t async;
     client *head;             /* parked clients; this worker's thread only */
     _Atomic bool has_parked;
+    bool open;                /* async usable; under notify_lock */
 } commit_worker;
 
 static commit_worker *cws;
 static int ncws;
+/* The log thread must not signal a handle its worker has closed. */
+static pthread_mutex_t notify_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static void unlink_client(commit_worker *cw, client *c) {
     if (c->wal_prev) c->wal_prev->wal_next = c->wal_next;
@@ -52,20 +55,26 @@ static void on_durable(uv_async_t *a) {
 }
 
 void commit_worker_init(worker *w) {
+    pthread_mutex_lock(&notify_lock);
     if (cws == NULL) {
-        ncws = srv.nworkers;
-        cws = calloc((size_t)ncws, sizeof(*cws));
+        cws = calloc((size_t)srv.nworkers, sizeof(*cws));
         if (cws == NULL) abort();
+        ncws = srv.nworkers;
     }
     commit_worker *cw = &cws[w->idx];
     uv_async_init(&w->loop, &cw->async, on_durable);
     cw->async.data = cw;
+    cw->open = true;
+    pthread_mutex_unlock(&notify_lock);
 }
 
 static void closed(uv_handle_t *h) { (void)h; }
 
 void commit_worker_close(worker *w) {
     commit_worker *cw = &cws[w->idx];
+    pthread_mutex_lock(&notify_lock);
+    cw->open = false;
+    pthread_mutex_unlock(&notify_lock);
     uv_close((uv_handle_t *)&cw->async, closed);
 }
 
@@ -95,12 +104,16 @@ void commit_forget(client *c) {
 }
 
 void commit_notify(void) {
+    pthread_mutex_lock(&notify_lock);
     for (int i = 0; i < ncws; i++)
-        if (atomic_load(&cws[i].has_parked)) uv_async_send(&cws[i].async);
+        if (cws[i].open && atomic_load(&cws[i].has_parked)) uv_async_send(&cws[i].async);
+    pthread_mutex_unlock(&notify_lock);
 }
 
 void commit_free(void) {
+    pthread_mutex_lock(&notify_lock);
     free(cws);
     cws = NULL;
     ncws = 0;
+    pthread_mutex_unlock(&notify_lock);
 }
