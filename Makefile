@@ -27,13 +27,15 @@ test-asan:
 	cd $(ASAN_BUILD) && BLOOMERY_QUICK=1 ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
 		ctest --output-on-failure -j $(JOBS)
 
-# The server suites run through a real client against the release server and
-# again against the sanitizer build.
+# The server and CLI suites run through real clients against the release
+# programs and again against the sanitizer build.
 test-server: all test-asan
-	@if [ -d tests/server ]; then \
-		BLOOMERYD=$(CURDIR)/$(BUILD)/bloomeryd /usr/bin/python3 -m pytest -q tests/server && \
-		BLOOMERY_QUICK=1 BLOOMERYD=$(CURDIR)/$(ASAN_BUILD)/bloomeryd /usr/bin/python3 -m pytest -q tests/server; \
-	fi
+	BLOOMERYD=$(CURDIR)/$(BUILD)/bloomeryd /usr/bin/python3 -m pytest -q tests/server
+	BLOOMERY_QUICK=1 BLOOMERYD=$(CURDIR)/$(ASAN_BUILD)/bloomeryd /usr/bin/python3 -m pytest -q tests/server
+	BLOOMERY_CLI=$(CURDIR)/$(BUILD)/bloomery BLOOMERYD=$(CURDIR)/$(BUILD)/bloomeryd \
+		/usr/bin/python3 -m pytest -q tests/cli
+	BLOOMERY_QUICK=1 BLOOMERY_CLI=$(CURDIR)/$(ASAN_BUILD)/bloomery BLOOMERYD=$(CURDIR)/$(ASAN_BUILD)/bloomeryd \
+		/usr/bin/python3 -m pytest -q tests/cli
 
 fuzz:
 	./fuzz/run $(FUZZ_BUILD) $(FUZZ_SECONDS)
