@@ -47,6 +47,15 @@ static bloomery_object make(bloomery_type type, int variant)
         for (uint64_t i = 0; i < (variant ? 5000u : 50u); i++)
             hll_add(o.u.hll, key, tu_key(key, "s:", i));
         break;
+    case BLOOMERY_TYPE_WINDOW:
+        /* A ring that has rotated, so slices hold different items. */
+        assert_int_equal(win_create(&o.u.win, 400, 0.01, 1000, variant ? 2 : 4, 0, NULL), BLOOMERY_OK);
+        for (uint64_t i = 0; i < 300; i++) {
+            int64_t now = (int64_t)(i * 2);
+            win_advance(o.u.win, now, NULL, NULL);
+            win_check_and_add(o.u.win, key, tu_key(key, "s:", i), now);
+        }
+        break;
     case BLOOMERY_TYPE_CUCKOO: {
         /* RedisBloom's 8-bit slots growing by 1, or packed 13-bit slots
          * growing by 2 with some deletes. */
@@ -88,6 +97,9 @@ static void same_answers(bloomery_object a, bloomery_object b)
             break;
         case BLOOMERY_TYPE_HLL:
             break;
+        case BLOOMERY_TYPE_WINDOW:
+            assert_int_equal(win_check(a.u.win, key, len, 600), win_check(b.u.win, key, len, 600));
+            break;
         case BLOOMERY_TYPE_CUCKOO:
             assert_int_equal(cf_exists(a.u.cf, key, len), cf_exists(b.u.cf, key, len));
             assert_int_equal(cf_count(a.u.cf, key, len), cf_count(b.u.cf, key, len));
@@ -110,6 +122,16 @@ static void same_answers(bloomery_object a, bloomery_object b)
             assert_memory_equal(cf_filter_data(a.u.cf, i), cf_filter_data(b.u.cf, i),
                                 cf_filter_bytes(a.u.cf, i));
     }
+    if (a.type == BLOOMERY_TYPE_WINDOW) {
+        assert_int_equal(win_slices(a.u.win), win_slices(b.u.win));
+        assert_int_equal(win_rotations(a.u.win), win_rotations(b.u.win));
+        assert_int_equal(win_early_rotations(a.u.win), win_early_rotations(b.u.win));
+        for (unsigned i = 0; i <= win_slices(a.u.win); i++) {
+            assert_int_equal(win_slice_start(a.u.win, i), win_slice_start(b.u.win, i));
+            assert_int_equal(win_slice_count(a.u.win, i), win_slice_count(b.u.win, i));
+        }
+        assert_int_equal(win_count(a.u.win, 600), win_count(b.u.win, 600));
+    }
     if (a.type == BLOOMERY_TYPE_SCALABLE) {
         assert_int_equal(sbf_count(a.u.sbf), sbf_count(b.u.sbf));
         assert_int_equal(sbf_capacity(a.u.sbf), sbf_capacity(b.u.sbf));
@@ -120,7 +142,7 @@ static void same_answers(bloomery_object a, bloomery_object b)
 
 static const bloomery_type types[] = {BLOOMERY_TYPE_BLOCKED, BLOOMERY_TYPE_COUNTING,
                                       BLOOMERY_TYPE_SCALABLE, BLOOMERY_TYPE_HLL,
-                                      BLOOMERY_TYPE_CUCKOO};
+                                      BLOOMERY_TYPE_CUCKOO, BLOOMERY_TYPE_WINDOW};
 #define NTYPES (int)(sizeof types / sizeof types[0])
 
 static void test_round_trip(void **state)

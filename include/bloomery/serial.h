@@ -31,6 +31,7 @@
 #include "bloomery/cuckoo.h"
 #include "bloomery/hll.h"
 #include "bloomery/scalable.h"
+#include "bloomery/window.h"
 
 #define BLOOMERY_SERIAL_VERSION 1
 #define BLOOMERY_CHUNK_DEFAULT (2u << 20)   /* 2 MiB */
@@ -42,6 +43,7 @@ typedef enum bloomery_type {
     BLOOMERY_TYPE_COUNTING = 3,  /* cntbf_t */
     BLOOMERY_TYPE_HLL = 4,       /* hll_t */
     BLOOMERY_TYPE_CUCKOO = 5,    /* cf_t */
+    BLOOMERY_TYPE_WINDOW = 6,    /* win_t */
 } bloomery_type;
 
 typedef struct bloomery_object {
@@ -52,6 +54,7 @@ typedef struct bloomery_object {
         cntbf_t *cnt;
         hll_t *hll;
         cf_t *cf;
+        win_t *win;
         void *any;
     } u;
 } bloomery_object;

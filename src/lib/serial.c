@@ -23,6 +23,11 @@
  *                      u32 max iterations, u32 expansion, u32 max filters,
  *                      u32 nfilters, u64 items, u64 deletes; one region per
  *                      sub-filter, its packed slot table (cuckoo.h).
+ *   window:            u64 capacity, f64 error, u64 window ms, u32 slices S,
+ *                      u64 seed, u64 rotations, u64 early rotations, then
+ *                      for each of the S+1 slices, current first:
+ *                      u64 nblocks, u32 b, u64 capacity, f64 error,
+ *                      u64 count, i64 start ms; one region per slice.
  *
  * Regions are cut into chunks of `chunk size` bytes (the last of a region may
  * be shorter), numbered across regions. Chunk i's checksum is XXH3-64 of its
@@ -251,6 +256,32 @@ static int describe(bloomery_object obj, wbuf *params, region **regions, uint32_
             return BLOOMERY_ENOMEM;
         (*regions)[0] = (region){p, len};
         *nregions = 1;
+        return BLOOMERY_OK;
+    }
+    case BLOOMERY_TYPE_WINDOW: {
+        const win_t *w = obj.u.win;
+        unsigned n = win_slices(w) + 1;
+        put_u64(params, win_capacity(w));
+        put_f64(params, win_error_rate(w));
+        put_u64(params, win_window_ms(w));
+        put_u32(params, win_slices(w));
+        put_u64(params, win_seed(w));
+        put_u64(params, win_rotations(w));
+        put_u64(params, win_early_rotations(w));
+        *regions = malloc(n * sizeof **regions);
+        if (!*regions)
+            return BLOOMERY_ENOMEM;
+        for (unsigned i = 0; i < n; i++) {
+            const bf_t *f = win_slice(w, i);
+            put_u64(params, bf_nblocks(f));
+            put_u32(params, bf_blocks_per_key(f));
+            put_u64(params, bf_capacity(f));
+            put_f64(params, bf_error_rate(f));
+            put_u64(params, bf_count(f));
+            put_u64(params, (uint64_t)win_slice_start(w, i));
+            (*regions)[i] = (region){bf_data(f), bf_bytes(f)};
+        }
+        *nregions = n;
         return BLOOMERY_OK;
     }
     case BLOOMERY_TYPE_CUCKOO: {
@@ -597,6 +628,55 @@ static int build_object(bloomery_loader *l, rbuf *p, uint64_t max_bytes)
             return fail(l, BLOOMERY_ENOMEM, "out of memory");
         l->dest[0] = l->hll_buf;
         return BLOOMERY_OK;
+    case BLOOMERY_TYPE_WINDOW: {
+        uint64_t capacity = get_u64(p);
+        double error = get_f64(p);
+        uint64_t window_ms = get_u64(p);
+        uint32_t s = get_u32(p);
+        uint64_t seed = get_u64(p), rotations = get_u64(p), early = get_u64(p);
+        if (p->short_read || capacity == 0 || !valid_error(error) || window_ms == 0 || s == 0 ||
+            s > WIN_MAX_SLICES || l->nregions != s + 1)
+            return fail(l, BLOOMERY_ECORRUPT, "invalid window parameters");
+        bf_t *slices[WIN_MAX_SLICES + 1] = {0};
+        int64_t starts[WIN_MAX_SLICES + 1];
+        int rc = BLOOMERY_OK;
+        for (uint32_t i = 0; i <= s && rc == BLOOMERY_OK; i++) {
+            uint64_t nblocks = get_u64(p);
+            uint32_t b = get_u32(p);
+            uint64_t cap = get_u64(p);
+            double e = get_f64(p);
+            uint64_t count = get_u64(p);
+            starts[i] = (int64_t)get_u64(p);
+            if (p->short_read || nblocks == 0 || nblocks > UINT64_MAX / 64 ||
+                nblocks * 64 != l->lens[i] || b == 0 || b > BLOOMERY_MAX_BLOCKS_PER_KEY ||
+                !valid_error(e) || cap == 0) {
+                rc = fail(l, BLOOMERY_ECORRUPT, "invalid window slice %u", i);
+                break;
+            }
+            rc = bf_create_shape(&slices[i], nblocks, b, seed, cap, e);
+            if (rc != BLOOMERY_OK) {
+                fail(l, rc, "cannot allocate slice %u: %s", i, bloomery_strerror(rc));
+                break;
+            }
+            bf_set_count(slices[i], count);
+            l->dest[i] = bf_data_mut(slices[i]);
+        }
+        if (rc == BLOOMERY_OK && p->off != p->len)
+            rc = fail(l, BLOOMERY_ECORRUPT, "parameters have trailing bytes");
+        if (rc == BLOOMERY_OK) {
+            rc = win_assemble(&l->obj.u.win, capacity, error, window_ms, s, slices, starts,
+                              rotations, early);
+            if (rc != BLOOMERY_OK)
+                rc = fail(l, BLOOMERY_ECORRUPT, "slices of different shapes");
+        }
+        if (rc != BLOOMERY_OK) {
+            for (uint32_t i = 0; i <= s; i++)
+                bf_free(slices[i]);
+            return rc;
+        }
+        l->obj.type = l->type;
+        return BLOOMERY_OK;
+    }
     case BLOOMERY_TYPE_CUCKOO: {
         cf_shape sh = {0};
         sh.nbuckets = get_u64(p);
@@ -660,7 +740,7 @@ int bloomery_loader_open(bloomery_loader **out, const uint8_t *buf, size_t len,
      * every field, since a forged header can carry a valid checksum. */
     if (version != BLOOMERY_SERIAL_VERSION)
         return fail(l, BLOOMERY_EVERSION, "unsupported format version %u", version);
-    if (type < BLOOMERY_TYPE_BLOCKED || type > BLOOMERY_TYPE_CUCKOO)
+    if (type < BLOOMERY_TYPE_BLOCKED || type > BLOOMERY_TYPE_WINDOW)
         return fail(l, BLOOMERY_ETYPE, "unknown object type %u", type);
     if (cs < MIN_CHUNK || cs > BLOOMERY_CHUNK_MAX)
         return fail(l, BLOOMERY_ECORRUPT, "chunk size %u out of range", cs);
@@ -776,6 +856,7 @@ void bloomery_object_free(bloomery_object *o)
     case BLOOMERY_TYPE_COUNTING: cntbf_free(o->u.cnt); break;
     case BLOOMERY_TYPE_HLL: hll_free(o->u.hll); break;
     case BLOOMERY_TYPE_CUCKOO: cf_free(o->u.cf); break;
+    case BLOOMERY_TYPE_WINDOW: win_free(o->u.win); break;
     }
     o->u.any = NULL;
 }
