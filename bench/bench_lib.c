@@ -10,6 +10,8 @@
  * lane receives that many random bits; for the classic filter every bit is
  * set with probability 1 - e^(-kn/m). Timed operations then run through the
  * public API on real keys, and the FPR column is measured on that state.
+ * Lookups are best of three runs; adds run once (a repeat would find its
+ * items present).
  *
  *   bench_lib [--small-only] [--ops N]
  */
@@ -183,6 +185,28 @@ static double time_classic(cbf_t *f, op o, const keys *k)
     return dt * 1e9 / (double)k->n;
 }
 
+/* Lookups change nothing, so they are timed three times and the best kept,
+ * which filters out moments when another process had the memory bus. */
+static double best_blocked_check(bf_t *bf, int batched, const keys *k)
+{
+    double best = time_blocked(bf, CHECK, batched, k);
+    for (int r = 0; r < 2; r++) {
+        double t = time_blocked(bf, CHECK, batched, k);
+        best = t < best ? t : best;
+    }
+    return best;
+}
+
+static double best_classic_check(cbf_t *f, const keys *k)
+{
+    double best = time_classic(f, CHECK, k);
+    for (int r = 0; r < 2; r++) {
+        double t = time_classic(f, CHECK, k);
+        best = t < best ? t : best;
+    }
+    return best;
+}
+
 static double fpr_blocked(const bf_t *bf, const keys *q)
 {
     uint8_t out[GROUP];
@@ -254,9 +278,9 @@ static void run_size(const char *label, uint64_t bytes, int synthetic, uint64_t 
 
     /* Lookups of absent items (mostly negatives at p = 1%), then of present
      * ones (every probe is read), then adds of new items. */
-    row(bsize, "blocked", bbpk, bfpr, "check absent", time_blocked(bf, CHECK, 0, &probes),
-        time_blocked(bf, CHECK, 1, &probes));
-    row(csize, "classic", cbpk, cfpr, "check absent", time_classic(cf, CHECK, &probes), 0);
+    row(bsize, "blocked", bbpk, bfpr, "check absent", best_blocked_check(bf, 0, &probes),
+        best_blocked_check(bf, 1, &probes));
+    row(csize, "classic", cbpk, cfpr, "check absent", best_classic_check(cf, &probes), 0);
     keys present = members;
     present.n = ops < members.n ? ops : members.n;
     if (synthetic) {
@@ -264,9 +288,9 @@ static void run_size(const char *label, uint64_t bytes, int synthetic, uint64_t 
         time_blocked(bf, ADD, 1, &present);
         time_classic(cf, ADD, &present);
     }
-    row(bsize, "blocked", bbpk, bfpr, "check present", time_blocked(bf, CHECK, 0, &present),
-        time_blocked(bf, CHECK, 1, &present));
-    row(csize, "classic", cbpk, cfpr, "check present", time_classic(cf, CHECK, &present), 0);
+    row(bsize, "blocked", bbpk, bfpr, "check present", best_blocked_check(bf, 0, &present),
+        best_blocked_check(bf, 1, &present));
+    row(csize, "classic", cbpk, cfpr, "check present", best_classic_check(cf, &present), 0);
     /* Adds and check-and-adds of new items: halves of `fresh` for each form. */
     keys a = fresh, b = fresh;
     a.n = fresh.n / 2;
