@@ -76,7 +76,7 @@ bool snap_index_parse(const uint8_t *buf, size_t len, snap_index *out, char *err
         rdr_str(&r, &p, &n);
         uint64_t nc = rdr_u64(&r);
         if (r.bad) why = "entry truncated";
-        else if (kind < SNAP_KIND_BLOOM || kind > SNAP_KIND_HLL) why = "unknown key kind";
+        else if (kind < SNAP_KIND_BLOOM || kind > SNAP_KIND_CUCKOO) why = "unknown key kind";
         else if (exp < 0) why = "negative expiry";
         else if (n == 0) why = "empty image header";
         else if (nc == 0 || nc > (body - r.off) / MIN_CHUNK) why = "bad chunk count";

@@ -35,6 +35,8 @@
 #define SNAP_KIND_BLOOM 1      /* scalable chain */
 #define SNAP_KIND_COUNTING 2   /* counting filter */
 #define SNAP_KIND_HLL 3        /* HyperLogLog */
+#define SNAP_KIND_WINDOW 4     /* time-windowed filter */
+#define SNAP_KIND_CUCKOO 5     /* cuckoo filter */
 
 #define SNAP_CHUNK_FILE 0
 #define SNAP_CHUNK_INLINE 1

@@ -29,6 +29,12 @@ const char *wal_type_name(unsigned type) {
     case WAL_BF_MERGE: return "bf-merge";
     case WAL_PF_MERGE: return "pf-merge";
     case WAL_LOADCHUNK: return "loadchunk";
+    case WAL_WIN_ADD: return "window-add";
+    case WAL_CF_OP: return "cuckoo-op";
+    case WAL_WIN_CREATE: return "window-create";
+    case WAL_WIN_ROTATE: return "window-rotate";
+    case WAL_CF_CREATE: return "cuckoo-create";
+    case WAL_CF_LOADCHUNK: return "cuckoo-loadchunk";
     }
     return NULL;
 }
@@ -251,7 +257,70 @@ bool wal_op_parse(uint8_t type, const uint8_t *p, size_t len, wal_op *op, char *
         if (!parse_keylist(&r, op, type == WAL_BF_MERGE ? 2 : 1, err, errlen)) return false;
         break;
     }
-    case WAL_LOADCHUNK: {
+    case WAL_WIN_ADD:
+        ok = rdr_str(&r, &op->key, &op->klen);
+        op->when_ms = (int64_t)rdr_u64(&r);
+        ok = ok && !r.bad && parse_hashes(&r, op, 16, err, errlen);
+        if (!ok && !r.bad) return false;
+        break;
+    case WAL_CF_OP:
+        ok = rdr_str(&r, &op->key, &op->klen);
+        op->cf_op = rdr_u8(&r);
+        op->max_filters = rdr_u32(&r);
+        if (!r.bad && (op->cf_op > WAL_CF_DEL || op->max_filters == 0)) {
+            setf(err, errlen, "bad cuckoo operation %u or limit %u", op->cf_op, op->max_filters);
+            return false;
+        }
+        ok = ok && !r.bad && parse_hashes(&r, op, 8, err, errlen);
+        if (!ok && !r.bad) return false;
+        break;
+    case WAL_WIN_CREATE: {
+        ok = rdr_str(&r, &op->key, &op->klen);
+        wal_window *w = &op->win;
+        w->capacity = rdr_u64(&r);
+        w->error = rdr_f64(&r);
+        w->window_ms = rdr_u64(&r);
+        w->slices = rdr_u32(&r);
+        w->start_ms = (int64_t)rdr_u64(&r);
+        w->expire_ms = (int64_t)rdr_u64(&r);
+        if (r.bad) break;
+        if (w->capacity == 0 || !(w->error > 0 && w->error < 1) || w->window_ms == 0 ||
+            w->slices == 0 || w->slices > 64 || w->expire_ms < 0) {
+            setf(err, errlen, "bad window parameters");
+            return false;
+        }
+        break;
+    }
+    case WAL_WIN_ROTATE: {
+        ok = rdr_str(&r, &op->key, &op->klen);
+        op->when_ms = (int64_t)rdr_u64(&r);
+        uint8_t e = rdr_u8(&r);
+        if (!r.bad && e > 1) {
+            setf(err, errlen, "bad early flag %u", e);
+            return false;
+        }
+        op->early = e == 1;
+        break;
+    }
+    case WAL_CF_CREATE: {
+        ok = rdr_str(&r, &op->key, &op->klen);
+        wal_cuckoo *c = &op->cf;
+        c->capacity = rdr_u64(&r);
+        c->bucket_size = rdr_u32(&r);
+        c->max_iterations = rdr_u32(&r);
+        c->expansion = rdr_u32(&r);
+        c->fingerprint_bits = rdr_u32(&r);
+        if (r.bad) break;
+        if (c->capacity == 0 || c->bucket_size == 0 || c->bucket_size > 255 ||
+            c->max_iterations == 0 || c->max_iterations > 65535 || c->expansion > 32768 ||
+            c->fingerprint_bits < 8 || c->fingerprint_bits > 32) {
+            setf(err, errlen, "bad cuckoo filter parameters");
+            return false;
+        }
+        break;
+    }
+    case WAL_LOADCHUNK:
+    case WAL_CF_LOADCHUNK: {
         ok = rdr_str(&r, &op->key, &op->klen);
         op->iter = (int64_t)rdr_u64(&r);
         uint64_t dl = rdr_u64(&r);
@@ -347,4 +416,46 @@ void wal_enc_loadchunk(pbuf *b, const void *key, size_t klen, int64_t iter, cons
     pbuf_u64(b, (uint64_t)iter);
     pbuf_u64(b, dlen);
     pbuf_put(b, data, dlen);
+}
+
+void wal_enc_win_create(pbuf *b, const void *key, size_t klen, const wal_window *w) {
+    pbuf_str(b, key, klen);
+    pbuf_u64(b, w->capacity);
+    pbuf_f64(b, w->error);
+    pbuf_u64(b, w->window_ms);
+    pbuf_u32(b, w->slices);
+    pbuf_u64(b, (uint64_t)w->start_ms);
+    pbuf_u64(b, (uint64_t)w->expire_ms);
+}
+
+void wal_enc_win_add(pbuf *b, const void *key, size_t klen, int64_t now_ms, const uint64_t *h,
+                     uint32_t n) {
+    pbuf_str(b, key, klen);
+    pbuf_u64(b, (uint64_t)now_ms);
+    pbuf_u32(b, n);
+    for (uint32_t i = 0; i < 2 * n; i++) pbuf_u64(b, h[i]);
+}
+
+void wal_enc_win_rotate(pbuf *b, const void *key, size_t klen, int64_t start_ms, bool early) {
+    pbuf_str(b, key, klen);
+    pbuf_u64(b, (uint64_t)start_ms);
+    pbuf_u8(b, early ? 1 : 0);
+}
+
+void wal_enc_cf_create(pbuf *b, const void *key, size_t klen, const wal_cuckoo *c) {
+    pbuf_str(b, key, klen);
+    pbuf_u64(b, c->capacity);
+    pbuf_u32(b, c->bucket_size);
+    pbuf_u32(b, c->max_iterations);
+    pbuf_u32(b, c->expansion);
+    pbuf_u32(b, c->fingerprint_bits);
+}
+
+void wal_enc_cf_op(pbuf *b, const void *key, size_t klen, uint8_t op, uint32_t max_filters,
+                   const uint64_t *h, uint32_t n) {
+    pbuf_str(b, key, klen);
+    pbuf_u8(b, op);
+    pbuf_u32(b, max_filters);
+    pbuf_u32(b, n);
+    for (uint32_t i = 0; i < n; i++) pbuf_u64(b, h[i]);
 }

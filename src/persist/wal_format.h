@@ -37,6 +37,8 @@ enum wal_type {
     WAL_CNT_ADD = 2,     /* key, n, n x 16-byte bloomery_hash */
     WAL_CNT_DEL = 3,     /* key, n, n x 16-byte bloomery_hash */
     WAL_PF_ADD = 4,      /* key, created, n, n x u64 element hash */
+    WAL_WIN_ADD = 5,     /* key, ms, n, n x 16-byte bloomery_hash */
+    WAL_CF_OP = 6,       /* key, op, filter limit, n, n x u64 cf_hash */
     /* barriers: structural changes */
     WAL_CREATE = 16,     /* key, kind, layout, expansion, capacity, error, expiry */
     WAL_DEL = 17,        /* n keys */
@@ -46,7 +48,16 @@ enum wal_type {
     WAL_BF_MERGE = 21,   /* created, n keys: destination, sources */
     WAL_PF_MERGE = 22,   /* created, n keys: destination, sources present */
     WAL_LOADCHUNK = 23,  /* key, iterator, data */
+    WAL_WIN_CREATE = 24, /* key, capacity, error, window ms, slices, start, expiry */
+    WAL_WIN_ROTATE = 25, /* key, start, early */
+    WAL_CF_CREATE = 26,  /* key, capacity, bucket size, iterations, expansion, bits */
+    WAL_CF_LOADCHUNK = 27, /* key, iterator, data (as WAL_LOADCHUNK) */
 };
+
+/* WAL_CF_OP operations. */
+#define WAL_CF_ADD 0
+#define WAL_CF_ADDNX 1
+#define WAL_CF_DEL 2
 
 /* WAL_CREATE kinds. */
 #define WAL_KIND_SCALABLE 0
@@ -97,6 +108,20 @@ typedef struct wal_create {
     int64_t expire_ms;   /* absolute, 0: none */
 } wal_create;
 
+typedef struct wal_window {
+    uint64_t capacity;
+    double error;
+    uint64_t window_ms;
+    uint32_t slices;
+    int64_t start_ms;
+    int64_t expire_ms;   /* absolute, 0: none */
+} wal_window;
+
+typedef struct wal_cuckoo {
+    uint64_t capacity;
+    uint32_t bucket_size, max_iterations, expansion, fingerprint_bits;
+} wal_cuckoo;
+
 typedef struct wal_op {
     uint8_t type;
     const uint8_t *key;    /* the key; destination of merges; source of a rename */
@@ -109,7 +134,12 @@ typedef struct wal_op {
     const uint8_t *flags;  /* WAL_BF_ADD: bit i set when item i was new */
     bool created;          /* PF_ADD, merges: the command created the destination */
     wal_create create;
-    int64_t when_ms;       /* WAL_EXPIRE */
+    int64_t when_ms;       /* WAL_EXPIRE; WAL_WIN_ADD: the clock; WAL_WIN_ROTATE: start */
+    bool early;            /* WAL_WIN_ROTATE: the slice filled before its time */
+    uint8_t cf_op;         /* WAL_CF_OP: WAL_CF_* */
+    uint32_t max_filters;  /* WAL_CF_OP: the sub-filter limit the command applied */
+    wal_window win;        /* WAL_WIN_CREATE */
+    wal_cuckoo cf;         /* WAL_CF_CREATE */
     int64_t iter;          /* WAL_LOADCHUNK */
     const uint8_t *data;
     size_t dlen;
@@ -135,5 +165,14 @@ void wal_enc_expire(pbuf *b, const void *key, size_t klen, int64_t when_ms);
 void wal_enc_rename(pbuf *b, const void *src, size_t slen, const void *dst, size_t dlen);
 void wal_enc_loadchunk(pbuf *b, const void *key, size_t klen, int64_t iter, const void *data,
                        size_t dlen);
+
+/* Windows and cuckoo filters. h: n bloomery_hash pairs (lo, hi). */
+void wal_enc_win_create(pbuf *b, const void *key, size_t klen, const wal_window *w);
+void wal_enc_win_add(pbuf *b, const void *key, size_t klen, int64_t now_ms, const uint64_t *h,
+                     uint32_t n);
+void wal_enc_win_rotate(pbuf *b, const void *key, size_t klen, int64_t start_ms, bool early);
+void wal_enc_cf_create(pbuf *b, const void *key, size_t klen, const wal_cuckoo *c);
+void wal_enc_cf_op(pbuf *b, const void *key, size_t klen, uint8_t op, uint32_t max_filters,
+                   const uint64_t *h, uint32_t n);
 
 #endif
