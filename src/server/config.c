@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bloomery/cuckoo.h"
 #include "bloomery/scalable.h"
 #include "resp.h"
 #include "server.h"
@@ -64,6 +65,11 @@ static const cfg_entry table[] = {
     {"bf-expansion-factor", T_INT, true, &cfg.bf_expansion, 0, SBF_MAX_EXPANSION, NULL, NULL,
      NULL, "2"},
     {"bf-default-layout", T_ENUM, true, &cfg.bf_layout, 0, 0, NULL, layouts, NULL, "blocked"},
+    {"cf-max-expansions", T_INT, true, &cfg.cf_max_expansions, 1, CF_MAX_MAX_FILTERS, NULL, NULL,
+     NULL, "32"},
+    /* For tests only: added to the clock windowed filters rotate by. */
+    {"debug-clock-offset-ms", T_INT, true, &cfg.debug_clock_offset_ms, -(1LL << 40), 1LL << 40,
+     NULL, NULL, NULL, "0"},
     {"hz", T_INT, true, &cfg.hz, 1, 500, NULL, NULL, NULL, "10"},
     {"tcp-backlog", T_INT, false, &cfg.tcp_backlog, 1, 65535, NULL, NULL, NULL, "511"},
     {"loglevel", T_ENUM, true, &cfg.loglevel, 0, 0, NULL, loglevels, NULL, "notice"},

@@ -32,6 +32,8 @@ typedef struct server_config {
     _Atomic long long bf_layout;       /* bloomery_layout */
     _Atomic long long appendonly;      /* 0 no, 1 yes */
     _Atomic long long appendfsync;     /* FSYNC_* in persist.h */
+    _Atomic long long cf_max_expansions;     /* sub-filters a cuckoo add may start from */
+    _Atomic long long debug_clock_offset_ms; /* tests: shifts the windows' clock */
     _Atomic double bf_error_rate;
 } server_config;
 

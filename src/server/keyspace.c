@@ -227,7 +227,10 @@ kv_obj *kv_obj_new(kv_type type, void *value) {
     case KV_BLOOM: o->u.sbf = value; break;
     case KV_COUNTING: o->u.cnt = value; break;
     case KV_HLL: o->u.hll = value; break;
-    case KV_LOADING: o->u.loader = value; break;
+    case KV_LOADING:
+    case KV_CF_LOADING: o->u.loader = value; break;
+    case KV_WINDOW: o->u.win = value; break;
+    case KV_CUCKOO: o->u.cf = value; break;
     }
     pthread_mutex_init(&o->lock, NULL);
     atomic_store(&o->refs, 1);
@@ -242,7 +245,10 @@ void kv_obj_free(kv_obj *o) {
     case KV_BLOOM: sbf_free(o->u.sbf); break;
     case KV_COUNTING: cntbf_free(o->u.cnt); break;
     case KV_HLL: hll_free(o->u.hll); break;
-    case KV_LOADING: bloomery_loader_free(o->u.loader); break;
+    case KV_LOADING:
+    case KV_CF_LOADING: bloomery_loader_free(o->u.loader); break;
+    case KV_WINDOW: win_free(o->u.win); break;
+    case KV_CUCKOO: cf_free(o->u.cf); break;
     }
     free(o->chunk_seen);
     pthread_mutex_destroy(&o->lock);
@@ -257,7 +263,10 @@ const char *kv_type_name(kv_type t) {
     switch (t) {
     case KV_BLOOM:
     case KV_COUNTING:
-    case KV_LOADING: return "MBbloom--";
+    case KV_LOADING:
+    case KV_WINDOW: return "MBbloom--";
+    case KV_CUCKOO:
+    case KV_CF_LOADING: return "MBbloomCF";
     case KV_HLL: return "string";
     }
     return "none";

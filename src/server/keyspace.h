@@ -33,6 +33,9 @@ typedef enum kv_type {
     KV_COUNTING = 2,  /* cntbf_t */
     KV_HLL = 3,       /* hll_t, guarded by obj->lock */
     KV_LOADING = 4,   /* a blocked dump being loaded with BF.LOADCHUNK */
+    KV_WINDOW = 5,    /* win_t (t_window.c): BF.* on a time-windowed filter */
+    KV_CUCKOO = 6,    /* cf_t (t_cuckoo.c), guarded by obj->lock */
+    KV_CF_LOADING = 7, /* a cuckoo dump being loaded with CF.LOADCHUNK */
 } kv_type;
 
 typedef struct kv_obj {
@@ -41,9 +44,11 @@ typedef struct kv_obj {
         sbf_t *sbf;
         cntbf_t *cnt;
         hll_t *hll;
+        win_t *win;
+        cf_t *cf;
         bloomery_loader *loader;
     } u;
-    /* HLL values and loaders are not thread-safe: readers hold the stripe's
+    /* HLL values, cuckoo filters and loaders are not thread-safe: readers hold the stripe's
      * shared lock, so they serialize on this. */
     pthread_mutex_t lock;
     /* Bytes of the value counted in used memory. Added by whoever allocates

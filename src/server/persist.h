@@ -93,6 +93,20 @@ void wal_log_merge(uint8_t type, bool created, const char *const *keys, const si
 void wal_log_loadchunk(const char *key, size_t klen, long long iter, const void *data,
                        size_t len);
 
+/* Windows (t_window.c) and cuckoo filters (t_cuckoo.c). A window add logs
+ * the bloomery_hash of each new item with the clock it ran at; a cuckoo op
+ * logs cf_hash values and the sub-filter limit it applied. */
+void wal_log_win_create(const char *key, size_t klen, const wal_window *w);
+void wal_log_win_add(const char *key, size_t klen, const win_t *w, int64_t now_ms,
+                     const char *const *items, const size_t *lens, size_t n,
+                     const uint8_t *isnew);
+void wal_log_win_rotate(const char *key, size_t klen, int64_t start_ms, bool early);
+void wal_log_cf_create(const char *key, size_t klen, const wal_cuckoo *c);
+void wal_log_cf_op(const char *key, size_t klen, uint8_t op, uint32_t max_filters,
+                   const uint64_t *hashes, size_t n);
+void wal_log_cf_loadchunk(const char *key, size_t klen, long long iter, const void *data,
+                          size_t len);
+
 /* ---- commit.c ---- */
 
 void commit_worker_init(struct worker *w);
@@ -126,6 +140,17 @@ void persist_info(char *out, size_t outlen);
 /* The maxmemory hook of growing filters, for filters built outside
  * t_bloom.c (recovery). ctx is the kv_obj. */
 bool bf_growth_hook(void *ctx, uint64_t bytes);
+
+/* ---- t_window.c, t_cuckoo.c: replay of their records ---- */
+
+/* NULL when applied, else why the record was skipped. */
+const char *window_replay(const wal_op *op);
+const char *cuckoo_replay(const wal_op *op);
+/* The maxmemory hook of cuckoo filters (ctx is the kv_obj). */
+bool cf_growth_hook(void *ctx, uint64_t bytes);
+/* From the server cron: rotate windows whose slice is due (active rotation),
+ * within budget_us. */
+void window_cron(int64_t budget_us);
 
 /* ---- recovery.c ---- */
 

@@ -144,7 +144,8 @@ static void job_fail(load_job *j, const char *fmt, ...) {
 }
 
 static const bloomery_type kind_type[] = {0, BLOOMERY_TYPE_SCALABLE, BLOOMERY_TYPE_COUNTING,
-                                          BLOOMERY_TYPE_HLL};
+                                          BLOOMERY_TYPE_HLL, BLOOMERY_TYPE_WINDOW,
+                                          BLOOMERY_TYPE_CUCKOO};
 
 #define KEYFMT "key '%.*s'"
 #define KEYARG(e) (int)((e)->klen < 200 ? (e)->klen : 200), (const char *)(e)->key
@@ -253,6 +254,13 @@ static bool install_entry(load_job *j, uint64_t k) {
     } else if (obj.type == BLOOMERY_TYPE_COUNTING) {
         o = kv_obj_new(KV_COUNTING, obj.u.cnt);
         bytes = cntbf_bytes(obj.u.cnt);
+    } else if (obj.type == BLOOMERY_TYPE_WINDOW) {
+        o = kv_obj_new(KV_WINDOW, obj.u.win);
+        bytes = win_bytes(obj.u.win);
+    } else if (obj.type == BLOOMERY_TYPE_CUCKOO) {
+        o = kv_obj_new(KV_CUCKOO, obj.u.cf);
+        if (o) cf_set_may_allocate(obj.u.cf, cf_growth_hook, o);
+        bytes = cf_bytes(obj.u.cf);
     } else {
         o = kv_obj_new(KV_HLL, obj.u.hll);
         size_t hl;

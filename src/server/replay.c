@@ -243,7 +243,8 @@ static void apply_command(const wal_record *rec, const wal_op *op) {
     size_t lens[64];
     const char **av = argv;
     size_t *al = lens;
-    size_t need = op->type == WAL_LOADCHUNK ? 4 : (size_t)op->n + 1;
+    bool load = op->type == WAL_LOADCHUNK || op->type == WAL_CF_LOADCHUNK;
+    size_t need = load ? 4 : (size_t)op->n + 1;
     if (need > 64) {
         av = malloc(need * sizeof(*av));
         al = malloc(need * sizeof(*al));
@@ -255,10 +256,10 @@ static void apply_command(const wal_record *rec, const wal_op *op) {
         }
     }
     char iter[32];
-    if (op->type == WAL_LOADCHUNK) {
+    if (load) {
         /* A header on iterator 1 loads only onto a missing key. */
         if (op->iter == 1) drop_key(op->key, op->klen);
-        av[0] = "bf.loadchunk";
+        av[0] = op->type == WAL_CF_LOADCHUNK ? "cf.loadchunk" : "bf.loadchunk";
         av[1] = (const char *)op->key;
         al[1] = op->klen;
         al[2] = (size_t)snprintf(iter, sizeof(iter), "%" PRId64, op->iter);
@@ -309,6 +310,20 @@ void replay_apply(const wal_record *rec, const wal_op *op) {
     case WAL_FLUSH: ks_flush(); break;
     case WAL_BF_MERGE:
     case WAL_PF_MERGE:
-    case WAL_LOADCHUNK: apply_command(rec, op); break;
+    case WAL_LOADCHUNK:
+    case WAL_CF_LOADCHUNK: apply_command(rec, op); break;
+    case WAL_WIN_CREATE:
+    case WAL_WIN_ADD:
+    case WAL_WIN_ROTATE: {
+        const char *why = window_replay(op);
+        if (why) skip(rec, why);
+        break;
+    }
+    case WAL_CF_CREATE:
+    case WAL_CF_OP: {
+        const char *why = cuckoo_replay(op);
+        if (why) skip(rec, why);
+        break;
+    }
     }
 }

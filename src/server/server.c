@@ -181,6 +181,7 @@ static void on_cron(uv_timer_t *t) {
     long long hz = atomic_load(&cfg.hz);
     /* A quarter of each cron period at most, as Redis's slow cycle. */
     ks_active_expire(250000 / (hz > 0 ? hz : 10));
+    window_cron(100000 / (hz > 0 ? hz : 10));
     persist_cron();
     int64_t now = mono_us() / 1000;
     uint64_t cmds = total_commands();

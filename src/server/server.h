@@ -10,6 +10,8 @@
  *   keyspace.c  striped hash table of keys, expiry, memory accounting
  *   config.c    settings, config file, CONFIG GET/SET
  *   t_bloom.c   BF.* over libbloomery's scalable and counting filters
+ *   t_window.c  time-windowed filters behind BF.* (BF.RESERVE ... WINDOW)
+ *   t_cuckoo.c  CF.* over libbloomery's cuckoo filter
  *   t_hll.c     PF* over libbloomery's HyperLogLog
  *   t_keys.c    DEL, EXISTS, TYPE, KEYS, SCAN, RENAME, EXPIRE family ...
  *   t_server.c  PING, HELLO, AUTH, INFO, CLIENT, CONFIG, MEMORY, SHUTDOWN ...
@@ -249,6 +251,32 @@ void bfDebugCommand(client *c);
  * one key, answered exactly as n separate commands would be. */
 void bf_batch(client *c, bool add, const char *key, size_t klen, const char **items,
               const size_t *lens, size_t n);
+
+/* t_window.c: windowed filters behind BF.* (t_bloom.c dispatches). */
+bool window_reserve(client *c);   /* BF.RESERVE with WINDOW/SLICES: handled */
+/* With ref shared-locked on window entry e: perform due rotations (under an
+ * exclusive lock taken meanwhile) and return the entry to add to, *now the
+ * clock to add at; NULL after replying. ref stays locked either way. */
+kv_entry *window_open_for_add(client *c, ks_ref *ref, kv_entry *e, int64_t *now);
+void window_add_items(client *c, const char *key, size_t klen, kv_obj *o, int64_t now,
+                      const char **items, const size_t *lens, size_t n, bool multi);
+/* n booleans, no array header. */
+void window_check_items(client *c, kv_obj *o, const char **items, const size_t *lens, size_t n);
+/* BF.INFO (card false) or BF.CARD on a window key: true when answered. */
+bool window_info(client *c, bool card);
+
+void cfReserveCommand(client *c);
+void cfAddCommand(client *c);
+void cfAddnxCommand(client *c);
+void cfInsertCommand(client *c);
+void cfInsertnxCommand(client *c);
+void cfExistsCommand(client *c);
+void cfMexistsCommand(client *c);
+void cfDelCommand(client *c);
+void cfCountCommand(client *c);
+void cfInfoCommand(client *c);
+void cfScandumpCommand(client *c);
+void cfLoadchunkCommand(client *c);
 
 void pfaddCommand(client *c);
 void pfcountCommand(client *c);

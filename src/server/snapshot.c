@@ -138,6 +138,10 @@ static bool capture_key(snapshot *s, const kv_entry *e) {
     case KV_BLOOM: obj = (bloomery_object){.type = BLOOMERY_TYPE_SCALABLE, .u.sbf = o->u.sbf}; kind = SNAP_KIND_BLOOM; break;
     case KV_COUNTING: obj = (bloomery_object){.type = BLOOMERY_TYPE_COUNTING, .u.cnt = o->u.cnt}; kind = SNAP_KIND_COUNTING; break;
     case KV_HLL: obj = (bloomery_object){.type = BLOOMERY_TYPE_HLL, .u.hll = o->u.hll}; kind = SNAP_KIND_HLL; break;
+    /* Rotation clears a slice and cuckoo inserts move fingerprints: neither
+     * is monotone, so both are copied below, under every stripe's lock. */
+    case KV_WINDOW: obj = (bloomery_object){.type = BLOOMERY_TYPE_WINDOW, .u.win = o->u.win}; kind = SNAP_KIND_WINDOW; break;
+    case KV_CUCKOO: obj = (bloomery_object){.type = BLOOMERY_TYPE_CUCKOO, .u.cf = o->u.cf}; kind = SNAP_KIND_CUCKOO; break;
     default: return true;   /* a BF.LOADCHUNK still in progress: see PERSISTENCE.md */
     }
     if (s->nkeys == s->capkeys) {

@@ -58,6 +58,10 @@ static bool may_allocate(void *ctx, uint64_t bytes) {
 
 bool bf_growth_hook(void *ctx, uint64_t bytes) { return may_allocate(ctx, bytes); }
 
+/* Windows (t_window.c): the clock open_for_add checked rotation at, for the
+ * add that follows. */
+static _Thread_local int64_t window_add_now;
+
 static bool is_bloom(const kv_obj *o) {
     return o->type == KV_BLOOM || o->type == KV_COUNTING || o->type == KV_LOADING;
 }
@@ -182,6 +186,10 @@ static void reply_add_results(client *c, const int *res, size_t n) {
  * (multi == false) or an array that ends at the first error. */
 static void add_items(client *c, const char *key, size_t klen, kv_obj *o, const char **items,
                       const size_t *lens, size_t n, bool multi) {
+    if (o->type == KV_WINDOW) {
+        window_add_items(c, key, klen, o, window_add_now, items, lens, n, multi);
+        return;
+    }
     int small[256];
     int *res = n <= 256 ? small : malloc(n * sizeof(int));
     if (res == NULL) {
@@ -233,6 +241,7 @@ static kv_entry *open_for_add(client *c, ks_ref *ref, const bf_params *p, bool c
             if (e == NULL) return NULL;
         }
     }
+    if (e->obj->type == KV_WINDOW) return window_open_for_add(c, ref, e, &window_add_now);
     if (!is_bloom(e->obj)) {
         reply_wrongtype(c);
         return NULL;
@@ -286,6 +295,8 @@ void bf_batch(client *c, bool add, const char *key, size_t klen, const char **it
                 sbf_check_many(o->u.sbf, (const void *const *)(items + base), lens + base, g, res);
                 reply_bools(&c->out, res, g);
             }
+        } else if (o && o->type == KV_WINDOW) {
+            window_check_items(c, o, items, lens, n);
         } else {
             for (size_t i = 0; i < n; i++)
                 reply_bool(&c->out, o && o->type == KV_COUNTING && cntbf_check(o->u.cnt, items[i], lens[i]));
@@ -311,6 +322,16 @@ void bf_batch(client *c, bool add, const char *key, size_t klen, const char **it
                     continue;
                 }
             }
+        }
+        if (e->obj->type == KV_WINDOW) {
+            /* Up to 256 requests per rotation check, as one BF.MADD. */
+            int64_t now;
+            size_t g = n - i < 256 ? n - i : 256;
+            if ((e = window_open_for_add(c, &ref, e, &now)) == NULL) g = 1;
+            else window_add_items(c, key, klen, e->obj, now, items + i, lens + i, g, false);
+            ks_close(&ref);
+            i += g;
+            continue;
         }
         if (!is_bloom(e->obj) || e->obj->type == KV_LOADING) {
             if (!is_bloom(e->obj)) reply_wrongtype(c);
@@ -360,6 +381,8 @@ static void check_items(client *c, bool multi) {
     } else if (o && o->type == KV_COUNTING) {
         for (size_t i = 0; i < n; i++)
             reply_bool(&c->out, cntbf_check(o->u.cnt, c->argv[2 + i], c->argvlen[2 + i]));
+    } else if (o && o->type == KV_WINDOW) {
+        window_check_items(c, o, c->argv + 2, c->argvlen + 2, n);
     } else {
         /* Missing key, wrong type or still loading: every item is absent. */
         for (size_t i = 0; i < n; i++) reply_bool(&c->out, false);
@@ -394,6 +417,7 @@ static int arg_index(client *c, const char *lit) {
 }
 
 void bfReserveCommand(client *c) {
+    if (c->argc >= 4 && window_reserve(c)) return;   /* WINDOW: t_window.c */
     /* Our options (LAYOUT x, TTL s, COUNTING) do not count against
      * RedisBloom's limit of 7 arguments. */
     int ext = 0;
@@ -635,6 +659,7 @@ void bfInfoCommand(client *c) {
         reply_wrong_arity(&c->out, "bf.info");
         return;
     }
+    if (window_info(c, false)) return;
     ks_ref ref;
     kv_entry *e = open_filter(c, &ref, false);
     if (e == NULL) {
@@ -697,6 +722,7 @@ void bfCardCommand(client *c) {
         reply_wrong_arity(&c->out, "bf.card");
         return;
     }
+    if (window_info(c, true)) return;
     ks_ref ref;
     kv_entry *e = ks_open(&ref, c->argv[1], c->argvlen[1], false);
     if (e == NULL || e->obj->type == KV_LOADING) {

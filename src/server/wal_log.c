@@ -156,3 +156,69 @@ void wal_log_loadchunk(const char *key, size_t klen, long long iter, const void 
     wal_enc_loadchunk(&b, key, klen, iter, data, len);
     emit(WAL_LOADCHUNK, &b);
 }
+
+/* ---- windows and cuckoo filters ---- */
+
+void wal_log_win_create(const char *key, size_t klen, const wal_window *w) {
+    if (!begin(1)) return;
+    pbuf b = {0};
+    wal_enc_win_create(&b, key, klen, w);
+    emit(WAL_WIN_CREATE, &b);
+}
+
+void wal_log_win_add(const char *key, size_t klen, const win_t *w, int64_t now_ms,
+                     const char *const *items, const size_t *lens, size_t n,
+                     const uint8_t *isnew) {
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) k += isnew[i];
+    /* A duplicate changes nothing: only new items are logged. */
+    if (k == 0 || !begin(k)) return;
+    uint64_t small[2 * 64];
+    uint64_t *h = k <= 64 ? small : malloc(k * 2 * sizeof(uint64_t));
+    pbuf b = {0};
+    if (h == NULL) {
+        b.failed = true;
+    } else {
+        size_t j = 0;
+        for (size_t i = 0; i < n; i++) {
+            if (!isnew[i]) continue;
+            bloomery_hash bh = bloomery_hash_item(items[i], lens[i], win_seed(w));
+            h[2 * j] = bh.lo;
+            h[2 * j + 1] = bh.hi;
+            j++;
+        }
+        wal_enc_win_add(&b, key, klen, now_ms, h, (uint32_t)k);
+        if (h != small) free(h);
+    }
+    emit(WAL_WIN_ADD, &b);
+}
+
+void wal_log_win_rotate(const char *key, size_t klen, int64_t start_ms, bool early) {
+    if (!begin(1)) return;
+    pbuf b = {0};
+    wal_enc_win_rotate(&b, key, klen, start_ms, early);
+    emit(WAL_WIN_ROTATE, &b);
+}
+
+void wal_log_cf_create(const char *key, size_t klen, const wal_cuckoo *c) {
+    if (!begin(1)) return;
+    pbuf b = {0};
+    wal_enc_cf_create(&b, key, klen, c);
+    emit(WAL_CF_CREATE, &b);
+}
+
+void wal_log_cf_op(const char *key, size_t klen, uint8_t op, uint32_t max_filters,
+                   const uint64_t *hashes, size_t n) {
+    if (n == 0 || !begin(n)) return;
+    pbuf b = {0};
+    wal_enc_cf_op(&b, key, klen, op, max_filters, hashes, (uint32_t)n);
+    emit(WAL_CF_OP, &b);
+}
+
+void wal_log_cf_loadchunk(const char *key, size_t klen, long long iter, const void *data,
+                          size_t len) {
+    if (!begin(1)) return;
+    pbuf b = {0};
+    wal_enc_loadchunk(&b, key, klen, iter, data, len);
+    emit(WAL_CF_LOADCHUNK, &b);
+}

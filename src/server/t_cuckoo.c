@@ -1,0 +1,673 @@
+/* CF.* commands over libbloomery's cuckoo filter (cuckoo.h), with
+ * RedisBloom's syntax, defaults, replies and errors
+ * (../shared/reference/redisbloom-compat.md, section 3; docs/COMMANDS.md),
+ * plus our FINGERPRINT option on CF.RESERVE.
+ *
+ * Locking: inserts kick fingerprints between buckets and deletes compact,
+ * so every call, reads included, holds the object's mutex (the stripe is
+ * only read-locked, as for HLLs). Each change is logged under that mutex,
+ * so the log has a key's changes in the order they were applied.
+ *
+ * cf-max-expansions is server configuration, applied to the filter before
+ * every add. As in RedisBloom the limit is checked once per command: a
+ * multi-item CF.INSERT at the limit fails as a whole, one below it may grow
+ * past it while adding its items.
+ *
+ * Dumps (CF.SCANDUMP / CF.LOADCHUNK) are serial.h images, not RedisBloom's
+ * bytes: iterator 1 carries the image header, iterator k >= 2 chunk k-2
+ * followed by its 8-byte checksum, as for blocked Bloom filters.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "persist.h"
+#include "server.h"
+#include "util.h"
+
+#define RB_CF_MAX_CAPACITY (1LL << 30)
+
+static const char *err_loading = "ERR filter is still being loaded with CF.LOADCHUNK";
+
+static _Thread_local bool growth_refused;
+
+bool cf_growth_hook(void *ctx, uint64_t bytes) {
+    kv_obj *o = ctx;
+    if (!ks_mem_try_reserve(bytes, server_maxmemory())) {
+        growth_refused = true;
+        return false;
+    }
+    atomic_fetch_add_explicit(&o->value_bytes, bytes, memory_order_relaxed);
+    return true;
+}
+
+/* Compaction frees sub-filters: count what the filter holds now. */
+static void sync_bytes(kv_obj *o) {
+    uint64_t now = cf_bytes(o->u.cf);
+    uint64_t old = atomic_exchange(&o->value_bytes, now);
+    if (now != old) ks_mem_add((int64_t)now - (int64_t)old);
+}
+
+static unsigned max_filters(void) {
+    return (unsigned)atomic_load_explicit(&cfg.cf_max_expansions, memory_order_relaxed);
+}
+
+static int arg_index(client *c, int from, const char *lit) {
+    for (int i = from; i < c->argc; i++)
+        if (arg_eq(c, i, lit)) return i;
+    return -1;
+}
+
+/* Create the filter under ref (write-locked, key missing); replies and
+ * returns NULL on failure. */
+static kv_entry *create_cf(client *c, ks_ref *ref, uint64_t capacity, const cf_options *opts_in) {
+    cf_options opts = *opts_in;
+    kv_obj *o = kv_obj_new(KV_CUCKOO, NULL);
+    if (o == NULL) {
+        reply_error(&c->out, "ERR Insufficient memory");
+        return NULL;
+    }
+    uint64_t maxmem = server_maxmemory();
+    uint64_t bytes = cf_bytes_for(capacity, &opts);
+    if (maxmem && ks_used_memory() + bytes + ks_entry_overhead(ref->klen) > maxmem) {
+        kv_obj_free(o);
+        reply_oom(c);
+        return NULL;
+    }
+    opts.may_allocate = cf_growth_hook;
+    opts.may_allocate_ctx = o;
+    growth_refused = false;
+    int rc = cf_create(&o->u.cf, capacity, &opts);
+    if (rc != BLOOMERY_OK) {
+        ks_mem_add(-(int64_t)kv_obj_bytes(o));
+        atomic_store(&o->value_bytes, 0);
+        kv_obj_free(o);
+        if (growth_refused) reply_oom(c);
+        else reply_error(&c->out, rc == BLOOMERY_ENOMEM ? "ERR Insufficient memory"
+                                                         : "Couldn't create Cuckoo Filter");
+        return NULL;
+    }
+    kv_entry *e = ks_add(ref, o);
+    if (e == NULL) {
+        ks_mem_add(-(int64_t)kv_obj_bytes(o));
+        kv_obj_free(o);
+        reply_error(&c->out, "ERR Insufficient memory");
+        return NULL;
+    }
+    wal_cuckoo wc = {capacity, opts.bucket_size, opts.max_iterations, opts.expansion,
+                     opts.fingerprint_bits};
+    wal_log_cf_create(ref->key, ref->klen, &wc);
+    return e;
+}
+
+/* Open key for a change, creating it with capacity when missing and
+ * create is set; returns the entry (ref locked) or NULL after replying. */
+static kv_entry *open_for_add(client *c, ks_ref *ref, bool create, uint64_t capacity) {
+    kv_entry *e = ks_open(ref, c->argv[1], c->argvlen[1], false);
+    if (e == NULL) {
+        ks_close(ref);
+        e = ks_open(ref, c->argv[1], c->argvlen[1], true);
+        if (e == NULL) {
+            if (!create) {
+                reply_error(&c->out, "ERR not found");
+                return NULL;
+            }
+            cf_options opts;
+            cf_options_init(&opts);
+            opts.max_filters = max_filters();
+            return create_cf(c, ref, capacity, &opts);
+        }
+    }
+    if (e->obj->type == KV_CF_LOADING) {
+        reply_error(&c->out, err_loading);
+        return NULL;
+    }
+    if (e->obj->type != KV_CUCKOO) {
+        reply_wrongtype(c);
+        return NULL;
+    }
+    return e;
+}
+
+/* Open key for reading: NULL (nothing replied) when missing; *bad set after
+ * replying WRONGTYPE / loading. */
+static kv_entry *open_read(client *c, ks_ref *ref, bool *bad) {
+    *bad = false;
+    kv_entry *e = ks_open(ref, c->argv[1], c->argvlen[1], false);
+    server_count_hit(c, e != NULL);
+    if (e == NULL) return NULL;
+    if (e->obj->type == KV_CUCKOO) return e;
+    *bad = true;
+    if (e->obj->type == KV_CF_LOADING) reply_error(&c->out, err_loading);
+    else reply_wrongtype(c);
+    return NULL;
+}
+
+static void reply_add_error(client *c, int rc) {
+    if (rc == BLOOMERY_ETOOBIG) reply_error(&c->out, "Maximum expansions reached");
+    else if (rc == BLOOMERY_EFULL) reply_error(&c->out, "Filter is full");
+    else if (growth_refused) reply_oom(c);
+    else reply_error(&c->out, "ERR Insufficient memory");
+}
+
+/* ---- CF.RESERVE ---- */
+
+/* Option name's value at argv[i + 1]: false after replying. */
+static bool opt_ll(client *c, const char *name, long long lo, long long hi, long long *v) {
+    int i = arg_index(c, 3, name);
+    if (i < 0) return true;
+    if (i + 1 >= c->argc || !str_to_ll(c->argv[i + 1], c->argvlen[i + 1], v)) {
+        reply_errorf(&c->out, "Couldn't parse %s", name);
+        return false;
+    }
+    if (*v < lo || *v > hi) {
+        reply_errorf(&c->out, "%s: value must be in the range [%lld, %lld]", name, lo, hi);
+        return false;
+    }
+    return true;
+}
+
+void cfReserveCommand(client *c) {
+    if (c->argc < 3 || c->argc % 2 == 0) {
+        reply_wrong_arity(&c->out, "cf.reserve");
+        return;
+    }
+    long long capacity;
+    if (!str_to_ll(c->argv[2], c->argvlen[2], &capacity)) {
+        reply_error(&c->out, "Bad capacity");
+        return;
+    }
+    long long iters = CF_DEFAULT_MAX_ITERATIONS, bucket = CF_DEFAULT_BUCKET_SIZE;
+    long long expansion = CF_DEFAULT_EXPANSION, bits = CF_DEFAULT_FINGERPRINT_BITS;
+    /* RedisBloom's order of checks, then ours. */
+    if (!opt_ll(c, "MAXITERATIONS", 1, CF_MAX_MAX_ITERATIONS, &iters) ||
+        !opt_ll(c, "BUCKETSIZE", 1, CF_MAX_BUCKET_SIZE, &bucket) ||
+        !opt_ll(c, "EXPANSION", 0, CF_MAX_EXPANSION, &expansion) ||
+        !opt_ll(c, "FINGERPRINT", CF_MIN_FINGERPRINT_BITS, CF_MAX_FINGERPRINT_BITS, &bits))
+        return;
+    if (capacity < 2 * bucket || capacity > RB_CF_MAX_CAPACITY) {
+        reply_error(&c->out, "Capacity must be in the range [2 * BUCKETSIZE, 1073741824]");
+        return;
+    }
+    for (int i = 3; i < c->argc; i += 2) {
+        if (!arg_eq(c, i, "maxiterations") && !arg_eq(c, i, "bucketsize") &&
+            !arg_eq(c, i, "expansion") && !arg_eq(c, i, "fingerprint")) {
+            reply_syntax_error(c);
+            return;
+        }
+    }
+    cf_options opts;
+    cf_options_init(&opts);
+    opts.bucket_size = (unsigned)bucket;
+    opts.max_iterations = (unsigned)iters;
+    opts.expansion = (unsigned)expansion;
+    opts.fingerprint_bits = (unsigned)bits;
+    opts.max_filters = max_filters();
+    ks_ref ref;
+    kv_entry *e = ks_open(&ref, c->argv[1], c->argvlen[1], true);
+    if (e) reply_error(&c->out, "ERR item exists");
+    else if (create_cf(c, &ref, (uint64_t)capacity, &opts)) reply_ok(&c->out);
+    ks_close(&ref);
+}
+
+/* ---- CF.ADD, CF.ADDNX ---- */
+
+static void add_one(client *c, bool nx) {
+    if (c->argc != 3) {
+        reply_wrong_arity(&c->out, nx ? "cf.addnx" : "cf.add");
+        return;
+    }
+    ks_ref ref;
+    kv_entry *e = open_for_add(c, &ref, true, CF_DEFAULT_CAPACITY);
+    if (e) {
+        kv_obj *o = e->obj;
+        pthread_mutex_lock(&o->lock);
+        unsigned limit = max_filters();
+        cf_set_max_filters(o->u.cf, limit);
+        uint64_t h = cf_hash(c->argv[2], c->argvlen[2]);
+        growth_refused = false;
+        int rc = nx ? cf_add_nx_hashed(o->u.cf, h) : cf_add_hashed(o->u.cf, h);
+        if (rc == 1) {
+            wal_log_cf_op(c->argv[1], c->argvlen[1], WAL_CF_ADD, limit, &h, 1);
+            sync_bytes(o);
+        }
+        pthread_mutex_unlock(&o->lock);
+        if (rc < 0) reply_add_error(c, rc);
+        else reply_bool(&c->out, rc == 1);
+    }
+    ks_close(&ref);
+}
+
+void cfAddCommand(client *c) { add_one(c, false); }
+void cfAddnxCommand(client *c) { add_one(c, true); }
+
+/* ---- CF.INSERT, CF.INSERTNX ---- */
+
+static void insert(client *c, bool nx) {
+    const char *name = nx ? "cf.insertnx" : "cf.insert";
+    if (c->argc < 4) {
+        reply_wrong_arity(&c->out, name);
+        return;
+    }
+    long long capacity = CF_DEFAULT_CAPACITY;
+    bool create = true;
+    int items = -1;
+    for (int i = 2; i < c->argc && items < 0; i++) {
+        if (arg_eq(c, i, "capacity")) {
+            if (++i == c->argc) {
+                reply_wrong_arity(&c->out, name);
+                return;
+            }
+            if (!str_to_ll(c->argv[i], c->argvlen[i], &capacity)) {
+                reply_error(&c->out, "Bad capacity");
+                return;
+            }
+            if (capacity < 2 * CF_DEFAULT_BUCKET_SIZE || capacity > RB_CF_MAX_CAPACITY) {
+                reply_error(&c->out, "Capacity must be in the range [2 * BUCKETSIZE, 1073741824]");
+                return;
+            }
+        } else if (arg_eq(c, i, "nocreate")) {
+            create = false;
+        } else if (arg_eq(c, i, "items")) {
+            items = i + 1;
+        } else {
+            reply_error(&c->out, "Unknown argument received");
+            return;
+        }
+    }
+    if (items < 0 || items >= c->argc) {
+        reply_wrong_arity(&c->out, name);
+        return;
+    }
+    ks_ref ref;
+    kv_entry *e = open_for_add(c, &ref, create, (uint64_t)capacity);
+    if (e == NULL) {
+        ks_close(&ref);
+        return;
+    }
+    kv_obj *o = e->obj;
+    size_t n = (size_t)(c->argc - items);
+    uint64_t small[64];
+    uint64_t *added = n <= 64 ? small : malloc(n * sizeof(uint64_t));
+    if (added == NULL) {
+        ks_close(&ref);
+        reply_oom(c);
+        return;
+    }
+    pthread_mutex_lock(&o->lock);
+    unsigned limit = max_filters();
+    if (cf_nfilters(o->u.cf) >= limit) {
+        pthread_mutex_unlock(&o->lock);
+        ks_close(&ref);
+        if (added != small) free(added);
+        reply_error(&c->out, "Maximum expansions reached");
+        return;
+    }
+    /* Checked once for the command: its items may grow the filter past it. */
+    cf_set_max_filters(o->u.cf, CF_MAX_MAX_FILTERS);
+    reply *r = &c->out;
+    reply_array(r, (long long)n);
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        uint64_t h = cf_hash(c->argv[items + (int)i], c->argvlen[items + (int)i]);
+        growth_refused = false;
+        int rc = nx ? cf_add_nx_hashed(o->u.cf, h) : cf_add_hashed(o->u.cf, h);
+        if (rc == 1) added[k++] = h;
+        if (rc == BLOOMERY_ENOMEM && growth_refused) reply_oom(c);
+        else if (rc == BLOOMERY_ENOMEM) reply_error(r, "ERR Insufficient memory");
+        else if (nx) reply_int(r, rc < 0 ? -1 : rc);
+        else if (r->proto == 3) reply_bool(r, rc == 1);
+        else reply_int(r, rc < 0 ? -1 : 1);
+    }
+    cf_set_max_filters(o->u.cf, limit);
+    wal_log_cf_op(c->argv[1], c->argvlen[1], WAL_CF_ADD, CF_MAX_MAX_FILTERS, added, k);
+    sync_bytes(o);
+    pthread_mutex_unlock(&o->lock);
+    ks_close(&ref);
+    if (added != small) free(added);
+}
+
+void cfInsertCommand(client *c) { insert(c, false); }
+void cfInsertnxCommand(client *c) { insert(c, true); }
+
+/* ---- CF.EXISTS, CF.MEXISTS, CF.COUNT ---- */
+
+static void check(client *c, bool multi) {
+    size_t n = (size_t)c->argc - 2;
+    ks_ref ref;
+    bool bad;
+    kv_entry *e = open_read(c, &ref, &bad);
+    if (!bad) {
+        if (multi) reply_array(&c->out, (long long)n);
+        if (e) pthread_mutex_lock(&e->obj->lock);
+        for (size_t i = 0; i < n; i++)
+            reply_bool(&c->out, e && cf_exists(e->obj->u.cf, c->argv[2 + i], c->argvlen[2 + i]));
+        if (e) pthread_mutex_unlock(&e->obj->lock);
+    }
+    ks_close(&ref);
+}
+
+void cfExistsCommand(client *c) {
+    if (c->argc != 3) {
+        reply_wrong_arity(&c->out, "cf.exists");
+        return;
+    }
+    check(c, false);
+}
+
+void cfMexistsCommand(client *c) {
+    if (c->argc < 3) {
+        reply_wrong_arity(&c->out, "cf.mexists");
+        return;
+    }
+    check(c, true);
+}
+
+void cfCountCommand(client *c) {
+    if (c->argc != 3) {
+        reply_wrong_arity(&c->out, "cf.count");
+        return;
+    }
+    ks_ref ref;
+    bool bad;
+    kv_entry *e = open_read(c, &ref, &bad);
+    if (!bad) {
+        uint64_t n = 0;
+        if (e) {
+            pthread_mutex_lock(&e->obj->lock);
+            n = cf_count(e->obj->u.cf, c->argv[2], c->argvlen[2]);
+            pthread_mutex_unlock(&e->obj->lock);
+        }
+        reply_int(&c->out, (long long)n);
+    }
+    ks_close(&ref);
+}
+
+/* ---- CF.DEL ---- */
+
+void cfDelCommand(client *c) {
+    if (c->argc != 3) {
+        reply_wrong_arity(&c->out, "cf.del");
+        return;
+    }
+    ks_ref ref;
+    bool bad;
+    kv_entry *e = open_read(c, &ref, &bad);
+    if (!bad && e == NULL) reply_error(&c->out, "Not found");
+    if (e) {
+        kv_obj *o = e->obj;
+        pthread_mutex_lock(&o->lock);
+        uint64_t h = cf_hash(c->argv[2], c->argvlen[2]);
+        bool deleted = cf_delete_hashed(o->u.cf, h);
+        if (deleted) {
+            wal_log_cf_op(c->argv[1], c->argvlen[1], WAL_CF_DEL, cf_max_filters(o->u.cf), &h, 1);
+            sync_bytes(o);
+        }
+        pthread_mutex_unlock(&o->lock);
+        reply_bool(&c->out, deleted);
+    }
+    ks_close(&ref);
+}
+
+/* ---- CF.INFO ---- */
+
+void cfInfoCommand(client *c) {
+    if (c->argc != 2 && !(c->argc == 3 && arg_eq(c, 2, "all"))) {
+        reply_wrong_arity(&c->out, "cf.info");
+        return;
+    }
+    ks_ref ref;
+    bool bad;
+    kv_entry *e = open_read(c, &ref, &bad);
+    if (!bad && e == NULL) reply_error(&c->out, "ERR not found");
+    if (e == NULL) {
+        ks_close(&ref);
+        return;
+    }
+    const cf_t *f = e->obj->u.cf;
+    pthread_mutex_lock(&e->obj->lock);
+    long long v[] = {(long long)cf_info_size(f), (long long)cf_nbuckets(f), (long long)cf_nfilters(f),
+                     (long long)cf_items(f), (long long)cf_deletes(f), (long long)cf_bucket_size(f),
+                     (long long)cf_expansion(f), (long long)cf_max_iterations(f),
+                     (long long)cf_fingerprint_bits(f), (long long)cf_bytes(f)};
+    pthread_mutex_unlock(&e->obj->lock);
+    ks_close(&ref);
+    static const char *names[] = {"Size", "Number of buckets", "Number of filters",
+                                  "Number of items inserted", "Number of items deleted",
+                                  "Bucket size", "Expansion rate", "Max iterations",
+                                  "Fingerprint bits", "Bytes"};
+    int n = c->argc == 3 ? 10 : 8;
+    reply_map(&c->out, n);
+    for (int i = 0; i < n; i++) {
+        reply_simple(&c->out, names[i]);
+        reply_int(&c->out, v[i]);
+    }
+}
+
+/* ---- CF.SCANDUMP ---- */
+
+void cfScandumpCommand(client *c) {
+    if (c->argc != 3) {
+        reply_wrong_arity(&c->out, "cf.scandump");
+        return;
+    }
+    long long iter;
+    if (!str_to_ll(c->argv[2], c->argvlen[2], &iter) || iter < 0) {
+        reply_error(&c->out, "Invalid position");
+        return;
+    }
+    ks_ref ref;
+    bool bad;
+    kv_entry *e = open_read(c, &ref, &bad);
+    if (!bad && e == NULL) reply_error(&c->out, "ERR not found");
+    if (e == NULL) {
+        ks_close(&ref);
+        return;
+    }
+    kv_obj *o = e->obj;
+    reply *r = &c->out;
+    pthread_mutex_lock(&o->lock);
+    bloomery_object obj = {.type = BLOOMERY_TYPE_CUCKOO, .u.cf = o->u.cf};
+    bloomery_image *img = NULL;
+    if (bloomery_image_create(&img, obj, 0) != BLOOMERY_OK) {
+        reply_error(r, "ERR could not encode the filter");
+    } else if (iter == 0 && cf_items(o->u.cf) > 0) {
+        size_t hl;
+        const uint8_t *h = bloomery_image_header(img, &hl);
+        reply_array(r, 2);
+        reply_int(r, 1);
+        reply_bulk(r, h, hl);
+    } else if (iter == 0 || (uint64_t)iter - 1 >= bloomery_image_nchunks(img)) {
+        /* The end, and RedisBloom's answer for an empty filter. */
+        reply_array(r, 2);
+        reply_int(r, 0);
+        reply_null(r);
+    } else {
+        uint64_t i = (uint64_t)iter - 1;
+        size_t len;
+        const uint8_t *data = bloomery_image_chunk(img, i, &len);
+        reply_array(r, 2);
+        reply_int(r, iter + 1);
+        char hdr[32];
+        int hn = snprintf(hdr, sizeof(hdr), "$%zu\r\n", len + 8);
+        reply_raw(r, hdr, (size_t)hn);
+        if (reply_reserve(r, len + 10)) {
+            uint8_t *dst = (uint8_t *)r->buf + r->len;
+            memcpy(dst, data, len);
+            uint64_t sum = bloomery_image_chunk_checksum(img, i, dst, len);
+            for (int k = 0; k < 8; k++) dst[len + (size_t)k] = (uint8_t)(sum >> (8 * k));
+            dst[len + 8] = '\r';
+            dst[len + 9] = '\n';
+            r->len += len + 10;
+        }
+    }
+    bloomery_image_free(img);
+    pthread_mutex_unlock(&o->lock);
+    ks_close(&ref);
+}
+
+/* ---- CF.LOADCHUNK ---- */
+
+static uint64_t load_limit(void) {
+    uint64_t max = server_maxmemory(), used = ks_used_memory();
+    if (max == 0) return 0;
+    return max > used ? max - used : 1;
+}
+
+/* A header on a missing key: a loading object, or NULL after replying. */
+static kv_obj *load_header(client *c, const uint8_t *data, size_t len) {
+    bloomery_loader *l = NULL;
+    size_t used;
+    int rc = bloomery_loader_open(&l, data, len, load_limit(), &used);
+    if (rc != BLOOMERY_OK || used != len || bloomery_loader_type(l) != BLOOMERY_TYPE_CUCKOO) {
+        bloomery_loader_free(l);
+        if (rc == BLOOMERY_ENOMEM || rc == BLOOMERY_ETOOBIG)
+            reply_error(&c->out, "Couldn't create filter!");
+        else reply_error(&c->out, "Invalid header");
+        return NULL;
+    }
+    uint64_t n = bloomery_loader_nchunks(l), bytes = 0;
+    for (uint64_t i = 0; i < n; i++) bytes += bloomery_loader_chunk_len(l, i);
+    kv_obj *o = kv_obj_new(KV_CF_LOADING, l);
+    if (o == NULL) {
+        bloomery_loader_free(l);
+        reply_error(&c->out, "Couldn't create filter!");
+        return NULL;
+    }
+    o->chunk_seen = calloc(n ? n : 1, 1);
+    if (o->chunk_seen == NULL) {
+        kv_obj_free(o);
+        reply_error(&c->out, "Couldn't create filter!");
+        return NULL;
+    }
+    atomic_store(&o->value_bytes, bytes);
+    ks_mem_add((int64_t)bytes);
+    return o;
+}
+
+static void load_chunk(client *c, kv_obj *o, long long iter, const uint8_t *data, size_t len) {
+    bloomery_loader *l = o->u.loader;
+    uint64_t n = bloomery_loader_nchunks(l);
+    if (iter < 2 || (uint64_t)iter - 2 >= n || len < 8) {
+        reply_error(&c->out, "Couldn't load chunk!");
+        return;
+    }
+    uint64_t i = (uint64_t)iter - 2, sum = 0;
+    for (int k = 0; k < 8; k++) sum |= (uint64_t)data[len - 8 + (size_t)k] << (8 * k);
+    if (bloomery_loader_chunk(l, i, data, len - 8, sum) != BLOOMERY_OK) {
+        reply_error(&c->out, "Couldn't load chunk!");
+        return;
+    }
+    if (!o->chunk_seen[i]) {
+        o->chunk_seen[i] = 1;
+        o->chunks_loaded++;
+    }
+    if (o->chunks_loaded == n) {
+        bloomery_object obj = {0};
+        if (bloomery_loader_finish(l, &obj) != BLOOMERY_OK) {
+            reply_error(&c->out, "Couldn't load chunk!");
+            return;
+        }
+        bloomery_loader_free(l);
+        free(o->chunk_seen);
+        o->chunk_seen = NULL;
+        o->type = KV_CUCKOO;
+        o->u.cf = obj.u.cf;
+        cf_set_may_allocate(o->u.cf, cf_growth_hook, o);
+        sync_bytes(o);
+    }
+    reply_ok(&c->out);
+}
+
+void cfLoadchunkCommand(client *c) {
+    if (c->argc != 4) {
+        reply_wrong_arity(&c->out, "cf.loadchunk");
+        return;
+    }
+    long long iter;
+    if (!str_to_ll(c->argv[2], c->argvlen[2], &iter) || iter < 1) {
+        reply_error(&c->out, "Invalid position");
+        return;
+    }
+    const uint8_t *data = (const uint8_t *)c->argv[3];
+    size_t len = c->argvlen[3];
+    size_t before = c->out.len;
+    ks_ref ref;
+    kv_entry *e = ks_open(&ref, c->argv[1], c->argvlen[1], true);
+    if (e == NULL) {
+        if (iter != 1) {
+            reply_error(&c->out, "ERR not found");
+        } else {
+            kv_obj *o = load_header(c, data, len);
+            if (o && ks_add(&ref, o) == NULL) {
+                ks_mem_add(-(int64_t)kv_obj_bytes(o));
+                kv_obj_free(o);
+                reply_oom(c);
+            } else if (o) {
+                reply_ok(&c->out);
+            }
+        }
+    } else if (e->obj->type == KV_CF_LOADING) {
+        load_chunk(c, e->obj, iter, data, len);
+    } else if (e->obj->type == KV_CUCKOO) {
+        /* A complete filter takes no more chunks. */
+        reply_error(&c->out, "Couldn't load chunk!");
+    } else {
+        reply_wrongtype(c);
+    }
+    if (c->out.len > before && c->out.buf[before] == '+')
+        wal_log_cf_loadchunk(c->argv[1], c->argvlen[1], iter, data, len);
+    ks_close(&ref);
+}
+
+/* ---- replay ---- */
+
+const char *cuckoo_replay(const wal_op *op) {
+    if (op->type == WAL_CF_CREATE) {
+        const wal_cuckoo *p = &op->cf;
+        ks_ref ref;
+        if (ks_open(&ref, (const char *)op->key, op->klen, true)) ks_remove(&ref);
+        kv_obj *o = kv_obj_new(KV_CUCKOO, NULL);
+        cf_options opts;
+        cf_options_init(&opts);
+        opts.bucket_size = p->bucket_size;
+        opts.max_iterations = p->max_iterations;
+        opts.expansion = p->expansion;
+        opts.fingerprint_bits = p->fingerprint_bits;
+        opts.max_filters = max_filters();
+        opts.may_allocate = cf_growth_hook;
+        opts.may_allocate_ctx = o;
+        const char *why = NULL;
+        if (o == NULL) why = "out of memory";
+        else if (cf_create(&o->u.cf, p->capacity, &opts) != BLOOMERY_OK) why = "could not create";
+        else if (ks_add(&ref, o) == NULL) why = "out of memory";
+        if (why && o) {
+            ks_mem_add(-(int64_t)kv_obj_bytes(o));
+            kv_obj_free(o);
+        }
+        ks_close(&ref);
+        return why;
+    }
+    ks_ref ref;
+    kv_entry *e = ks_open(&ref, (const char *)op->key, op->klen, false);
+    if (e == NULL || e->obj->type != KV_CUCKOO) {
+        ks_close(&ref);
+        return e ? "key is not a cuckoo filter" : "key is missing";
+    }
+    kv_obj *o = e->obj;
+    const char *why = NULL;
+    unsigned limit = cf_max_filters(o->u.cf);
+    cf_set_max_filters(o->u.cf, op->max_filters);
+    for (uint32_t i = 0; i < op->n; i++) {
+        uint64_t h = le_load(op->items + 8 * (size_t)i, 8);
+        if (op->cf_op == WAL_CF_DEL) {
+            if (!cf_delete_hashed(o->u.cf, h)) why = "a deleted item was not found";
+        } else if (cf_add_hashed(o->u.cf, h) < 0) {
+            why = "the filter refused an item";
+        }
+    }
+    cf_set_max_filters(o->u.cf, limit);
+    sync_bytes(o);
+    ks_close(&ref);
+    return why;
+}
