@@ -226,6 +226,85 @@ static void test_log_payload_checks(void **state) {
     assert_true(wal_op_parse(WAL_FLUSH, NULL, 0, &op, err, sizeof(err)));
 }
 
+/* Window and cuckoo records round-trip field by field; bad parameters are
+ * refused. */
+static void test_log_window_cuckoo(void **state) {
+    (void)state;
+    char err[128];
+    wal_op op;
+    pbuf p = {0};
+    wal_window w = {50000000, 0.001, 86400000, 4, 1700000000123LL, 0};
+    wal_enc_win_create(&p, "clicks", 6, &w);
+    assert_true(wal_op_parse(WAL_WIN_CREATE, p.p, p.len, &op, err, sizeof(err)));
+    assert_int_equal(op.klen, 6);
+    assert_int_equal(op.win.capacity, 50000000);
+    assert_true(op.win.error == 0.001);
+    assert_int_equal(op.win.window_ms, 86400000);
+    assert_int_equal(op.win.slices, 4);
+    assert_int_equal(op.win.start_ms, 1700000000123LL);
+    assert_false(wal_op_parse(WAL_WIN_CREATE, p.p, p.len - 1, &op, err, sizeof(err)));
+    free(p.p);
+    p = (pbuf){0};
+    w.slices = 65;
+    wal_enc_win_create(&p, "k", 1, &w);
+    assert_false(wal_op_parse(WAL_WIN_CREATE, p.p, p.len, &op, err, sizeof(err)));
+    free(p.p);
+
+    p = (pbuf){0};
+    uint64_t h[4] = {1, 2, 3, 4};
+    wal_enc_win_add(&p, "k", 1, 42, h, 2);
+    assert_true(wal_op_parse(WAL_WIN_ADD, p.p, p.len, &op, err, sizeof(err)));
+    assert_int_equal(op.when_ms, 42);
+    assert_int_equal(op.n, 2);
+    assert_int_equal(le_load(op.items + 24, 8), 4);
+    assert_false(wal_op_parse(WAL_WIN_ADD, p.p, p.len - 8, &op, err, sizeof(err)));
+    free(p.p);
+
+    p = (pbuf){0};
+    wal_enc_win_rotate(&p, "k", 1, 1234, true);
+    assert_true(wal_op_parse(WAL_WIN_ROTATE, p.p, p.len, &op, err, sizeof(err)));
+    assert_int_equal(op.when_ms, 1234);
+    assert_true(op.early);
+    p.p[p.len - 1] = 2;
+    assert_false(wal_op_parse(WAL_WIN_ROTATE, p.p, p.len, &op, err, sizeof(err)));
+    free(p.p);
+
+    p = (pbuf){0};
+    wal_cuckoo c = {1024, 4, 500, 1, 12};
+    wal_enc_cf_create(&p, "cf", 2, &c);
+    assert_true(wal_op_parse(WAL_CF_CREATE, p.p, p.len, &op, err, sizeof(err)));
+    assert_int_equal(op.cf.capacity, 1024);
+    assert_int_equal(op.cf.bucket_size, 4);
+    assert_int_equal(op.cf.max_iterations, 500);
+    assert_int_equal(op.cf.expansion, 1);
+    assert_int_equal(op.cf.fingerprint_bits, 12);
+    free(p.p);
+    p = (pbuf){0};
+    c.fingerprint_bits = 7;
+    wal_enc_cf_create(&p, "cf", 2, &c);
+    assert_false(wal_op_parse(WAL_CF_CREATE, p.p, p.len, &op, err, sizeof(err)));
+    free(p.p);
+
+    p = (pbuf){0};
+    wal_enc_cf_op(&p, "cf", 2, WAL_CF_DEL, 32, h, 3);
+    assert_true(wal_op_parse(WAL_CF_OP, p.p, p.len, &op, err, sizeof(err)));
+    assert_int_equal(op.cf_op, WAL_CF_DEL);
+    assert_int_equal(op.max_filters, 32);
+    assert_int_equal(op.n, 3);
+    assert_int_equal(le_load(op.items + 16, 8), 3);
+    free(p.p);
+    p = (pbuf){0};
+    wal_enc_cf_op(&p, "cf", 2, 3, 32, h, 1);
+    assert_false(wal_op_parse(WAL_CF_OP, p.p, p.len, &op, err, sizeof(err)));
+    free(p.p);
+
+    p = (pbuf){0};
+    wal_enc_loadchunk(&p, "cf", 2, 1, "hdr", 3);
+    assert_true(wal_op_parse(WAL_CF_LOADCHUNK, p.p, p.len, &op, err, sizeof(err)));
+    assert_int_equal(op.dlen, 3);
+    free(p.p);
+}
+
 /* ---- snapshot index ---- */
 
 static uint8_t *make_index(size_t *len, uint8_t **frame_out) {
@@ -363,6 +442,7 @@ int main(void) {
         cmocka_unit_test(test_log_every_truncation),
         cmocka_unit_test(test_log_zero_tail),
         cmocka_unit_test(test_log_payload_checks),
+        cmocka_unit_test(test_log_window_cuckoo),
         cmocka_unit_test(test_index_round_trip),
         cmocka_unit_test(test_index_every_flip_and_truncation),
         cmocka_unit_test(test_chunk_file),
