@@ -12,6 +12,7 @@
  *   t_bloom.c   BF.* over libbloomery's scalable and counting filters
  *   t_window.c  time-windowed filters behind BF.* (BF.RESERVE ... WINDOW)
  *   t_cuckoo.c  CF.* over libbloomery's cuckoo filter
+ *   dump.c      bloomery-format dumps shared by BF.* and CF.* SCANDUMP/LOADCHUNK
  *   t_hll.c     PF* over libbloomery's HyperLogLog
  *   t_keys.c    DEL, EXISTS, TYPE, KEYS, SCAN, RENAME, EXPIRE family ...
  *   t_server.c  PING, HELLO, AUTH, INFO, CLIENT, CONFIG, MEMORY, SHUTDOWN ...

@@ -30,6 +30,7 @@
 #include <string.h>
 
 #include "persist.h"
+#include "dump.h"
 #include "server.h"
 #include "util.h"
 
@@ -1037,24 +1038,8 @@ static void scandump_image(client *c, kv_obj *o, long long iter) {
         reply_int(r, 0);
         reply_bulk(r, "", 0);
     } else {
-        uint64_t i = (uint64_t)iter - 1;
-        size_t len;
-        const uint8_t *data = bloomery_image_chunk(img, i, &len);
         reply_int(r, iter + 1);
-        /* Copy first, checksum the copy: writers may change the live bits
-         * meanwhile, and the checksum must describe what is sent. */
-        char hdr[32];
-        int hn = snprintf(hdr, sizeof(hdr), "$%zu\r\n", len + 8);
-        reply_raw(r, hdr, (size_t)hn);
-        if (reply_reserve(r, len + 10)) {
-            uint8_t *dst = (uint8_t *)r->buf + r->len;
-            memcpy(dst, data, len);
-            uint64_t sum = bloomery_image_chunk_checksum(img, i, dst, len);
-            for (int k = 0; k < 8; k++) dst[len + (size_t)k] = (uint8_t)(sum >> (8 * k));
-            dst[len + 8] = '\r';
-            dst[len + 9] = '\n';
-            r->len += len + 10;
-        }
+        dump_reply_chunk(r, img, (uint64_t)iter - 1);
     }
     bloomery_image_free(img);
 }
@@ -1083,15 +1068,9 @@ void bfScandumpCommand(client *c) {
 
 /* ---- BF.LOADCHUNK ---- */
 
-static uint64_t load_limit(void) {
-    uint64_t max = server_maxmemory(), used = ks_used_memory();
-    if (max == 0) return 0;
-    return max > used ? max - used : 1;
-}
-
 /* A RedisBloom header: build the classic chain at once (zeroed links). */
 static kv_obj *load_rb_header(const uint8_t *buf, size_t len) {
-    uint64_t lim = load_limit();
+    uint64_t lim = dump_load_limit();
     cbf_rb_header h;
     if (cbf_rb_header_decode(buf, len, lim ? lim : UINT64_MAX, &h) != BLOOMERY_OK) return NULL;
     void *small[8];
@@ -1134,35 +1113,11 @@ done:
     return o;
 }
 
+/* Only filters load here: blocked chains and counting filters. */
 static kv_obj *load_image_header(const uint8_t *buf, size_t len) {
-    bloomery_loader *l;
-    size_t used;
-    if (bloomery_loader_open(&l, buf, len, load_limit(), &used) != BLOOMERY_OK) {
-        bloomery_loader_free(l);   /* handed out even on failure, for its message */
-        return NULL;
-    }
-    /* Only filters load here: an image of another type (an HLL, a bare
-     * blocked filter) is refused at its header, not after its last chunk. */
-    bloomery_type t = bloomery_loader_type(l);
-    if (used != len || (t != BLOOMERY_TYPE_SCALABLE && t != BLOOMERY_TYPE_COUNTING)) {
-        bloomery_loader_free(l);
-        return NULL;
-    }
-    uint64_t n = bloomery_loader_nchunks(l), bytes = 0;
-    for (uint64_t i = 0; i < n; i++) bytes += bloomery_loader_chunk_len(l, i);
-    kv_obj *o = kv_obj_new(KV_LOADING, l);
-    if (o == NULL) {
-        bloomery_loader_free(l);
-        return NULL;
-    }
-    o->chunk_seen = calloc(n ? n : 1, 1);
-    if (o->chunk_seen == NULL) {
-        kv_obj_free(o);
-        return NULL;
-    }
-    atomic_store(&o->value_bytes, bytes);
-    ks_mem_add((int64_t)bytes);
-    return o;
+    static const bloomery_type types[] = {BLOOMERY_TYPE_SCALABLE, BLOOMERY_TYPE_COUNTING};
+    int rc;
+    return dump_open(buf, len, KV_LOADING, types, 2, &rc);
 }
 
 static void load_classic_chunk(client *c, sbf_t *f, long long iter, const uint8_t *data,
@@ -1196,32 +1151,18 @@ static void load_classic_chunk(client *c, sbf_t *f, long long iter, const uint8_
 
 static void load_image_chunk(client *c, kv_obj *o, long long iter, const uint8_t *data,
                              size_t len) {
-    bloomery_loader *l = o->u.loader;
-    uint64_t n = bloomery_loader_nchunks(l);
-    if (iter < 2 || (uint64_t)iter - 2 >= n || len < 8) {
+    bloomery_object obj;
+    if (iter < 2) {
         reply_error(&c->out, "ERR received bad data");
         return;
     }
-    uint64_t i = (uint64_t)iter - 2, sum = 0;
-    for (int k = 0; k < 8; k++) sum |= (uint64_t)data[len - 8 + (size_t)k] << (8 * k);
-    if (bloomery_loader_chunk(l, i, data, len - 8, sum) != BLOOMERY_OK) {
-        reply_errorf(&c->out, "ERR received bad data: %s", bloomery_loader_error(l));
+    int rc = dump_load_chunk(o, (uint64_t)iter - 2, data, len, &obj);
+    if (rc != BLOOMERY_OK) {
+        reply_errorf(&c->out, "ERR received bad data: %s", bloomery_loader_error(o->u.loader));
         return;
     }
-    if (!o->chunk_seen[i]) {
-        o->chunk_seen[i] = 1;
-        o->chunks_loaded++;
-    }
-    if (o->chunks_loaded == n) {
-        bloomery_object obj = {0};
-        if (bloomery_loader_finish(l, &obj) != BLOOMERY_OK) {
-            reply_errorf(&c->out, "ERR received bad data: %s", bloomery_loader_error(l));
-            return;
-        }
+    if (obj.u.any != NULL) {
         /* The header's type was checked by load_image_header. */
-        bloomery_loader_free(l);
-        free(o->chunk_seen);
-        o->chunk_seen = NULL;
         if (obj.type == BLOOMERY_TYPE_SCALABLE) {
             o->type = KV_BLOOM;
             o->u.sbf = obj.u.sbf;

@@ -22,6 +22,7 @@
 #include <string.h>
 
 #include "persist.h"
+#include "dump.h"
 #include "server.h"
 #include "util.h"
 
@@ -483,23 +484,9 @@ void cfScandumpCommand(client *c) {
         reply_int(r, 0);
         reply_null(r);
     } else {
-        uint64_t i = (uint64_t)iter - 1;
-        size_t len;
-        const uint8_t *data = bloomery_image_chunk(img, i, &len);
         reply_array(r, 2);
         reply_int(r, iter + 1);
-        char hdr[32];
-        int hn = snprintf(hdr, sizeof(hdr), "$%zu\r\n", len + 8);
-        reply_raw(r, hdr, (size_t)hn);
-        if (reply_reserve(r, len + 10)) {
-            uint8_t *dst = (uint8_t *)r->buf + r->len;
-            memcpy(dst, data, len);
-            uint64_t sum = bloomery_image_chunk_checksum(img, i, dst, len);
-            for (int k = 0; k < 8; k++) dst[len + (size_t)k] = (uint8_t)(sum >> (8 * k));
-            dst[len + 8] = '\r';
-            dst[len + 9] = '\n';
-            r->len += len + 10;
-        }
+        dump_reply_chunk(r, img, (uint64_t)iter - 1);
     }
     bloomery_image_free(img);
     pthread_mutex_unlock(&o->lock);
@@ -508,69 +495,24 @@ void cfScandumpCommand(client *c) {
 
 /* ---- CF.LOADCHUNK ---- */
 
-static uint64_t load_limit(void) {
-    uint64_t max = server_maxmemory(), used = ks_used_memory();
-    if (max == 0) return 0;
-    return max > used ? max - used : 1;
-}
-
 /* A header on a missing key: a loading object, or NULL after replying. */
 static kv_obj *load_header(client *c, const uint8_t *data, size_t len) {
-    bloomery_loader *l = NULL;
-    size_t used;
-    int rc = bloomery_loader_open(&l, data, len, load_limit(), &used);
-    if (rc != BLOOMERY_OK || used != len || bloomery_loader_type(l) != BLOOMERY_TYPE_CUCKOO) {
-        bloomery_loader_free(l);
-        if (rc == BLOOMERY_ENOMEM || rc == BLOOMERY_ETOOBIG)
-            reply_error(&c->out, "Couldn't create filter!");
-        else reply_error(&c->out, "Invalid header");
-        return NULL;
-    }
-    uint64_t n = bloomery_loader_nchunks(l), bytes = 0;
-    for (uint64_t i = 0; i < n; i++) bytes += bloomery_loader_chunk_len(l, i);
-    kv_obj *o = kv_obj_new(KV_CF_LOADING, l);
-    if (o == NULL) {
-        bloomery_loader_free(l);
-        reply_error(&c->out, "Couldn't create filter!");
-        return NULL;
-    }
-    o->chunk_seen = calloc(n ? n : 1, 1);
-    if (o->chunk_seen == NULL) {
-        kv_obj_free(o);
-        reply_error(&c->out, "Couldn't create filter!");
-        return NULL;
-    }
-    atomic_store(&o->value_bytes, bytes);
-    ks_mem_add((int64_t)bytes);
+    static const bloomery_type types[] = {BLOOMERY_TYPE_CUCKOO};
+    int rc;
+    kv_obj *o = dump_open(data, len, KV_CF_LOADING, types, 1, &rc);
+    if (o == NULL)
+        reply_error(&c->out, rc == BLOOMERY_ENOMEM || rc == BLOOMERY_ETOOBIG
+                                 ? "Couldn't create filter!" : "Invalid header");
     return o;
 }
 
 static void load_chunk(client *c, kv_obj *o, long long iter, const uint8_t *data, size_t len) {
-    bloomery_loader *l = o->u.loader;
-    uint64_t n = bloomery_loader_nchunks(l);
-    if (iter < 2 || (uint64_t)iter - 2 >= n || len < 8) {
+    bloomery_object obj;
+    if (iter < 2 || dump_load_chunk(o, (uint64_t)iter - 2, data, len, &obj) != BLOOMERY_OK) {
         reply_error(&c->out, "Couldn't load chunk!");
         return;
     }
-    uint64_t i = (uint64_t)iter - 2, sum = 0;
-    for (int k = 0; k < 8; k++) sum |= (uint64_t)data[len - 8 + (size_t)k] << (8 * k);
-    if (bloomery_loader_chunk(l, i, data, len - 8, sum) != BLOOMERY_OK) {
-        reply_error(&c->out, "Couldn't load chunk!");
-        return;
-    }
-    if (!o->chunk_seen[i]) {
-        o->chunk_seen[i] = 1;
-        o->chunks_loaded++;
-    }
-    if (o->chunks_loaded == n) {
-        bloomery_object obj = {0};
-        if (bloomery_loader_finish(l, &obj) != BLOOMERY_OK) {
-            reply_error(&c->out, "Couldn't load chunk!");
-            return;
-        }
-        bloomery_loader_free(l);
-        free(o->chunk_seen);
-        o->chunk_seen = NULL;
+    if (obj.u.any != NULL) {
         o->type = KV_CUCKOO;
         o->u.cf = obj.u.cf;
         cf_set_may_allocate(o->u.cf, cf_growth_hook, o);
