@@ -265,8 +265,14 @@ static void run_batch(client *c, const command *cmd, char *start) {
         c->qpos += c->parser.pos;
         resp_parser_reset(&c->parser);
     }
+    if (add) {
+        wal_throttle();
+        commit_write_begin(c->w);
+    }
     int64_t t0 = mono_us();
     bf_batch(c, add, key, klen, c->bitems, c->blens, n);
+    if (add) commit_write_end(c->w);
+    c->touched_keys = true;
     command_account(c, cmd, n, (uint64_t)(mono_us() - t0));
 }
 
@@ -302,7 +308,7 @@ static void process_input(client *c) {
             if (argc == 3 && cmd && c->authenticated && !c->parser.inline_req &&
                 (cmd->proc == bfAddCommand || cmd->proc == bfExistsCommand) &&
                 str_eq_ci(c->argv[0], c->argvlen[0], cmd->name) &&
-                !(cmd->proc == bfAddCommand && server_over_maxmemory())) {
+                !(cmd->proc == bfAddCommand && (server_over_maxmemory() || !wal_write_ok()))) {
                 c->argc = 0;
                 run_batch(c, cmd, start);
                 if (c->out.failed || client_obuf_over_limit(c)) {
@@ -345,13 +351,16 @@ void client_on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf) {
                           atomic_load_explicit(&w->net_in, memory_order_relaxed) + (uint64_t)nread,
                           memory_order_relaxed);
     atomic_store_explicit(&c->last_ms, now_ms(), memory_order_relaxed);
-    uint64_t logged = wal_thread_lsn;
     process_input(c);
     if (c->closing) return;
     atomic_store_explicit(&c->qbuf_used, c->qlen - c->qpos, memory_order_relaxed);
     if (c->close_after_reply) uv_read_stop((uv_stream_t *)&c->tcp);
-    /* Replies to logged writes wait for the log under appendfsync always. */
-    if (wal_thread_lsn != logged && commit_defer(c, wal_thread_lsn)) return;
+    /* Replies that may depend on log records wait for them under
+     * appendfsync always. */
+    if (c->touched_keys) {
+        c->touched_keys = false;
+        if (commit_defer(c)) return;
+    }
     client_flush(c);
 }
 

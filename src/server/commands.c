@@ -24,75 +24,75 @@
 
 static command table[] = {
     /* connection and server */
-    {"ping", pingCommand, -1, F, 0, 0, 0, "connection", 0},
-    {"echo", echoCommand, 2, F, 0, 0, 0, "connection", 0},
-    {"hello", helloCommand, -1, F | N, 0, 0, 0, "connection", 0},
-    {"auth", authCommand, -2, F | N, 0, 0, 0, "connection", 0},
-    {"select", selectCommand, 2, F, 0, 0, 0, "connection", 0},
-    {"quit", quitCommand, -1, F | N, 0, 0, 0, "connection", 0},
-    {"client", clientCommand, -2, 0, 0, 0, 0, "connection", 0},
-    {"dbsize", dbsizeCommand, 1, R | F, 0, 0, 0, "server", 0},
-    {"shutdown", shutdownCommand, -1, A, 0, 0, 0, "server", 0},
-    {"info", infoCommand, -1, 0, 0, 0, 0, "server", 0},
-    {"command", commandCommand, -1, 0, 0, 0, 0, "server", 0},
-    {"config", configCommand, -2, A, 0, 0, 0, "server", 0},
-    {"memory", memoryCommand, -2, R, 2, 2, 1, "server", 0},
-    {"time", timeCommand, 1, F, 0, 0, 0, "server", 0},
-    {"flushall", flushallCommand, -1, W, 0, 0, 0, "server", 0},
-    {"flushdb", flushallCommand, -1, W, 0, 0, 0, "server", 0},
-    {"lastsave", lastsaveCommand, 1, F, 0, 0, 0, "server", 0},
-    {"save", saveCommand, 1, A, 0, 0, 0, "server", 0},
-    {"bgsave", bgsaveCommand, -1, A, 0, 0, 0, "server", 0},
-    {"bgrewriteaof", bgrewriteaofCommand, 1, A, 0, 0, 0, "server", 0},
+    {"ping", pingCommand, -1, F, 0, 0, 0, "connection", 0, false},
+    {"echo", echoCommand, 2, F, 0, 0, 0, "connection", 0, false},
+    {"hello", helloCommand, -1, F | N, 0, 0, 0, "connection", 0, false},
+    {"auth", authCommand, -2, F | N, 0, 0, 0, "connection", 0, false},
+    {"select", selectCommand, 2, F, 0, 0, 0, "connection", 0, false},
+    {"quit", quitCommand, -1, F | N, 0, 0, 0, "connection", 0, false},
+    {"client", clientCommand, -2, 0, 0, 0, 0, "connection", 0, false},
+    {"dbsize", dbsizeCommand, 1, R | F, 0, 0, 0, "server", 0, false},
+    {"shutdown", shutdownCommand, -1, A, 0, 0, 0, "server", 0, false},
+    {"info", infoCommand, -1, 0, 0, 0, 0, "server", 0, false},
+    {"command", commandCommand, -1, 0, 0, 0, 0, "server", 0, false},
+    {"config", configCommand, -2, A, 0, 0, 0, "server", 0, false},
+    {"memory", memoryCommand, -2, R, 2, 2, 1, "server", 0, false},
+    {"time", timeCommand, 1, F, 0, 0, 0, "server", 0, false},
+    {"flushall", flushallCommand, -1, W, 0, 0, 0, "server", 0, false},
+    {"flushdb", flushallCommand, -1, W, 0, 0, 0, "server", 0, false},
+    {"lastsave", lastsaveCommand, 1, F, 0, 0, 0, "server", 0, false},
+    {"save", saveCommand, 1, A, 0, 0, 0, "server", 0, false},
+    {"bgsave", bgsaveCommand, -1, A, 0, 0, 0, "server", 0, false},
+    {"bgrewriteaof", bgrewriteaofCommand, 1, A, 0, 0, 0, "server", 0, false},
     /* keyspace */
-    {"del", delCommand, -2, W, 1, -1, 1, "generic", 0},
-    {"unlink", delCommand, -2, W | F, 1, -1, 1, "generic", 0},
-    {"exists", existsCommand, -2, R | F, 1, -1, 1, "generic", 0},
-    {"type", typeCommand, 2, R | F, 1, 1, 1, "generic", 0},
-    {"keys", keysCommand, 2, R, 0, 0, 0, "generic", 0},
-    {"scan", scanCommand, -2, R, 0, 0, 0, "generic", 0},
-    {"randomkey", randomkeyCommand, 1, R, 0, 0, 0, "generic", 0},
-    {"rename", renameCommand, 3, W, 1, 2, 1, "generic", 0},
-    {"renamenx", renamenxCommand, 3, W | F, 1, 2, 1, "generic", 0},
-    {"expire", expireCommand, -3, W | F, 1, 1, 1, "generic", 0},
-    {"pexpire", pexpireCommand, -3, W | F, 1, 1, 1, "generic", 0},
-    {"expireat", expireatCommand, -3, W | F, 1, 1, 1, "generic", 0},
-    {"pexpireat", pexpireatCommand, -3, W | F, 1, 1, 1, "generic", 0},
-    {"ttl", ttlCommand, 2, R | F, 1, 1, 1, "generic", 0},
-    {"pttl", pttlCommand, 2, R | F, 1, 1, 1, "generic", 0},
-    {"expiretime", expiretimeCommand, 2, R | F, 1, 1, 1, "generic", 0},
-    {"pexpiretime", pexpiretimeCommand, 2, R | F, 1, 1, 1, "generic", 0},
-    {"persist", persistCommand, 2, W | F, 1, 1, 1, "generic", 0},
+    {"del", delCommand, -2, W, 1, -1, 1, "generic", 0, false},
+    {"unlink", delCommand, -2, W | F, 1, -1, 1, "generic", 0, false},
+    {"exists", existsCommand, -2, R | F, 1, -1, 1, "generic", 0, false},
+    {"type", typeCommand, 2, R | F, 1, 1, 1, "generic", 0, false},
+    {"keys", keysCommand, 2, R, 0, 0, 0, "generic", 0, false},
+    {"scan", scanCommand, -2, R, 0, 0, 0, "generic", 0, false},
+    {"randomkey", randomkeyCommand, 1, R, 0, 0, 0, "generic", 0, false},
+    {"rename", renameCommand, 3, W, 1, 2, 1, "generic", 0, false},
+    {"renamenx", renamenxCommand, 3, W | F, 1, 2, 1, "generic", 0, false},
+    {"expire", expireCommand, -3, W | F, 1, 1, 1, "generic", 0, false},
+    {"pexpire", pexpireCommand, -3, W | F, 1, 1, 1, "generic", 0, false},
+    {"expireat", expireatCommand, -3, W | F, 1, 1, 1, "generic", 0, false},
+    {"pexpireat", pexpireatCommand, -3, W | F, 1, 1, 1, "generic", 0, false},
+    {"ttl", ttlCommand, 2, R | F, 1, 1, 1, "generic", 0, false},
+    {"pttl", pttlCommand, 2, R | F, 1, 1, 1, "generic", 0, false},
+    {"expiretime", expiretimeCommand, 2, R | F, 1, 1, 1, "generic", 0, false},
+    {"pexpiretime", pexpiretimeCommand, 2, R | F, 1, 1, 1, "generic", 0, false},
+    {"persist", persistCommand, 2, W | F, 1, 1, 1, "generic", 0, false},
     /* Bloom: RedisBloom checks arity in its handlers; so do we, with -2. */
-    {"bf.reserve", bfReserveCommand, -2, W | M, 1, 1, 1, "bloom", 0},
-    {"bf.add", bfAddCommand, -2, W | M, 1, 1, 1, "bloom", 0},
-    {"bf.madd", bfMaddCommand, -2, W | M, 1, 1, 1, "bloom", 0},
-    {"bf.exists", bfExistsCommand, -2, R | F, 1, 1, 1, "bloom", 0},
-    {"bf.mexists", bfMexistsCommand, -2, R | F, 1, 1, 1, "bloom", 0},
-    {"bf.insert", bfInsertCommand, -2, W | M, 1, 1, 1, "bloom", 0},
-    {"bf.info", bfInfoCommand, -2, R | F, 1, 1, 1, "bloom", 0},
-    {"bf.card", bfCardCommand, -2, R | F, 1, 1, 1, "bloom", 0},
-    {"bf.scandump", bfScandumpCommand, -2, R | F, 1, 1, 1, "bloom", 0},
-    {"bf.loadchunk", bfLoadchunkCommand, -2, W | M, 1, 1, 1, "bloom", 0},
-    {"bf.debug", bfDebugCommand, -2, R | F, 1, 1, 1, "bloom", 0},
-    {"bf.del", bfDelCommand, 3, W | F, 1, 1, 1, "bloom", 0},
-    {"bf.merge", bfMergeCommand, -3, W | M, 1, -1, 1, "bloom", 0},
-    {"cf.reserve", cfReserveCommand, -2, W | M, 1, 1, 1, "cuckoo", 0},
-    {"cf.add", cfAddCommand, -2, W | M | F, 1, 1, 1, "cuckoo", 0},
-    {"cf.addnx", cfAddnxCommand, -2, W | M | F, 1, 1, 1, "cuckoo", 0},
-    {"cf.insert", cfInsertCommand, -2, W | M, 1, 1, 1, "cuckoo", 0},
-    {"cf.insertnx", cfInsertnxCommand, -2, W | M, 1, 1, 1, "cuckoo", 0},
-    {"cf.exists", cfExistsCommand, -2, R | F, 1, 1, 1, "cuckoo", 0},
-    {"cf.mexists", cfMexistsCommand, -2, R | F, 1, 1, 1, "cuckoo", 0},
-    {"cf.del", cfDelCommand, -2, W | F, 1, 1, 1, "cuckoo", 0},
-    {"cf.count", cfCountCommand, -2, R | F, 1, 1, 1, "cuckoo", 0},
-    {"cf.info", cfInfoCommand, -2, R | F, 1, 1, 1, "cuckoo", 0},
-    {"cf.scandump", cfScandumpCommand, -2, R, 1, 1, 1, "cuckoo", 0},
-    {"cf.loadchunk", cfLoadchunkCommand, -2, W | M, 1, 1, 1, "cuckoo", 0},
+    {"bf.reserve", bfReserveCommand, -2, W | M, 1, 1, 1, "bloom", 0, false},
+    {"bf.add", bfAddCommand, -2, W | M, 1, 1, 1, "bloom", 0, false},
+    {"bf.madd", bfMaddCommand, -2, W | M, 1, 1, 1, "bloom", 0, false},
+    {"bf.exists", bfExistsCommand, -2, R | F, 1, 1, 1, "bloom", 0, false},
+    {"bf.mexists", bfMexistsCommand, -2, R | F, 1, 1, 1, "bloom", 0, false},
+    {"bf.insert", bfInsertCommand, -2, W | M, 1, 1, 1, "bloom", 0, false},
+    {"bf.info", bfInfoCommand, -2, R | F, 1, 1, 1, "bloom", 0, false},
+    {"bf.card", bfCardCommand, -2, R | F, 1, 1, 1, "bloom", 0, false},
+    {"bf.scandump", bfScandumpCommand, -2, R | F, 1, 1, 1, "bloom", 0, false},
+    {"bf.loadchunk", bfLoadchunkCommand, -2, W | M, 1, 1, 1, "bloom", 0, false},
+    {"bf.debug", bfDebugCommand, -2, R | F, 1, 1, 1, "bloom", 0, false},
+    {"bf.del", bfDelCommand, 3, W | F, 1, 1, 1, "bloom", 0, false},
+    {"bf.merge", bfMergeCommand, -3, W | M, 1, -1, 1, "bloom", 0, false},
+    {"cf.reserve", cfReserveCommand, -2, W | M, 1, 1, 1, "cuckoo", 0, false},
+    {"cf.add", cfAddCommand, -2, W | M | F, 1, 1, 1, "cuckoo", 0, false},
+    {"cf.addnx", cfAddnxCommand, -2, W | M | F, 1, 1, 1, "cuckoo", 0, false},
+    {"cf.insert", cfInsertCommand, -2, W | M, 1, 1, 1, "cuckoo", 0, false},
+    {"cf.insertnx", cfInsertnxCommand, -2, W | M, 1, 1, 1, "cuckoo", 0, false},
+    {"cf.exists", cfExistsCommand, -2, R | F, 1, 1, 1, "cuckoo", 0, false},
+    {"cf.mexists", cfMexistsCommand, -2, R | F, 1, 1, 1, "cuckoo", 0, false},
+    {"cf.del", cfDelCommand, -2, W | F, 1, 1, 1, "cuckoo", 0, false},
+    {"cf.count", cfCountCommand, -2, R | F, 1, 1, 1, "cuckoo", 0, false},
+    {"cf.info", cfInfoCommand, -2, R | F, 1, 1, 1, "cuckoo", 0, false},
+    {"cf.scandump", cfScandumpCommand, -2, R, 1, 1, 1, "cuckoo", 0, false},
+    {"cf.loadchunk", cfLoadchunkCommand, -2, W | M, 1, 1, 1, "cuckoo", 0, false},
     /* HyperLogLog */
-    {"pfadd", pfaddCommand, -2, W | M | F, 1, 1, 1, "hyperloglog", 0},
-    {"pfcount", pfcountCommand, -2, R, 1, -1, 1, "hyperloglog", 0},
-    {"pfmerge", pfmergeCommand, -2, W | M, 1, -1, 1, "hyperloglog", 0},
+    {"pfadd", pfaddCommand, -2, W | M | F, 1, 1, 1, "hyperloglog", 0, false},
+    {"pfcount", pfcountCommand, -2, R, 1, -1, 1, "hyperloglog", 0, false},
+    {"pfmerge", pfmergeCommand, -2, W | M, 1, -1, 1, "hyperloglog", 0, false},
 };
 #define NCOMMANDS (sizeof(table) / sizeof(table[0]))
 
@@ -108,6 +108,13 @@ static unsigned name_hash(const char *s, size_t n) {
 void commands_init(void) {
     for (size_t i = 0; i < NCOMMANDS; i++) {
         table[i].id = (int)i;
+        /* Answers that depend on the data (and so on log records): every
+         * command on keys, every write, and the server's readers (DBSIZE,
+         * MEMORY). PING, INFO, CLIENT, CONFIG do not wait for the log. */
+        table[i].touches_keys = (strcmp(table[i].group, "connection") != 0 &&
+                                 strcmp(table[i].group, "server") != 0) ||
+                                (table[i].flags & (CMD_WRITE | CMD_READONLY)) ||
+                                table[i].first_key > 0;
         unsigned h = name_hash(table[i].name, strlen(table[i].name));
         while (htab[h]) h = (h + 1) & ((1u << HBITS) - 1);
         htab[h] = &table[i];
@@ -188,11 +195,27 @@ void command_dispatch(client *c) {
         stat_add(&w->errors, 1);
         return;
     }
+    /* As Redis after an AOF write error: writes (and PING) are refused
+     * until the log can be written again. */
+    if (((cmd->flags & CMD_WRITE) || cmd->proc == pingCommand) && !wal_write_ok()) {
+        reply_errorf(&c->out, "MISCONF Errors writing to the AOF file: %s",
+                     strerror(wal_last_errno()));
+        stat_add(&st->rejected, 1);
+        stat_add(&w->errors, 1);
+        return;
+    }
     atomic_store_explicit(&c->lastcmd, cmd->name, memory_order_relaxed);
     size_t before = c->out.len;
+    bool write = cmd->flags & CMD_WRITE;
+    if (write) {
+        wal_throttle();   /* before any key lock is taken */
+        commit_write_begin(w);
+    }
     int64_t t0 = mono_us();
     cmd->proc(c);
     int64_t dt = mono_us() - t0;
+    if (write) commit_write_end(w);
+    c->touched_keys |= cmd->touches_keys;
     stat_add(&st->calls, 1);
     stat_add(&st->usec, (uint64_t)dt);
     if (c->out.len > before && c->out.buf[before] == '-') {

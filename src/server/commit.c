@@ -1,7 +1,27 @@
-/* Group commit of replies under appendfsync always.
+/* Group commit of replies under appendfsync always: the one place where
+ * the durability contract is enforced.
  *
- * A client whose requests logged records must not see their replies before
- * the log is durable up to its last record. Instead of blocking its worker
+ * No reply of a command that touched keys (a write, a duplicate add, a
+ * read) leaves before the log is durable up to every record its answer may
+ * depend on, as Redis flushes its AOF before writing any reply. A record
+ * an answer depends on was appended by the command itself, or by another
+ * command whose change it saw. Changes under an exclusive key lock are
+ * logged before the lock is released, so they are appended before anyone
+ * can see them. Bloom adds change bits under a shared lock and log right
+ * after, so a reader on another worker may see bits whose record is not
+ * appended yet: each worker publishes an odd sequence number while a write
+ * command runs (commit_write_begin/end), and the dependency of a client's
+ * replies is taken only after every write command that was running on
+ * another worker has ended. It is then the last LSN appended: a bound on
+ * every record seen, at the price of waiting for records of other keys,
+ * which the same group fsync covers anyway.
+ *
+ * Instead of blocking its worker on the fsync, the worker parks the client
+ * on its own list and goes on serving other connections; the log thread,
+ * after each fsync, wakes every worker that has parked clients (uv_async),
+ * and the worker writes out the replies of those now covered. One fsync
+ * thus releases every client of every worker whose records it covered, and
+ * a worker's loop never waits for the disk. Instead of blocking its worker
  * on the fsync, the worker parks the client on its own list and goes on
  * serving other connections; the log thread, after each fsync, wakes every
  * worker that has parked clients (uv_async), and the worker writes out the
@@ -12,12 +32,15 @@
  * The parked flag also holds back writes started elsewhere (the end of a
  * previous write): client_flush() does nothing while it is set.
  */
+#include <sched.h>
 #include <stdlib.h>
 
 #include "persist.h"
 #include "server.h"
 
 typedef struct commit_worker {
+    _Atomic uint64_t writing;  /* odd while a write command runs */
+    char pad[56];              /* written often: its own cache line */
     uv_async_t async;
     client *head;             /* parked clients; this worker's thread only */
     _Atomic bool has_parked;
@@ -78,10 +101,34 @@ void commit_worker_close(worker *w) {
     uv_close((uv_handle_t *)&cw->async, closed);
 }
 
-bool commit_defer(client *c, uint64_t lsn) {
+void commit_write_begin(worker *w) {
+    if (cws) atomic_fetch_add_explicit(&cws[w->idx].writing, 1, memory_order_seq_cst);
+}
+
+void commit_write_end(worker *w) {
+    if (cws) atomic_fetch_add_explicit(&cws[w->idx].writing, 1, memory_order_seq_cst);
+}
+
+/* Wait until every write command running on another worker now has ended
+ * (each is CPU work under key locks this thread does not hold: short), then
+ * the last LSN appended bounds every record this worker's commands saw. */
+static uint64_t dependency(worker *self) {
+    for (int i = 0; i < ncws; i++) {
+        if (i == self->idx) continue;
+        uint64_t s = atomic_load_explicit(&cws[i].writing, memory_order_seq_cst);
+        if ((s & 1) == 0) continue;
+        for (unsigned spins = 0; atomic_load_explicit(&cws[i].writing, memory_order_seq_cst) == s;
+             spins++)
+            if (spins > 64) sched_yield();
+    }
+    return wal_assigned_lsn();
+}
+
+bool commit_defer(client *c) {
     if (!wal_enabled() ||
         atomic_load_explicit(&cfg.appendfsync, memory_order_relaxed) != FSYNC_ALWAYS)
         return false;
+    uint64_t lsn = dependency(c->w);
     if (lsn > c->wal_lsn) c->wal_lsn = lsn;
     if (c->wal_parked) return true;
     if (wal_durable_lsn() >= c->wal_lsn) return false;

@@ -45,8 +45,17 @@ void wal_set_next_lsn(const char *dir, uint64_t next_lsn);
 /* Write what is pending, fsync, stop the thread, close. */
 void wal_close(void);
 bool wal_enabled(void);
-/* Append one record (payload already encoded); returns its LSN. */
+/* Append one record (payload already encoded); returns its LSN. Never
+ * waits: write commands call wal_throttle first, holding no lock. */
 uint64_t wal_append(uint8_t type, const void *payload, size_t len);
+/* Wait while the disk is far behind (pending bytes over a cap). */
+void wal_throttle(void);
+/* The LSN of the last record appended. */
+uint64_t wal_assigned_lsn(void);
+/* False after a write or fsync error not yet repaired (everysec, no):
+ * write commands are refused with MISCONF meanwhile. */
+bool wal_write_ok(void);
+int wal_last_errno(void);
 /* The LSN the next record will get (with every stripe locked: exact). */
 uint64_t wal_next_lsn(void);
 /* Start a new log file at the next LSN; returns that LSN. Called by a
@@ -57,8 +66,6 @@ void wal_wait_rotated(uint64_t first_lsn);
 /* Delete log files that hold only records below lsn. */
 void wal_delete_below(uint64_t lsn);
 uint64_t wal_durable_lsn(void);
-/* Highest LSN appended by this thread. */
-extern _Thread_local uint64_t wal_thread_lsn;
 
 typedef struct wal_stats {
     uint64_t written_lsn, durable_lsn, bytes, fsyncs, pending_bytes;
@@ -111,9 +118,14 @@ void wal_log_cf_loadchunk(const char *key, size_t klen, long long iter, const vo
 
 void commit_worker_init(struct worker *w);
 void commit_worker_close(struct worker *w);
-/* After a client's requests ran: true if its replies must wait for the log
- * (appendfsync always and its last record is not durable yet). */
-bool commit_defer(struct client *c, uint64_t lsn);
+/* Around a write command on worker w: changes it makes visible to other
+ * workers get their log records before commit_write_end. */
+void commit_write_begin(struct worker *w);
+void commit_write_end(struct worker *w);
+/* After a client's requests that touched keys ran: true if its replies
+ * must wait for the log (appendfsync always and a record its answers may
+ * depend on is not durable yet). */
+bool commit_defer(struct client *c);
 void commit_forget(struct client *c);
 /* From the log thread: durable LSN advanced. */
 void commit_notify(void);

@@ -91,6 +91,7 @@ typedef struct client {
      * to wal_lsn while parked. */
     uint64_t wal_lsn;
     bool wal_parked;
+    bool touched_keys;         /* since the last commit_defer */
     struct client *wal_prev, *wal_next;
 } client;
 
@@ -171,6 +172,7 @@ typedef struct command {
     int first_key, last_key, key_step;
     const char *group;
     int id;
+    bool touches_keys;           /* replies wait for the log (commit.c) */
 } command;
 
 void commands_init(void);

@@ -8,8 +8,17 @@
  * the other buffer: that is the group commit, one fsync for every record
  * that arrived during the previous one, whichever worker appended it.
  * everysec syncs at most once a second from the same thread (a timed
- * wait); no never syncs. Pending bytes are capped: appenders wait when the
- * disk falls that far behind, rather than growing without bound.
+ * wait); no never syncs. Appending never waits: commands wait for room
+ * (wal_throttle) before they take any key lock.
+ *
+ * Errors. A failed write or fsync leaves the file's unsynced bytes in
+ * doubt (Linux may drop dirty pages after a failed fsync, and a retried
+ * fsync then succeeds without them). Under always a reply waits for the
+ * fsync, so, as Redis does, the server exits: nothing unsynced was
+ * acknowledged. Under everysec and no the thread keeps every byte written
+ * since the last good fsync, refuses writes meanwhile (wal_write_ok) and
+ * once a second truncates the file back to what was synced, writes those
+ * bytes again and syncs; when that works, writes are accepted again.
  *
  * Rotation (a snapshot's capture) marks a byte offset in the pending
  * buffer: the thread writes what precedes it to the old file, fsyncs and
@@ -31,13 +40,17 @@
 #include "util.h"
 
 #define MAX_PENDING (64u << 20)
-
-_Thread_local uint64_t wal_thread_lsn;
+/* Under everysec, sync early once this much is unsynced: it bounds the
+ * bytes kept for a rewrite after an error. */
+#define MAX_UNSYNCED (64u << 20)
+/* A buffer larger than this is freed after a batch that used little of it,
+ * so a burst does not keep its memory. */
+#define KEEP_BUFFER (1u << 20)
 
 static struct {
     pthread_mutex_t lock;
     pthread_cond_t work;    /* the thread waits for records */
-    pthread_cond_t space;   /* appenders wait for room */
+    pthread_cond_t space;   /* throttled commands wait for room */
     pthread_cond_t done;    /* rotation waiters */
     pbuf cur;
     uint64_t next_lsn;
@@ -49,11 +62,18 @@ static struct {
     bool stop;
     bool open;
     pthread_t thread;
+    /* Thread-owned: the file, its size and the part covered by an fsync,
+     * and (everysec, no) the bytes written since that fsync. */
     int fd;
+    uint64_t file_size;
+    uint64_t good_size;     /* a repair truncates to this: the last fsync
+                             * (everysec) or the last whole batch (no) */
+    pbuf unsynced;          /* everysec: the bytes after good_size */
     char logdir[4096];
-    _Atomic uint64_t written_lsn, durable_lsn, bytes, fsyncs;
+    _Atomic uint64_t assigned_lsn, written_lsn, durable_lsn, bytes, fsyncs;
     _Atomic int64_t last_fsync_ms;
     _Atomic bool write_ok;
+    _Atomic int last_errno;
 } W = {.lock = PTHREAD_MUTEX_INITIALIZER,
        .work = PTHREAD_COND_INITIALIZER,
        .space = PTHREAD_COND_INITIALIZER,
@@ -61,6 +81,10 @@ static struct {
        .fd = -1};
 
 bool wal_enabled(void) { return W.open; }
+
+static long long policy_now(void) {
+    return atomic_load_explicit(&cfg.appendfsync, memory_order_relaxed);
+}
 
 static int fsync_dir(const char *path) {
     int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -90,35 +114,112 @@ static int create_file(uint64_t first_lsn, char *err, size_t errlen) {
     return fd;
 }
 
-/* Write all of buf, retrying after errors: a record handed to the log is
- * never dropped, and nothing after it is acknowledged meanwhile. */
-static void write_all(const uint8_t *p, size_t n) {
+/* The thread's sleep between repair attempts: a second, or until stop. */
+static bool pause_unless_stopping(void) {
+    pthread_mutex_lock(&W.lock);
+    if (!W.stop) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_sec += 1;
+        pthread_cond_timedwait(&W.work, &W.lock, &ts);
+    }
+    bool stop = W.stop;
+    pthread_mutex_unlock(&W.lock);
+    return !stop;
+}
+
+/* Append all of p to the file; false with errno set on an error. */
+static bool write_out(const uint8_t *p, size_t n) {
     while (n > 0) {
         ssize_t w = write(W.fd, p, n);
         if (w < 0) {
             if (errno == EINTR) continue;
-            if (atomic_exchange(&W.write_ok, false))
-                server_log(LOG_WARNING, "Error writing to the log: %s; retrying", strerror(errno));
-            sleep(1);
-            continue;
+            return false;
         }
-        if (!atomic_load(&W.write_ok)) server_log(LOG_NOTICE, "Writing to the log again.");
-        atomic_store(&W.write_ok, true);
+        if (w == 0) {
+            errno = EIO;
+            return false;
+        }
         p += w;
         n -= (size_t)w;
+        W.file_size += (uint64_t)w;
         atomic_fetch_add(&W.bytes, (uint64_t)w);
     }
+    return true;
+}
+
+static bool sync_out(void) {
+    while (fdatasync(W.fd) != 0)
+        if (errno != EINTR) return false;
+    atomic_fetch_add(&W.fsyncs, 1);
+    atomic_store(&W.last_fsync_ms, now_ms());
+    W.good_size = W.file_size;
+    W.unsynced.len = 0;
+    if (W.unsynced.cap > KEEP_BUFFER) {
+        free(W.unsynced.p);
+        W.unsynced = (pbuf){0};
+    }
+    return true;
+}
+
+/* A write or fsync failed (errno). Under always: exit before any reply
+ * that waits for this data leaves. Otherwise refuse writes, then once a
+ * second put the file back to good_size, write everything since again
+ * (the kept bytes, then rest) and sync, until that works or the server
+ * stops. */
+static void failed(const char *what, const uint8_t *rest, size_t n) {
+    int e = errno;
+    atomic_store(&W.last_errno, e);
+    if (policy_now() == FSYNC_ALWAYS) {
+        server_log(LOG_WARNING, "Can't persist the log (%s error: %s) under appendfsync always. "
+                   "Exiting...", what, strerror(e));
+        fflush(NULL);
+        _exit(1);
+    }
+    if (atomic_exchange(&W.write_ok, false))
+        server_log(LOG_WARNING, "Error %s the log: %s; refusing writes until it works again",
+                   what, strerror(e));
+    while (pause_unless_stopping()) {
+        bool ok = ftruncate(W.fd, (off_t)W.good_size) == 0;
+        if (ok) {
+            W.file_size = W.good_size;
+            ok = write_out(W.unsynced.p, W.unsynced.len) && write_out(rest, n) && sync_out();
+        }
+        if (ok) {
+            server_log(LOG_NOTICE, "Log write error looks solved; accepting writes again.");
+            atomic_store(&W.write_ok, true);
+            return;
+        }
+        atomic_store(&W.last_errno, errno);
+    }
+    server_log(LOG_WARNING, "Stopping with the log not written: records after LSN %" PRIu64
+               " are lost", atomic_load(&W.durable_lsn));
+}
+
+/* Write a batch; under everysec keep a copy until it is synced. */
+static void write_batch(const uint8_t *p, size_t n) {
+    /* After an error that was not repaired (shutting down) nothing more is
+     * written. */
+    if (n == 0 || !atomic_load(&W.write_ok)) return;
+    bool keep = policy_now() == FSYNC_EVERYSEC;
+    if (keep) {
+        pbuf_put(&W.unsynced, p, n);
+        if (W.unsynced.failed) {
+            server_log(LOG_WARNING, "Out of memory keeping unsynced log bytes. Exiting...");
+            fflush(NULL);
+            _exit(1);
+        }
+    }
+    if (write_out(p, n)) {
+        if (!keep) W.good_size = W.file_size;
+        return;
+    }
+    failed("writing", keep ? NULL : p, keep ? 0 : n);
 }
 
 static void sync_file(void) {
-    while (fdatasync(W.fd) != 0) {
-        if (errno == EINTR) continue;
-        if (atomic_exchange(&W.write_ok, false))
-            server_log(LOG_WARNING, "Error syncing the log: %s; retrying", strerror(errno));
-        sleep(1);
-    }
-    atomic_fetch_add(&W.fsyncs, 1);
-    atomic_store(&W.last_fsync_ms, now_ms());
+    if (!atomic_load(&W.write_ok)) return;
+    if (!sync_out()) failed("syncing", NULL, 0);
 }
 
 static void *wal_thread(void *arg) {
@@ -127,7 +228,7 @@ static void *wal_thread(void *arg) {
     int64_t last_sync_us = mono_us();
     pthread_mutex_lock(&W.lock);
     for (;;) {
-        long long policy = atomic_load_explicit(&cfg.appendfsync, memory_order_relaxed);
+        long long policy = policy_now();
         bool unsynced = atomic_load(&W.durable_lsn) < atomic_load(&W.written_lsn);
         while (W.cur.len == 0 && !W.rotate && !W.stop) {
             if (policy == FSYNC_EVERYSEC && unsynced) {
@@ -145,7 +246,7 @@ static void *wal_thread(void *arg) {
                 clock_gettime(CLOCK_REALTIME, &ts);
                 ts.tv_sec += 1;
                 pthread_cond_timedwait(&W.work, &W.lock, &ts);
-                policy = atomic_load_explicit(&cfg.appendfsync, memory_order_relaxed);
+                policy = policy_now();
                 unsynced = atomic_load(&W.durable_lsn) < atomic_load(&W.written_lsn);
             }
         }
@@ -162,45 +263,66 @@ static void *wal_thread(void *arg) {
         pthread_mutex_unlock(&W.lock);
 
         if (rotate) {
-            write_all(batch.p, rotate_at);
+            write_batch(batch.p, rotate_at);
             sync_file();
             close(W.fd);
-            char err[512];
+            char err[4400];
             int fd;
             while ((fd = create_file(rotate_lsn, err, sizeof(err))) < 0) {
+                atomic_store(&W.last_errno, errno);
+                if (policy_now() == FSYNC_ALWAYS) {
+                    server_log(LOG_WARNING, "Can't persist the log (%s) under appendfsync always. "
+                               "Exiting...", err);
+                    fflush(NULL);
+                    _exit(1);
+                }
                 if (atomic_exchange(&W.write_ok, false)) server_log(LOG_WARNING, "%s; retrying", err);
-                sleep(1);
+                if (!pause_unless_stopping()) break;
             }
             W.fd = fd;
-            atomic_store(&W.write_ok, true);
-            /* Everything before the new file is on disk now. */
-            if (rotate_lsn > 1 && atomic_load(&W.durable_lsn) < rotate_lsn - 1)
-                atomic_store(&W.durable_lsn, rotate_lsn - 1);
-            if (atomic_load(&W.written_lsn) < rotate_lsn - 1)
-                atomic_store(&W.written_lsn, rotate_lsn - 1);
-            write_all(batch.p + rotate_at, batch.len - rotate_at);
+            if (fd >= 0) {
+                W.file_size = W.good_size = WAL_HEADER_SIZE;
+                W.unsynced.len = 0;
+                if (!atomic_exchange(&W.write_ok, true))
+                    server_log(LOG_NOTICE, "Log write error looks solved; accepting writes again.");
+                /* Everything before the new file is on disk now. */
+                if (rotate_lsn > 1 && atomic_load(&W.durable_lsn) < rotate_lsn - 1)
+                    atomic_store(&W.durable_lsn, rotate_lsn - 1);
+                if (atomic_load(&W.written_lsn) < rotate_lsn - 1)
+                    atomic_store(&W.written_lsn, rotate_lsn - 1);
+                write_batch(batch.p + rotate_at, batch.len - rotate_at);
+            }
         } else {
-            write_all(batch.p, batch.len);
+            write_batch(batch.p, batch.len);
         }
-        if (batch.len) atomic_store(&W.written_lsn, last);
-        policy = atomic_load_explicit(&cfg.appendfsync, memory_order_relaxed);
+        if (batch.len && atomic_load(&W.write_ok)) atomic_store(&W.written_lsn, last);
+        policy = policy_now();
         bool sync = stopping || (batch.len && policy == FSYNC_ALWAYS) ||
+                    (policy == FSYNC_EVERYSEC && W.file_size - W.good_size >= MAX_UNSYNCED) ||
                     (policy == FSYNC_EVERYSEC && mono_us() - last_sync_us >= 1000000 &&
                      atomic_load(&W.durable_lsn) < atomic_load(&W.written_lsn));
-        if (sync) {
+        if (sync && W.fd >= 0) {
             uint64_t upto = atomic_load(&W.written_lsn);
             sync_file();
             last_sync_us = mono_us();
-            atomic_store(&W.durable_lsn, upto);
-            commit_notify();
+            if (atomic_load(&W.write_ok)) {
+                atomic_store(&W.durable_lsn, upto);
+                commit_notify();
+            }
         }
+        /* Keep the buffer for the next batch unless a burst left it large
+         * and mostly unused. */
         spare = batch;
+        if (spare.cap > KEEP_BUFFER && spare.len < spare.cap / 4) {
+            free(spare.p);
+            spare = (pbuf){0};
+        }
         pthread_mutex_lock(&W.lock);
         if (rotate) {
             W.rotated_lsn = rotate_lsn;
             pthread_cond_broadcast(&W.done);
         }
-        if (stopping) break;
+        if (stopping || (W.stop && !atomic_load(&W.write_ok))) break;
     }
     pthread_mutex_unlock(&W.lock);
     free(spare.p);
@@ -211,8 +333,10 @@ bool wal_open(const char *dir, uint64_t next_lsn, char *err, size_t errlen) {
     snprintf(W.logdir, sizeof(W.logdir), "%s/log", dir);
     W.fd = create_file(next_lsn, err, errlen);
     if (W.fd < 0) return false;
+    W.file_size = W.good_size = WAL_HEADER_SIZE;
     W.next_lsn = next_lsn;
     W.rotated_lsn = next_lsn;
+    atomic_store(&W.assigned_lsn, next_lsn - 1);
     atomic_store(&W.written_lsn, next_lsn - 1);
     atomic_store(&W.durable_lsn, next_lsn - 1);
     atomic_store(&W.write_ok, true);
@@ -231,6 +355,7 @@ void wal_set_next_lsn(const char *dir, uint64_t next_lsn) {
     pthread_mutex_lock(&W.lock);
     snprintf(W.logdir, sizeof(W.logdir), "%s/log", dir);
     W.next_lsn = next_lsn;
+    atomic_store(&W.assigned_lsn, next_lsn - 1);
     pthread_mutex_unlock(&W.lock);
 }
 
@@ -238,25 +363,45 @@ void wal_close(void) {
     if (!W.open) return;
     pthread_mutex_lock(&W.lock);
     W.stop = true;
-    pthread_cond_signal(&W.work);
+    pthread_cond_broadcast(&W.work);
+    pthread_cond_broadcast(&W.space);
     pthread_mutex_unlock(&W.lock);
     pthread_join(W.thread, NULL);
-    close(W.fd);
+    if (W.fd >= 0) close(W.fd);
     W.fd = -1;
     W.open = false;
     free(W.cur.p);
     W.cur = (pbuf){0};
+    free(W.unsynced.p);
+    W.unsynced = (pbuf){0};
+    /* Wake rotation waiters of a snapshot still running. */
+    pthread_mutex_lock(&W.lock);
+    pthread_cond_broadcast(&W.done);
+    pthread_mutex_unlock(&W.lock);
+}
+
+bool wal_write_ok(void) { return !W.open || atomic_load(&W.write_ok); }
+int wal_last_errno(void) { return atomic_load(&W.last_errno); }
+
+void wal_throttle(void) {
+    if (!W.open) return;
+    pthread_mutex_lock(&W.lock);
+    while (W.cur.len > MAX_PENDING && !W.stop) pthread_cond_wait(&W.space, &W.lock);
+    pthread_mutex_unlock(&W.lock);
 }
 
 uint64_t wal_append(uint8_t type, const void *payload, size_t len) {
     pthread_mutex_lock(&W.lock);
-    while (W.cur.len > MAX_PENDING && !W.stop) pthread_cond_wait(&W.space, &W.lock);
     size_t size = wal_record_size(len);
-    while (!pbuf_reserve(&W.cur, size)) {
-        /* Out of memory: wait for the thread to drain the buffer. */
-        W.cur.failed = false;
-        pthread_cond_signal(&W.work);
-        pthread_cond_wait(&W.space, &W.lock);
+    if (!pbuf_reserve(&W.cur, size)) {
+        /* The change this record describes is applied already; without the
+         * record a crash would lose it. Redis exits when an allocation
+         * fails; so does the log. */
+        pthread_mutex_unlock(&W.lock);
+        server_log(LOG_WARNING, "Out of memory appending a %s log record of %zu bytes. Exiting...",
+                   wal_type_name(type), size);
+        fflush(NULL);
+        _exit(1);
     }
     uint8_t *rec = W.cur.p + W.cur.len;
     if (len) memcpy(rec + WAL_PREFIX, payload, len);
@@ -264,12 +409,13 @@ uint64_t wal_append(uint8_t type, const void *payload, size_t len) {
     wal_record_seal(rec, type, lsn, len);
     W.cur.len += size;
     W.cur_last = lsn;
+    atomic_store(&W.assigned_lsn, lsn);
     pthread_cond_signal(&W.work);
     pthread_mutex_unlock(&W.lock);
-    wal_thread_lsn = lsn;
     return lsn;
 }
 
+uint64_t wal_assigned_lsn(void) { return atomic_load(&W.assigned_lsn); }
 uint64_t wal_next_lsn(void) {
     pthread_mutex_lock(&W.lock);
     uint64_t n = W.next_lsn;
