@@ -314,7 +314,7 @@ static void test_growth_veto(void **state)
     for (uint64_t i = 0; i < 1000; i++) {
         int rc = cf_add(c, key, tu_key(key, "v:", i));
         uint8_t *after = snapshot(c, &n);
-        if (rc == BLOOMERY_ENOMEM) {
+        if (rc == BLOOMERY_EREFUSED) {
             enomem++;
             assert_memory_equal(before, after, n);
             free(after);

@@ -253,11 +253,11 @@ static void test_allocation_veto(void **state)
     int rc;
     while ((rc = sbf_add(s, key, tu_key(key, "v:", i))) >= 0)
         i++;
-    assert_int_equal(rc, BLOOMERY_ENOMEM);
+    assert_int_equal(rc, BLOOMERY_EREFUSED);
     size_t links = sbf_nlinks(s);
     uint64_t count = sbf_count(s);
     /* Nothing changed by the refused growth; present items still answer. */
-    assert_int_equal(sbf_add(s, key, tu_key(key, "v:", i)), BLOOMERY_ENOMEM);
+    assert_int_equal(sbf_add(s, key, tu_key(key, "v:", i)), BLOOMERY_EREFUSED);
     assert_int_equal(sbf_nlinks(s), links);
     assert_int_equal(sbf_count(s), count);
     assert_int_equal(sbf_add(s, key, tu_key(key, "v:", 0)), 0);
@@ -266,7 +266,7 @@ static void test_allocation_veto(void **state)
     assert_int_equal(sbf_nlinks(s), links + 1);
     sbf_free(s);
     limit = 10;
-    assert_int_equal(sbf_create(&s, 100000, 0.01, &o), BLOOMERY_ENOMEM);
+    assert_int_equal(sbf_create(&s, 100000, 0.01, &o), BLOOMERY_EREFUSED);
 }
 
 static void test_merge(void **state)

@@ -27,6 +27,7 @@ typedef enum bloomery_err {
     BLOOMERY_EVERSION = -7,  /* serialized by an unknown format version */
     BLOOMERY_ETYPE = -8,     /* serialized data holds another type */
     BLOOMERY_ESTATE = -9,    /* call out of order (e.g. chunk before header) */
+    BLOOMERY_EREFUSED = -10, /* the caller's may_allocate hook refused memory */
 } bloomery_err;
 
 /* A static English description of an error code. */

@@ -100,7 +100,7 @@ typedef struct cf_options {
     unsigned max_filters;      /* sub-filters an add may start from, 1..65536 */
     unsigned fingerprint_bits; /* f, 8..32 */
     /* Called with a new sub-filter's size in bytes before it is allocated;
-     * returning false refuses the growth (the add fails with BLOOMERY_ENOMEM
+     * returning false refuses the growth (the add fails with BLOOMERY_EREFUSED
      * and nothing changes). May be NULL. */
     bool (*may_allocate)(void *ctx, uint64_t bytes);
     void *may_allocate_ctx;
@@ -113,7 +113,7 @@ void cf_options_init(cf_options *o);
 /* A filter for `capacity` items, 2b <= capacity <= CF_MAX_CAPACITY. opts may
  * be NULL for the defaults; otherwise every field is taken as given.
  * Errors: BLOOMERY_EINVAL (a parameter out of range), BLOOMERY_ETOOBIG,
- * BLOOMERY_ENOMEM (including a veto from may_allocate). */
+ * BLOOMERY_ENOMEM, BLOOMERY_EREFUSED (a veto from may_allocate). */
 int cf_create(cf_t **out, uint64_t capacity, const cf_options *opts);
 void cf_free(cf_t *c);
 
@@ -132,7 +132,7 @@ uint64_t cf_hash(const void *item, size_t len);
  *                     before anything else, so even an item that would fit
  *                     is refused;
  *   BLOOMERY_EFULL    no room and expansion 0 ("Filter is full");
- *   BLOOMERY_ENOMEM   the new sub-filter could not be allocated or was vetoed;
+ *   BLOOMERY_ENOMEM   the new sub-filter could not be allocated (BLOOMERY_EREFUSED: vetoed);
  *                     BLOOMERY_ETOOBIG also when it would exceed
  *                     CF_MAX_FILTER_BYTES. */
 int cf_add(cf_t *c, const void *item, size_t len);

@@ -41,7 +41,7 @@ typedef struct sbf_options {
     uint64_t seed;           /* blocked links' hash seed */
     bloomery_policy policy;  /* blocked links' blocks-per-key policy */
     /* Called before a link is allocated with its size in bytes; returning
-     * false refuses the growth (the add fails with BLOOMERY_ENOMEM and nothing
+     * false refuses the growth (the add fails with BLOOMERY_EREFUSED and nothing
      * changes). May be NULL. */
     bool (*may_allocate)(void *ctx, uint64_t bytes);
     void *may_allocate_ctx;
@@ -54,7 +54,7 @@ void sbf_free(sbf_t *s);
 /* Bytes of the first link for these parameters (0 if invalid). */
 uint64_t sbf_bytes_for(uint64_t capacity, double error_rate, const sbf_options *opts);
 
-/* 1: added (new), 0: may already exist, < 0: BLOOMERY_EFULL or BLOOMERY_ENOMEM. */
+/* 1: added (new), 0: may already exist, < 0: BLOOMERY_EFULL, BLOOMERY_ENOMEM or BLOOMERY_EREFUSED. */
 int sbf_add(sbf_t *s, const void *item, size_t len);
 /* 1: may exist, 0: certainly absent. */
 int sbf_check(const sbf_t *s, const void *item, size_t len);

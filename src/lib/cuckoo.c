@@ -231,7 +231,7 @@ static int add_filter(cf_t *c, bool ask)
     if (bytes == 0 || bytes > SIZE_MAX - SLACK || c->nfilters >= UINT32_MAX)
         return BLOOMERY_ETOOBIG;
     if (ask && c->may_allocate && !c->may_allocate(c->may_allocate_ctx, bytes))
-        return BLOOMERY_ENOMEM;
+        return BLOOMERY_EREFUSED;
     if (c->nfilters == c->cap) {
         uint32_t cap = c->cap ? c->cap * 2 : 4;
         subcf *p = realloc(c->filters, (size_t)cap * sizeof *p);
@@ -321,7 +321,7 @@ int cf_create(cf_t **out, uint64_t capacity, const cf_options *opts)
     if (bytes == 0)
         return BLOOMERY_ETOOBIG;
     if (opts->may_allocate && !opts->may_allocate(opts->may_allocate_ctx, bytes))
-        return BLOOMERY_ENOMEM;
+        return BLOOMERY_EREFUSED;
     int rc = cf_create_shape(out, &s);
     if (rc == BLOOMERY_OK)
         cf_set_may_allocate(*out, opts->may_allocate, opts->may_allocate_ctx);

@@ -13,6 +13,7 @@ const char *bloomery_strerror(int err)
     case BLOOMERY_EVERSION: return "unsupported format version";
     case BLOOMERY_ETYPE: return "wrong object type";
     case BLOOMERY_ESTATE: return "call out of order";
+    case BLOOMERY_EREFUSED: return "memory refused by the caller";
     default: return "unknown error";
     }
 }

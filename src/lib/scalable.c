@@ -177,7 +177,7 @@ static int new_link(sbf_t *s, uint64_t capacity, double error)
     if (bytes == 0)
         return BLOOMERY_ETOOBIG;
     if (s->may_allocate && !s->may_allocate(s->may_allocate_ctx, bytes))
-        return BLOOMERY_ENOMEM;
+        return BLOOMERY_EREFUSED;
     void *link;
     int rc = link_create(s, capacity, error, &link);
     if (rc != BLOOMERY_OK)

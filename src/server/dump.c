@@ -31,7 +31,7 @@ uint64_t dump_load_limit(void)
     return max > used ? max - used : 1;
 }
 
-kv_obj *dump_open(const uint8_t *buf, size_t len, kv_type loading, const bloomery_type *types,
+kv_obj *dump_open(const uint8_t *buf, size_t len, const value_type *loading, const bloomery_type *types,
                   size_t ntypes, int *rc)
 {
     bloomery_loader *l = NULL;
@@ -68,7 +68,7 @@ kv_obj *dump_open(const uint8_t *buf, size_t len, kv_type loading, const bloomer
 
 int dump_load_chunk(kv_obj *o, uint64_t i, const uint8_t *data, size_t len, bloomery_object *done)
 {
-    bloomery_loader *l = o->u.loader;
+    bloomery_loader *l = o->v;
     done->u.any = NULL;
     if (i >= bloomery_loader_nchunks(l) || len < 8) return BLOOMERY_ECORRUPT;
     uint64_t sum = 0;
@@ -85,6 +85,6 @@ int dump_load_chunk(kv_obj *o, uint64_t i, const uint8_t *data, size_t len, bloo
     bloomery_loader_free(l);
     free(o->chunk_seen);
     o->chunk_seen = NULL;
-    o->u.loader = NULL;
+    o->v = NULL;
     return BLOOMERY_OK;
 }

@@ -13,6 +13,7 @@
 #include <string.h>
 #include <xxhash.h>
 
+#include "config.h"
 #include "util.h"
 
 static ks_stripe stripes[KS_STRIPES];
@@ -219,19 +220,11 @@ kv_entry *ks_find_locked(const char *key, size_t klen, ks_ref *ref, bool write) 
 
 /* ---- objects ---- */
 
-kv_obj *kv_obj_new(kv_type type, void *value) {
+kv_obj *kv_obj_new(const value_type *type, void *value) {
     kv_obj *o = calloc(1, sizeof(*o));
     if (o == NULL) return NULL;
     o->type = type;
-    switch (type) {
-    case KV_BLOOM: o->u.sbf = value; break;
-    case KV_COUNTING: o->u.cnt = value; break;
-    case KV_HLL: o->u.hll = value; break;
-    case KV_LOADING:
-    case KV_CF_LOADING: o->u.loader = value; break;
-    case KV_WINDOW: o->u.win = value; break;
-    case KV_CUCKOO: o->u.cf = value; break;
-    }
+    o->v = value;
     pthread_mutex_init(&o->lock, NULL);
     atomic_store(&o->refs, 1);
     return o;
@@ -241,35 +234,36 @@ void kv_obj_retain(kv_obj *o) { atomic_fetch_add(&o->refs, 1); }
 
 void kv_obj_free(kv_obj *o) {
     if (o == NULL || atomic_fetch_sub(&o->refs, 1) != 1) return;
-    switch (o->type) {
-    case KV_BLOOM: sbf_free(o->u.sbf); break;
-    case KV_COUNTING: cntbf_free(o->u.cnt); break;
-    case KV_HLL: hll_free(o->u.hll); break;
-    case KV_LOADING:
-    case KV_CF_LOADING: bloomery_loader_free(o->u.loader); break;
-    case KV_WINDOW: win_free(o->u.win); break;
-    case KV_CUCKOO: cf_free(o->u.cf); break;
-    }
+    if (o->v) o->type->free_value(o->v);
     free(o->chunk_seen);
     pthread_mutex_destroy(&o->lock);
     free(o);
 }
 
-uint64_t kv_obj_bytes(const kv_obj *o) {
-    return atomic_load_explicit(&o->value_bytes, memory_order_relaxed);
+bool ks_replace(const void *key, size_t klen, kv_obj *o, int64_t expire_ms) {
+    ks_ref ref;
+    if (ks_open(&ref, key, klen, true)) ks_remove(&ref);
+    kv_entry *e = ks_add(&ref, o);
+    if (e && expire_ms) ks_set_expire(&ref, expire_ms);
+    ks_close(&ref);
+    if (e == NULL) {
+        ks_mem_add(-(int64_t)kv_obj_bytes(o));
+        kv_obj_free(o);
+    }
+    return e != NULL;
 }
 
-const char *kv_type_name(kv_type t) {
-    switch (t) {
-    case KV_BLOOM:
-    case KV_COUNTING:
-    case KV_LOADING:
-    case KV_WINDOW: return "MBbloom--";
-    case KV_CUCKOO:
-    case KV_CF_LOADING: return "MBbloomCF";
-    case KV_HLL: return "string";
-    }
-    return "none";
+bool kv_obj_may_grow(void *ctx, uint64_t bytes) {
+    kv_obj *o = ctx;
+    if (!ks_mem_try_reserve(bytes, (uint64_t)atomic_load_explicit(&cfg.maxmemory,
+                                                                  memory_order_relaxed)))
+        return false;
+    atomic_fetch_add_explicit(&o->value_bytes, bytes, memory_order_relaxed);
+    return true;
+}
+
+uint64_t kv_obj_bytes(const kv_obj *o) {
+    return atomic_load_explicit(&o->value_bytes, memory_order_relaxed);
 }
 
 /* ---- memory ---- */

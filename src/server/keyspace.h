@@ -24,32 +24,16 @@
 #include <stdint.h>
 
 #include "bloomery/bloomery.h"
+#include "types.h"
 
 #define KS_STRIPE_BITS 10
 #define KS_STRIPES (1u << KS_STRIPE_BITS)
 
-typedef enum kv_type {
-    KV_BLOOM = 1,     /* sbf_t: scalable, blocked or classic links */
-    KV_COUNTING = 2,  /* cntbf_t */
-    KV_HLL = 3,       /* hll_t, guarded by obj->lock */
-    KV_LOADING = 4,   /* a blocked dump being loaded with BF.LOADCHUNK */
-    KV_WINDOW = 5,    /* win_t (t_window.c): BF.* on a time-windowed filter */
-    KV_CUCKOO = 6,    /* cf_t (t_cuckoo.c), guarded by obj->lock */
-    KV_CF_LOADING = 7, /* a cuckoo dump being loaded with CF.LOADCHUNK */
-} kv_type;
-
 typedef struct kv_obj {
-    kv_type type;
-    union {
-        sbf_t *sbf;
-        cntbf_t *cnt;
-        hll_t *hll;
-        win_t *win;
-        cf_t *cf;
-        bloomery_loader *loader;
-    } u;
-    /* HLL values, cuckoo filters and loaders are not thread-safe: readers hold the stripe's
-     * shared lock, so they serialize on this. */
+    const value_type *type;   /* types.h: everything type-specific */
+    void *v;                  /* the library object (sbf_t, cf_t, ...) */
+    /* Values whose type is not safe for concurrent readers (type->locked):
+     * readers hold the stripe's shared lock, so they serialize on this. */
     pthread_mutex_t lock;
     /* Bytes of the value counted in used memory. Added by whoever allocates
      * them (filter growth adds from the library's may_allocate callback),
@@ -107,6 +91,10 @@ void ks_close(ks_ref *ref);
 kv_entry *ks_add(ks_ref *ref, kv_obj *obj);
 /* With an exclusive ref to a present key: delete it. */
 void ks_remove(ks_ref *ref);
+/* Put o (its bytes counted) under key, replacing what is there, with an
+ * expiry (0: none), as replay re-creates a value. On failure o is freed and
+ * its bytes uncounted. */
+bool ks_replace(const void *key, size_t klen, kv_obj *o, int64_t expire_ms);
 /* Set or clear (0) an entry's expiry; exclusive lock held. */
 void ks_set_expire(ks_ref *ref, int64_t when_ms);
 
@@ -125,11 +113,13 @@ void ks_unlock_many(ks_multi *m);
 kv_entry *ks_find_locked(const char *key, size_t klen, ks_ref *ref, bool write);
 
 /* Objects. */
-kv_obj *kv_obj_new(kv_type type, void *value);
+kv_obj *kv_obj_new(const value_type *type, void *value);
 void kv_obj_free(kv_obj *o);
 void kv_obj_retain(kv_obj *o);
 uint64_t kv_obj_bytes(const kv_obj *o);   /* value bytes counted in used memory */
-const char *kv_type_name(kv_type t);      /* as TYPE answers */
+/* The libraries' may_allocate hook for growing values (ctx: the kv_obj):
+ * reserves bytes within the memory limit and counts them on the object. */
+bool kv_obj_may_grow(void *ctx, uint64_t bytes);
 
 /* Memory accounting: exact bytes of every value plus key and entry overhead. */
 uint64_t ks_used_memory(void);

@@ -147,19 +147,8 @@ void persist_cron(void);
 /* INFO's Persistence section body. */
 void persist_info(char *out, size_t outlen);
 
-/* ---- t_bloom.c ---- */
+/* ---- t_window.c ---- */
 
-/* The maxmemory hook of growing filters, for filters built outside
- * t_bloom.c (recovery). ctx is the kv_obj. */
-bool bf_growth_hook(void *ctx, uint64_t bytes);
-
-/* ---- t_window.c, t_cuckoo.c: replay of their records ---- */
-
-/* NULL when applied, else why the record was skipped. */
-const char *window_replay(const wal_op *op);
-const char *cuckoo_replay(const wal_op *op);
-/* The maxmemory hook of cuckoo filters (ctx is the kv_obj). */
-bool cf_growth_hook(void *ctx, uint64_t bytes);
 /* From the server cron: rotate windows whose slice is due (active rotation),
  * within budget_us. */
 void window_cron(int64_t budget_us);

@@ -245,28 +245,9 @@ static bool install_entry(load_job *j, uint64_t k) {
                  bloomery_loader_error(l));
         return false;
     }
-    kv_obj *o = NULL;
-    uint64_t bytes = 0;
-    if (obj.type == BLOOMERY_TYPE_SCALABLE) {
-        o = kv_obj_new(KV_BLOOM, obj.u.sbf);
-        if (o) sbf_set_may_allocate(obj.u.sbf, bf_growth_hook, o);
-        bytes = sbf_bytes(obj.u.sbf);
-    } else if (obj.type == BLOOMERY_TYPE_COUNTING) {
-        o = kv_obj_new(KV_COUNTING, obj.u.cnt);
-        bytes = cntbf_bytes(obj.u.cnt);
-    } else if (obj.type == BLOOMERY_TYPE_WINDOW) {
-        o = kv_obj_new(KV_WINDOW, obj.u.win);
-        bytes = win_bytes(obj.u.win);
-    } else if (obj.type == BLOOMERY_TYPE_CUCKOO) {
-        o = kv_obj_new(KV_CUCKOO, obj.u.cf);
-        if (o) cf_set_may_allocate(obj.u.cf, cf_growth_hook, o);
-        bytes = cf_bytes(obj.u.cf);
-    } else {
-        o = kv_obj_new(KV_HLL, obj.u.hll);
-        size_t hl;
-        hll_bytes(obj.u.hll, &hl);
-        bytes = hl;
-    }
+    const value_type *t = type_by_snap_kind(e->kind);
+    kv_obj *o = t ? kv_obj_new(t, obj.u.any) : NULL;
+    uint64_t bytes = o ? t->adopt(o) : 0;
     if (o == NULL) {
         bloomery_object_free(&obj);
         job_fail(j, "out of memory loading " KEYFMT, KEYARG(e));

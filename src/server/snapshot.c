@@ -132,18 +132,9 @@ void snapshot_adopt(uint64_t seq, const snap_index *ix) {
 
 static bool capture_key(snapshot *s, const kv_entry *e) {
     kv_obj *o = e->obj;
-    bloomery_object obj;
-    uint8_t kind;
-    switch (o->type) {
-    case KV_BLOOM: obj = (bloomery_object){.type = BLOOMERY_TYPE_SCALABLE, .u.sbf = o->u.sbf}; kind = SNAP_KIND_BLOOM; break;
-    case KV_COUNTING: obj = (bloomery_object){.type = BLOOMERY_TYPE_COUNTING, .u.cnt = o->u.cnt}; kind = SNAP_KIND_COUNTING; break;
-    case KV_HLL: obj = (bloomery_object){.type = BLOOMERY_TYPE_HLL, .u.hll = o->u.hll}; kind = SNAP_KIND_HLL; break;
-    /* Rotation clears a slice and cuckoo inserts move fingerprints: neither
-     * is monotone, so both are copied below, under every stripe's lock. */
-    case KV_WINDOW: obj = (bloomery_object){.type = BLOOMERY_TYPE_WINDOW, .u.win = o->u.win}; kind = SNAP_KIND_WINDOW; break;
-    case KV_CUCKOO: obj = (bloomery_object){.type = BLOOMERY_TYPE_CUCKOO, .u.cf = o->u.cf}; kind = SNAP_KIND_CUCKOO; break;
-    default: return true;   /* a BF.LOADCHUNK still in progress: see PERSISTENCE.md */
-    }
+    uint8_t kind = o->type->snap_kind;
+    if (kind == 0) return true;   /* a LOADCHUNK restore in progress: see PERSISTENCE.md */
+    bloomery_object obj = type_object(o);
     if (s->nkeys == s->capkeys) {
         size_t cap = s->capkeys ? s->capkeys * 2 : 64;
         cap_key *k = realloc(s->keys, cap * sizeof(*k));
@@ -173,7 +164,7 @@ static bool capture_key(snapshot *s, const kv_entry *e) {
         bloomery_image_chunk(img, i, &k->chunks[i].len);
         total += k->chunks[i].len;
     }
-    if (kind == SNAP_KIND_BLOOM) {
+    if (o->type->monotone) {
         k->img = img;
     } else {
         /* Not monotone: copy now, checksum now. */

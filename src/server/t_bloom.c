@@ -43,28 +43,13 @@ static const char *err_not_found = "ERR not found";
 static const char *err_full = "ERR non scaling filter is full";
 static const char *err_loading = "ERR filter is still being loaded with BF.LOADCHUNK";
 
-/* Set by the allocation hook when maxmemory refused a link, so the command
- * can answer OOM rather than RedisBloom's generic insertion error. */
-static _Thread_local bool growth_refused;
-
-static bool may_allocate(void *ctx, uint64_t bytes) {
-    kv_obj *o = ctx;
-    if (!ks_mem_try_reserve(bytes, server_maxmemory())) {
-        growth_refused = true;
-        return false;
-    }
-    atomic_fetch_add_explicit(&o->value_bytes, bytes, memory_order_relaxed);
-    return true;
-}
-
-bool bf_growth_hook(void *ctx, uint64_t bytes) { return may_allocate(ctx, bytes); }
 
 /* Windows (t_window.c): the clock open_for_add checked rotation at, for the
  * add that follows. */
 static _Thread_local int64_t window_add_now;
 
 static bool is_bloom(const kv_obj *o) {
-    return o->type == KV_BLOOM || o->type == KV_COUNTING || o->type == KV_LOADING;
+    return o->type == &bloom_type || o->type == &counting_type || o->type == &bf_loading_type;
 }
 
 /* ---- creation ---- */
@@ -92,7 +77,7 @@ static void default_params(bf_params *p) {
 static kv_entry *create_filter(client *c, ks_ref *ref, const bf_params *p) {
     uint64_t maxmem = server_maxmemory();
     uint64_t overhead = ks_entry_overhead(ref->klen);
-    kv_obj *o = kv_obj_new(p->counting ? KV_COUNTING : KV_BLOOM, NULL);
+    kv_obj *o = kv_obj_new(p->counting ? &counting_type : &bloom_type, NULL);
     if (o == NULL) {
         reply_error(&c->out, "ERR Insufficient memory to create filter");
         return NULL;
@@ -110,7 +95,9 @@ static kv_entry *create_filter(client *c, ks_ref *ref, const bf_params *p) {
             return NULL;
         }
         ks_mem_add(-(int64_t)overhead);
-        int rc = cntbf_create(&o->u.cnt, (uint64_t)p->capacity, p->error, NULL);
+        cntbf_t *f;
+        int rc = cntbf_create(&f, (uint64_t)p->capacity, p->error, NULL);
+        o->v = rc == BLOOMERY_OK ? f : NULL;
         if (rc != BLOOMERY_OK) {
             ks_mem_add(-(int64_t)bytes);
             kv_obj_free(o);
@@ -125,7 +112,7 @@ static kv_entry *create_filter(client *c, ks_ref *ref, const bf_params *p) {
             .expansion = (uint32_t)p->expansion,
             .seed = 0,
             .policy = BLOOMERY_POLICY_LATENCY,
-            .may_allocate = may_allocate,
+            .may_allocate = kv_obj_may_grow,
             .may_allocate_ctx = o,
         };
         uint64_t bytes = sbf_bytes_for((uint64_t)p->capacity, p->error, &opts);
@@ -140,13 +127,14 @@ static kv_entry *create_filter(client *c, ks_ref *ref, const bf_params *p) {
             reply_oom(c);
             return NULL;
         }
-        growth_refused = false;
-        int rc = sbf_create(&o->u.sbf, (uint64_t)p->capacity, p->error, &opts);
+        sbf_t *f;
+        int rc = sbf_create(&f, (uint64_t)p->capacity, p->error, &opts);
+        o->v = rc == BLOOMERY_OK ? f : NULL;
         if (rc != BLOOMERY_OK) {
             ks_mem_add(-(int64_t)kv_obj_bytes(o));
             atomic_store(&o->value_bytes, 0);
             kv_obj_free(o);
-            if (growth_refused) reply_oom(c);
+            if (rc == BLOOMERY_EREFUSED) reply_oom(c);
             else if (rc == BLOOMERY_ENOMEM) reply_error(&c->out, "ERR Insufficient memory to create filter");
             else reply_error(&c->out, "ERR could not create filter");
             return NULL;
@@ -179,7 +167,7 @@ static void reply_add_results(client *c, const int *res, size_t n) {
     reply_bools(&c->out, res, last >= 0 ? n : n - 1);
     if (last >= 0) return;
     if (last == BLOOMERY_EFULL) reply_error(&c->out, err_full);
-    else if (growth_refused) reply_oom(c);
+    else if (last == BLOOMERY_EREFUSED) reply_oom(c);
     else reply_error(&c->out, "ERR problem inserting into filter");
 }
 
@@ -187,7 +175,7 @@ static void reply_add_results(client *c, const int *res, size_t n) {
  * (multi == false) or an array that ends at the first error. */
 static void add_items(client *c, const char *key, size_t klen, kv_obj *o, const char **items,
                       const size_t *lens, size_t n, bool multi) {
-    if (o->type == KV_WINDOW) {
+    if (o->type == &window_type) {
         window_add_items(c, key, klen, o, window_add_now, items, lens, n, multi);
         return;
     }
@@ -198,16 +186,15 @@ static void add_items(client *c, const char *key, size_t klen, kv_obj *o, const 
         return;
     }
     size_t done;
-    growth_refused = false;
-    if (o->type == KV_BLOOM) {
-        done = sbf_add_many(o->u.sbf, (const void *const *)items, lens, n, res);
-        wal_log_bf_add(key, klen, o->u.sbf, items, lens, done, res);
+    if (o->type == &bloom_type) {
+        done = sbf_add_many(o->v, (const void *const *)items, lens, n, res);
+        wal_log_bf_add(key, klen, o->v, items, lens, done, res);
     } else {
         /* Counting filters do not scale: like a NONSCALING chain they refuse
          * new items once they hold their capacity. Their writers serialize
          * on the object so the log holds their changes in applied order
          * (saturated counters make adds and deletes order-sensitive). */
-        cntbf_t *cf = o->u.cnt;
+        cntbf_t *cf = o->v;
         pthread_mutex_lock(&o->lock);
         uint64_t cap = cntbf_capacity(cf);
         for (done = 0; done < n;) {
@@ -242,12 +229,12 @@ static kv_entry *open_for_add(client *c, ks_ref *ref, const bf_params *p, bool c
             if (e == NULL) return NULL;
         }
     }
-    if (e->obj->type == KV_WINDOW) return window_open_for_add(c, ref, e, &window_add_now);
+    if (e->obj->type == &window_type) return window_open_for_add(c, ref, e, &window_add_now);
     if (!is_bloom(e->obj)) {
         reply_wrongtype(c);
         return NULL;
     }
-    if (e->obj->type == KV_LOADING) {
+    if (e->obj->type == &bf_loading_type) {
         reply_error(&c->out, err_loading);
         return NULL;
     }
@@ -289,18 +276,18 @@ void bf_batch(client *c, bool add, const char *key, size_t klen, const char **it
         kv_entry *e = ks_open(&ref, key, klen, false);
         kv_obj *o = e ? e->obj : NULL;
         server_count_hits(c, e != NULL, n);
-        if (o && o->type == KV_BLOOM) {
+        if (o && o->type == &bloom_type) {
             int res[256];
             for (size_t base = 0; base < n; base += 256) {
                 size_t g = n - base < 256 ? n - base : 256;
-                sbf_check_many(o->u.sbf, (const void *const *)(items + base), lens + base, g, res);
+                sbf_check_many(o->v, (const void *const *)(items + base), lens + base, g, res);
                 reply_bools(&c->out, res, g);
             }
-        } else if (o && o->type == KV_WINDOW) {
+        } else if (o && o->type == &window_type) {
             window_check_items(c, o, items, lens, n);
         } else {
             for (size_t i = 0; i < n; i++)
-                reply_bool(&c->out, o && o->type == KV_COUNTING && cntbf_check(o->u.cnt, items[i], lens[i]));
+                reply_bool(&c->out, o && o->type == &counting_type && cntbf_check(o->v, items[i], lens[i]));
         }
         ks_close(&ref);
         return;
@@ -324,7 +311,7 @@ void bf_batch(client *c, bool add, const char *key, size_t klen, const char **it
                 }
             }
         }
-        if (e->obj->type == KV_WINDOW) {
+        if (e->obj->type == &window_type) {
             /* Up to 256 requests per rotation check, as one BF.MADD. */
             int64_t now;
             size_t g = n - i < 256 ? n - i : 256;
@@ -334,7 +321,7 @@ void bf_batch(client *c, bool add, const char *key, size_t klen, const char **it
             i += g;
             continue;
         }
-        if (!is_bloom(e->obj) || e->obj->type == KV_LOADING) {
+        if (!is_bloom(e->obj) || e->obj->type == &bf_loading_type) {
             if (!is_bloom(e->obj)) reply_wrongtype(c);
             else reply_error(&c->out, err_loading);
             ks_close(&ref);
@@ -342,7 +329,7 @@ void bf_batch(client *c, bool add, const char *key, size_t klen, const char **it
             continue;
         }
         kv_obj *o = e->obj;
-        if (o->type != KV_BLOOM) {
+        if (o->type != &bloom_type) {
             add_items(c, key, klen, o, items + i, lens + i, 1, false);
             ks_close(&ref);
             i++;
@@ -350,9 +337,8 @@ void bf_batch(client *c, bool add, const char *key, size_t klen, const char **it
         }
         int res[256];
         size_t g = n - i < 256 ? n - i : 256;
-        growth_refused = false;
-        size_t done = sbf_add_many(o->u.sbf, (const void *const *)(items + i), lens + i, g, res);
-        wal_log_bf_add(key, klen, o->u.sbf, items + i, lens + i, done, res);
+        size_t done = sbf_add_many(o->v, (const void *const *)(items + i), lens + i, g, res);
+        wal_log_bf_add(key, klen, o->v, items + i, lens + i, done, res);
         reply_add_results(c, res, done);
         ks_close(&ref);
         i += done;
@@ -368,21 +354,21 @@ static void check_items(client *c, bool multi) {
     kv_obj *o = e ? e->obj : NULL;
     server_count_hit(c, e != NULL);
     if (multi) reply_array(&c->out, (long long)n);
-    if (o && o->type == KV_BLOOM) {
+    if (o && o->type == &bloom_type) {
         int small[256];
         int *res = n <= 256 ? small : malloc(n * sizeof(int));
         if (res) {
-            sbf_check_many(o->u.sbf, (const void *const *)(c->argv + 2), c->argvlen + 2, n, res);
+            sbf_check_many(o->v, (const void *const *)(c->argv + 2), c->argvlen + 2, n, res);
             reply_bools(&c->out, res, n);
             if (res != small) free(res);
         } else {
             for (size_t i = 0; i < n; i++)
-                reply_bool(&c->out, sbf_check(o->u.sbf, c->argv[2 + i], c->argvlen[2 + i]) == 1);
+                reply_bool(&c->out, sbf_check(o->v, c->argv[2 + i], c->argvlen[2 + i]) == 1);
         }
-    } else if (o && o->type == KV_COUNTING) {
+    } else if (o && o->type == &counting_type) {
         for (size_t i = 0; i < n; i++)
-            reply_bool(&c->out, cntbf_check(o->u.cnt, c->argv[2 + i], c->argvlen[2 + i]));
-    } else if (o && o->type == KV_WINDOW) {
+            reply_bool(&c->out, cntbf_check(o->v, c->argv[2 + i], c->argvlen[2 + i]));
+    } else if (o && o->type == &window_type) {
         window_check_items(c, o, c->argv + 2, c->argvlen + 2, n);
     } else {
         /* Missing key, wrong type or still loading: every item is absent. */
@@ -623,16 +609,16 @@ typedef struct bf_stats {
 } bf_stats;
 
 static void stats_of(const kv_obj *o, bf_stats *s, bool with_fpr) {
-    if (o->type == KV_COUNTING) {
-        s->capacity = cntbf_capacity(o->u.cnt);
-        s->bytes = cntbf_bytes(o->u.cnt);
+    if (o->type == &counting_type) {
+        s->capacity = cntbf_capacity(o->v);
+        s->bytes = cntbf_bytes(o->v);
         s->filters = 1;
-        s->items = cntbf_count(o->u.cnt);
+        s->items = cntbf_count(o->v);
         s->expansion = -1;
         s->layout = "counting";
-        s->fpr = with_fpr ? cntbf_fpr_estimate(o->u.cnt) : 0;
+        s->fpr = with_fpr ? cntbf_fpr_estimate(o->v) : 0;
     } else {
-        const sbf_t *f = o->u.sbf;
+        const sbf_t *f = o->v;
         s->capacity = sbf_capacity(f);
         s->bytes = sbf_bytes(f);
         s->filters = sbf_nlinks(f);
@@ -650,7 +636,7 @@ static kv_entry *open_filter(client *c, ks_ref *ref, bool write) {
     kv_entry *e = ks_open(ref, c->argv[1], c->argvlen[1], write);
     if (e == NULL) reply_error(&c->out, err_not_found);
     else if (!is_bloom(e->obj)) reply_wrongtype(c);
-    else if (e->obj->type == KV_LOADING) reply_error(&c->out, err_loading);
+    else if (e->obj->type == &bf_loading_type) reply_error(&c->out, err_loading);
     else return e;
     return NULL;
 }
@@ -726,7 +712,7 @@ void bfCardCommand(client *c) {
     if (window_info(c, true)) return;
     ks_ref ref;
     kv_entry *e = ks_open(&ref, c->argv[1], c->argvlen[1], false);
-    if (e == NULL || e->obj->type == KV_LOADING) {
+    if (e == NULL || e->obj->type == &bf_loading_type) {
         reply_int(&c->out, 0);
     } else if (!is_bloom(e->obj)) {
         reply_wrongtype(c);
@@ -752,25 +738,25 @@ void bfDebugCommand(client *c) {
     kv_obj *o = e->obj;
     char line[256];
     reply *r = &c->out;
-    if (o->type == KV_COUNTING) {
+    if (o->type == &counting_type) {
         reply_array(r, 2);
-        snprintf(line, sizeof(line), "size:%llu", (unsigned long long)cntbf_count(o->u.cnt));
+        snprintf(line, sizeof(line), "size:%llu", (unsigned long long)cntbf_count(o->v));
         reply_simple(r, line);
         snprintf(line, sizeof(line), "bytes:%llu blocks:%llu blocks_per_key:%u capacity:%llu ratio:%g",
-                 (unsigned long long)cntbf_bytes(o->u.cnt), (unsigned long long)cntbf_nblocks(o->u.cnt),
-                 cntbf_blocks_per_key(o->u.cnt), (unsigned long long)cntbf_capacity(o->u.cnt),
-                 cntbf_error_rate(o->u.cnt));
+                 (unsigned long long)cntbf_bytes(o->v), (unsigned long long)cntbf_nblocks(o->v),
+                 cntbf_blocks_per_key(o->v), (unsigned long long)cntbf_capacity(o->v),
+                 cntbf_error_rate(o->v));
         reply_simple(r, line);
         ks_close(&ref);
         return;
     }
-    size_t n = sbf_nlinks(o->u.sbf);
+    size_t n = sbf_nlinks(o->v);
     reply_array(r, (long long)n + 1);
-    snprintf(line, sizeof(line), "size:%llu", (unsigned long long)sbf_count(o->u.sbf));
+    snprintf(line, sizeof(line), "size:%llu", (unsigned long long)sbf_count(o->v));
     reply_simple(r, line);
     for (size_t i = 0; i < n; i++) {
-        const cbf_t *cl = sbf_link_classic(o->u.sbf, i);
-        const bf_t *bl = sbf_link_blocked(o->u.sbf, i);
+        const cbf_t *cl = sbf_link_classic(o->v, i);
+        const bf_t *bl = sbf_link_blocked(o->v, i);
         if (cl)
             snprintf(line, sizeof(line),
                      "bytes:%llu bits:%llu hashes:%u hashwidth:64 capacity:%llu size:%llu ratio:%g",
@@ -794,14 +780,14 @@ void bfDelCommand(client *c) {
     ks_ref ref;
     kv_entry *e = open_filter(c, &ref, false);
     if (e) {
-        if (e->obj->type != KV_COUNTING)
+        if (e->obj->type != &counting_type)
             reply_error(&c->out, "ERR BF.DEL needs a counting filter (BF.RESERVE ... COUNTING)");
         else {
             kv_obj *o = e->obj;
             pthread_mutex_lock(&o->lock);
-            bool deleted = cntbf_delete(o->u.cnt, c->argv[2], c->argvlen[2]);
+            bool deleted = cntbf_delete(o->v, c->argv[2], c->argvlen[2]);
             if (deleted)
-                wal_log_counting(WAL_CNT_DEL, c->argv[1], c->argvlen[1], o->u.cnt, c->argv + 2,
+                wal_log_counting(WAL_CNT_DEL, c->argv[1], c->argvlen[1], o->v, c->argv + 2,
                                  c->argvlen + 2, 1, NULL);
             pthread_mutex_unlock(&o->lock);
             reply_bool(&c->out, deleted);
@@ -819,11 +805,11 @@ static const char *err_merge_shape =
  * anything changes, so a mismatch in the last source leaves dest intact. */
 static bool same_shape(const kv_obj *a, const kv_obj *b) {
     if (a->type != b->type) return false;
-    if (a->type == KV_COUNTING)
-        return cntbf_nblocks(a->u.cnt) == cntbf_nblocks(b->u.cnt) &&
-               cntbf_blocks_per_key(a->u.cnt) == cntbf_blocks_per_key(b->u.cnt) &&
-               cntbf_seed(a->u.cnt) == cntbf_seed(b->u.cnt);
-    const sbf_t *x = a->u.sbf, *y = b->u.sbf;
+    if (a->type == &counting_type)
+        return cntbf_nblocks(a->v) == cntbf_nblocks(b->v) &&
+               cntbf_blocks_per_key(a->v) == cntbf_blocks_per_key(b->v) &&
+               cntbf_seed(a->v) == cntbf_seed(b->v);
+    const sbf_t *x = a->v, *y = b->v;
     size_t n = sbf_nlinks(x);
     if (sbf_layout(x) != sbf_layout(y) || sbf_expansion(x) != sbf_expansion(y) ||
         sbf_seed(x) != sbf_seed(y) || n != sbf_nlinks(y))
@@ -850,8 +836,8 @@ static kv_obj *copy_filter(client *c, const kv_obj *src) {
         reply_oom(c);
         return NULL;
     }
-    bloomery_object from = {.type = BLOOMERY_TYPE_SCALABLE, .u.any = src->u.sbf};
-    if (src->type == KV_COUNTING) from = (bloomery_object){.type = BLOOMERY_TYPE_COUNTING, .u.any = src->u.cnt};
+    bloomery_object from = {.type = BLOOMERY_TYPE_SCALABLE, .u.any = src->v};
+    if (src->type == &counting_type) from = (bloomery_object){.type = BLOOMERY_TYPE_COUNTING, .u.any = src->v};
     uint8_t *blob = NULL;
     size_t blen = 0;
     bloomery_object copy = {0};
@@ -866,7 +852,7 @@ static kv_obj *copy_filter(client *c, const kv_obj *src) {
         return NULL;
     }
     /* The copy grows under maxmemory like any filter. */
-    if (o->type == KV_BLOOM) sbf_set_may_allocate(o->u.sbf, may_allocate, o);
+    if (o->type == &bloom_type) sbf_set_may_allocate(o->v, kv_obj_may_grow, o);
     atomic_store(&o->value_bytes, bytes);
     return o;
 }
@@ -891,7 +877,7 @@ void bfMergeCommand(client *c) {
             reply_wrongtype(c);
             goto out;
         }
-        if (e->obj->type == KV_LOADING) {
+        if (e->obj->type == &bf_loading_type) {
             reply_error(&c->out, err_loading);
             goto out;
         }
@@ -905,7 +891,7 @@ void bfMergeCommand(client *c) {
         reply_wrongtype(c);
         goto out;
     }
-    if (dst && dst->obj->type == KV_LOADING) {
+    if (dst && dst->obj->type == &bf_loading_type) {
         reply_error(&c->out, err_loading);
         goto out;
     }
@@ -932,8 +918,8 @@ void bfMergeCommand(client *c) {
         /* ORing a filter into itself changes nothing; a counting filter
          * must not count itself twice. */
         if (e->obj == dst->obj) continue;
-        int rc = dst->obj->type == KV_COUNTING ? cntbf_merge(dst->obj->u.cnt, e->obj->u.cnt)
-                                               : sbf_merge(dst->obj->u.sbf, e->obj->u.sbf);
+        int rc = dst->obj->type == &counting_type ? cntbf_merge(dst->obj->v, e->obj->v)
+                                               : sbf_merge(dst->obj->v, e->obj->v);
         if (rc != BLOOMERY_OK) {
             reply_error(&c->out, err_merge_shape);
             goto out;
@@ -1016,12 +1002,12 @@ static void scandump_classic(client *c, const sbf_t *f, long long iter) {
 static void scandump_image(client *c, kv_obj *o, long long iter) {
     reply *r = &c->out;
     bloomery_object obj;
-    if (o->type == KV_COUNTING) {
+    if (o->type == &counting_type) {
         obj.type = BLOOMERY_TYPE_COUNTING;
-        obj.u.cnt = o->u.cnt;
+        obj.u.cnt = o->v;
     } else {
         obj.type = BLOOMERY_TYPE_SCALABLE;
-        obj.u.sbf = o->u.sbf;
+        obj.u.sbf = o->v;
     }
     bloomery_image *img;
     if (bloomery_image_create(&img, obj, 0) != BLOOMERY_OK) {
@@ -1058,8 +1044,8 @@ void bfScandumpCommand(client *c) {
     long long iter;
     if (!str_to_ll(c->argv[2], c->argvlen[2], &iter)) {
         reply_error(&c->out, "Second argument must be numeric");
-    } else if (e->obj->type == KV_BLOOM && sbf_layout(e->obj->u.sbf) == BLOOMERY_LAYOUT_CLASSIC) {
-        scandump_classic(c, e->obj->u.sbf, iter);
+    } else if (e->obj->type == &bloom_type && sbf_layout(e->obj->v) == BLOOMERY_LAYOUT_CLASSIC) {
+        scandump_classic(c, e->obj->v, iter);
     } else {
         scandump_image(c, e->obj, iter);
     }
@@ -1098,12 +1084,12 @@ static kv_obj *load_rb_header(const uint8_t *buf, size_t len) {
                      made) != BLOOMERY_OK)
         goto done;
     made = 0;   /* the chain owns the links now */
-    o = kv_obj_new(KV_BLOOM, f);
+    o = kv_obj_new(&bloom_type, f);
     if (o == NULL) {
         sbf_free(f);
         goto done;
     }
-    sbf_set_may_allocate(f, may_allocate, o);
+    sbf_set_may_allocate(f, kv_obj_may_grow, o);
     atomic_store(&o->value_bytes, bytes);
     ks_mem_add((int64_t)bytes);
 done:
@@ -1117,7 +1103,7 @@ done:
 static kv_obj *load_image_header(const uint8_t *buf, size_t len) {
     static const bloomery_type types[] = {BLOOMERY_TYPE_SCALABLE, BLOOMERY_TYPE_COUNTING};
     int rc;
-    return dump_open(buf, len, KV_LOADING, types, 2, &rc);
+    return dump_open(buf, len, &bf_loading_type, types, 2, &rc);
 }
 
 static void load_classic_chunk(client *c, sbf_t *f, long long iter, const uint8_t *data,
@@ -1158,21 +1144,15 @@ static void load_image_chunk(client *c, kv_obj *o, long long iter, const uint8_t
     }
     int rc = dump_load_chunk(o, (uint64_t)iter - 2, data, len, &obj);
     if (rc != BLOOMERY_OK) {
-        reply_errorf(&c->out, "ERR received bad data: %s", bloomery_loader_error(o->u.loader));
+        reply_errorf(&c->out, "ERR received bad data: %s", bloomery_loader_error(o->v));
         return;
     }
     if (obj.u.any != NULL) {
         /* The header's type was checked by load_image_header. */
-        if (obj.type == BLOOMERY_TYPE_SCALABLE) {
-            o->type = KV_BLOOM;
-            o->u.sbf = obj.u.sbf;
-            sbf_set_may_allocate(o->u.sbf, may_allocate, o);
-        } else {
-            o->type = KV_COUNTING;
-            o->u.cnt = obj.u.cnt;
-        }
+        o->type = obj.type == BLOOMERY_TYPE_SCALABLE ? &bloom_type : &counting_type;
+        o->v = obj.u.any;
         /* Count the filter's own bytes from now on, not the image's. */
-        uint64_t bytes = o->type == KV_BLOOM ? sbf_bytes(o->u.sbf) : cntbf_bytes(o->u.cnt);
+        uint64_t bytes = o->type->adopt(o);
         uint64_t old = atomic_exchange(&o->value_bytes, bytes);
         ks_mem_add((int64_t)bytes - (int64_t)old);
     }
@@ -1212,10 +1192,10 @@ void bfLoadchunkCommand(client *c) {
         }
     } else if (!is_bloom(e->obj)) {
         reply_wrongtype(c);
-    } else if (e->obj->type == KV_LOADING) {
+    } else if (e->obj->type == &bf_loading_type) {
         load_image_chunk(c, e->obj, iter, data, len);
-    } else if (e->obj->type == KV_BLOOM && sbf_layout(e->obj->u.sbf) == BLOOMERY_LAYOUT_CLASSIC) {
-        load_classic_chunk(c, e->obj->u.sbf, iter, data, len);
+    } else if (e->obj->type == &bloom_type && sbf_layout(e->obj->v) == BLOOMERY_LAYOUT_CLASSIC) {
+        load_classic_chunk(c, e->obj->v, iter, data, len);
     } else {
         /* A complete image-format filter takes no more chunks. */
         reply_error(&c->out, "ERR received bad data");

@@ -30,25 +30,6 @@
 
 static const char *err_loading = "ERR filter is still being loaded with CF.LOADCHUNK";
 
-static _Thread_local bool growth_refused;
-
-bool cf_growth_hook(void *ctx, uint64_t bytes) {
-    kv_obj *o = ctx;
-    if (!ks_mem_try_reserve(bytes, server_maxmemory())) {
-        growth_refused = true;
-        return false;
-    }
-    atomic_fetch_add_explicit(&o->value_bytes, bytes, memory_order_relaxed);
-    return true;
-}
-
-/* Compaction frees sub-filters: count what the filter holds now. */
-static void sync_bytes(kv_obj *o) {
-    uint64_t now = cf_bytes(o->u.cf);
-    uint64_t old = atomic_exchange(&o->value_bytes, now);
-    if (now != old) ks_mem_add((int64_t)now - (int64_t)old);
-}
-
 static unsigned max_filters(void) {
     return (unsigned)atomic_load_explicit(&cfg.cf_max_expansions, memory_order_relaxed);
 }
@@ -63,7 +44,7 @@ static int arg_index(client *c, int from, const char *lit) {
  * returns NULL on failure. */
 static kv_entry *create_cf(client *c, ks_ref *ref, uint64_t capacity, const cf_options *opts_in) {
     cf_options opts = *opts_in;
-    kv_obj *o = kv_obj_new(KV_CUCKOO, NULL);
+    kv_obj *o = kv_obj_new(&cuckoo_type, NULL);
     if (o == NULL) {
         reply_error(&c->out, "ERR Insufficient memory");
         return NULL;
@@ -75,15 +56,16 @@ static kv_entry *create_cf(client *c, ks_ref *ref, uint64_t capacity, const cf_o
         reply_oom(c);
         return NULL;
     }
-    opts.may_allocate = cf_growth_hook;
+    opts.may_allocate = kv_obj_may_grow;
     opts.may_allocate_ctx = o;
-    growth_refused = false;
-    int rc = cf_create(&o->u.cf, capacity, &opts);
+    cf_t *f;
+    int rc = cf_create(&f, capacity, &opts);
+    o->v = rc == BLOOMERY_OK ? f : NULL;
     if (rc != BLOOMERY_OK) {
         ks_mem_add(-(int64_t)kv_obj_bytes(o));
         atomic_store(&o->value_bytes, 0);
         kv_obj_free(o);
-        if (growth_refused) reply_oom(c);
+        if (rc == BLOOMERY_EREFUSED) reply_oom(c);
         else reply_error(&c->out, rc == BLOOMERY_ENOMEM ? "ERR Insufficient memory"
                                                          : "Couldn't create Cuckoo Filter");
         return NULL;
@@ -119,11 +101,11 @@ static kv_entry *open_for_add(client *c, ks_ref *ref, bool create, uint64_t capa
             return create_cf(c, ref, capacity, &opts);
         }
     }
-    if (e->obj->type == KV_CF_LOADING) {
+    if (e->obj->type == &cf_loading_type) {
         reply_error(&c->out, err_loading);
         return NULL;
     }
-    if (e->obj->type != KV_CUCKOO) {
+    if (e->obj->type != &cuckoo_type) {
         reply_wrongtype(c);
         return NULL;
     }
@@ -137,9 +119,9 @@ static kv_entry *open_read(client *c, ks_ref *ref, bool *bad) {
     kv_entry *e = ks_open(ref, c->argv[1], c->argvlen[1], false);
     server_count_hit(c, e != NULL);
     if (e == NULL) return NULL;
-    if (e->obj->type == KV_CUCKOO) return e;
+    if (e->obj->type == &cuckoo_type) return e;
     *bad = true;
-    if (e->obj->type == KV_CF_LOADING) reply_error(&c->out, err_loading);
+    if (e->obj->type == &cf_loading_type) reply_error(&c->out, err_loading);
     else reply_wrongtype(c);
     return NULL;
 }
@@ -147,7 +129,7 @@ static kv_entry *open_read(client *c, ks_ref *ref, bool *bad) {
 static void reply_add_error(client *c, int rc) {
     if (rc == BLOOMERY_ETOOBIG) reply_error(&c->out, "Maximum expansions reached");
     else if (rc == BLOOMERY_EFULL) reply_error(&c->out, "Filter is full");
-    else if (growth_refused) reply_oom(c);
+    else if (rc == BLOOMERY_EREFUSED) reply_oom(c);
     else reply_error(&c->out, "ERR Insufficient memory");
 }
 
@@ -224,13 +206,12 @@ static void add_one(client *c, bool nx) {
         kv_obj *o = e->obj;
         pthread_mutex_lock(&o->lock);
         unsigned limit = max_filters();
-        cf_set_max_filters(o->u.cf, limit);
+        cf_set_max_filters(o->v, limit);
         uint64_t h = cf_hash(c->argv[2], c->argvlen[2]);
-        growth_refused = false;
-        int rc = nx ? cf_add_nx_hashed(o->u.cf, h) : cf_add_hashed(o->u.cf, h);
+        int rc = nx ? cf_add_nx_hashed(o->v, h) : cf_add_hashed(o->v, h);
         if (rc == 1) {
             wal_log_cf_op(c->argv[1], c->argvlen[1], WAL_CF_ADD, limit, &h, 1);
-            sync_bytes(o);
+            cf_value_sync(o);
         }
         pthread_mutex_unlock(&o->lock);
         if (rc < 0) reply_add_error(c, rc);
@@ -297,7 +278,7 @@ static void insert(client *c, bool nx) {
     }
     pthread_mutex_lock(&o->lock);
     unsigned limit = max_filters();
-    if (cf_nfilters(o->u.cf) >= limit) {
+    if (cf_nfilters(o->v) >= limit) {
         pthread_mutex_unlock(&o->lock);
         ks_close(&ref);
         if (added != small) free(added);
@@ -305,24 +286,23 @@ static void insert(client *c, bool nx) {
         return;
     }
     /* Checked once for the command: its items may grow the filter past it. */
-    cf_set_max_filters(o->u.cf, CF_MAX_MAX_FILTERS);
+    cf_set_max_filters(o->v, CF_MAX_MAX_FILTERS);
     reply *r = &c->out;
     reply_array(r, (long long)n);
     size_t k = 0;
     for (size_t i = 0; i < n; i++) {
         uint64_t h = cf_hash(c->argv[items + (int)i], c->argvlen[items + (int)i]);
-        growth_refused = false;
-        int rc = nx ? cf_add_nx_hashed(o->u.cf, h) : cf_add_hashed(o->u.cf, h);
+        int rc = nx ? cf_add_nx_hashed(o->v, h) : cf_add_hashed(o->v, h);
         if (rc == 1) added[k++] = h;
-        if (rc == BLOOMERY_ENOMEM && growth_refused) reply_oom(c);
+        if (rc == BLOOMERY_EREFUSED) reply_oom(c);
         else if (rc == BLOOMERY_ENOMEM) reply_error(r, "ERR Insufficient memory");
         else if (nx) reply_int(r, rc < 0 ? -1 : rc);
         else if (r->proto == 3) reply_bool(r, rc == 1);
         else reply_int(r, rc < 0 ? -1 : 1);
     }
-    cf_set_max_filters(o->u.cf, limit);
+    cf_set_max_filters(o->v, limit);
     wal_log_cf_op(c->argv[1], c->argvlen[1], WAL_CF_ADD, CF_MAX_MAX_FILTERS, added, k);
-    sync_bytes(o);
+    cf_value_sync(o);
     pthread_mutex_unlock(&o->lock);
     ks_close(&ref);
     if (added != small) free(added);
@@ -342,7 +322,7 @@ static void check(client *c, bool multi) {
         if (multi) reply_array(&c->out, (long long)n);
         if (e) pthread_mutex_lock(&e->obj->lock);
         for (size_t i = 0; i < n; i++)
-            reply_bool(&c->out, e && cf_exists(e->obj->u.cf, c->argv[2 + i], c->argvlen[2 + i]));
+            reply_bool(&c->out, e && cf_exists(e->obj->v, c->argv[2 + i], c->argvlen[2 + i]));
         if (e) pthread_mutex_unlock(&e->obj->lock);
     }
     ks_close(&ref);
@@ -376,7 +356,7 @@ void cfCountCommand(client *c) {
         uint64_t n = 0;
         if (e) {
             pthread_mutex_lock(&e->obj->lock);
-            n = cf_count(e->obj->u.cf, c->argv[2], c->argvlen[2]);
+            n = cf_count(e->obj->v, c->argv[2], c->argvlen[2]);
             pthread_mutex_unlock(&e->obj->lock);
         }
         reply_int(&c->out, (long long)n);
@@ -399,10 +379,10 @@ void cfDelCommand(client *c) {
         kv_obj *o = e->obj;
         pthread_mutex_lock(&o->lock);
         uint64_t h = cf_hash(c->argv[2], c->argvlen[2]);
-        bool deleted = cf_delete_hashed(o->u.cf, h);
+        bool deleted = cf_delete_hashed(o->v, h);
         if (deleted) {
-            wal_log_cf_op(c->argv[1], c->argvlen[1], WAL_CF_DEL, cf_max_filters(o->u.cf), &h, 1);
-            sync_bytes(o);
+            wal_log_cf_op(c->argv[1], c->argvlen[1], WAL_CF_DEL, cf_max_filters(o->v), &h, 1);
+            cf_value_sync(o);
         }
         pthread_mutex_unlock(&o->lock);
         reply_bool(&c->out, deleted);
@@ -425,7 +405,7 @@ void cfInfoCommand(client *c) {
         ks_close(&ref);
         return;
     }
-    const cf_t *f = e->obj->u.cf;
+    const cf_t *f = e->obj->v;
     pthread_mutex_lock(&e->obj->lock);
     long long v[] = {(long long)cf_info_size(f), (long long)cf_nbuckets(f), (long long)cf_nfilters(f),
                      (long long)cf_items(f), (long long)cf_deletes(f), (long long)cf_bucket_size(f),
@@ -468,11 +448,11 @@ void cfScandumpCommand(client *c) {
     kv_obj *o = e->obj;
     reply *r = &c->out;
     pthread_mutex_lock(&o->lock);
-    bloomery_object obj = {.type = BLOOMERY_TYPE_CUCKOO, .u.cf = o->u.cf};
+    bloomery_object obj = {.type = BLOOMERY_TYPE_CUCKOO, .u.cf = o->v};
     bloomery_image *img = NULL;
     if (bloomery_image_create(&img, obj, 0) != BLOOMERY_OK) {
         reply_error(r, "ERR could not encode the filter");
-    } else if (iter == 0 && cf_items(o->u.cf) > 0) {
+    } else if (iter == 0 && cf_items(o->v) > 0) {
         size_t hl;
         const uint8_t *h = bloomery_image_header(img, &hl);
         reply_array(r, 2);
@@ -499,7 +479,7 @@ void cfScandumpCommand(client *c) {
 static kv_obj *load_header(client *c, const uint8_t *data, size_t len) {
     static const bloomery_type types[] = {BLOOMERY_TYPE_CUCKOO};
     int rc;
-    kv_obj *o = dump_open(data, len, KV_CF_LOADING, types, 1, &rc);
+    kv_obj *o = dump_open(data, len, &cf_loading_type, types, 1, &rc);
     if (o == NULL)
         reply_error(&c->out, rc == BLOOMERY_ENOMEM || rc == BLOOMERY_ETOOBIG
                                  ? "Couldn't create filter!" : "Invalid header");
@@ -513,10 +493,11 @@ static void load_chunk(client *c, kv_obj *o, long long iter, const uint8_t *data
         return;
     }
     if (obj.u.any != NULL) {
-        o->type = KV_CUCKOO;
-        o->u.cf = obj.u.cf;
-        cf_set_may_allocate(o->u.cf, cf_growth_hook, o);
-        sync_bytes(o);
+        o->type = &cuckoo_type;
+        o->v = obj.u.any;
+        uint64_t bytes = cuckoo_type.adopt(o);
+        uint64_t old = atomic_exchange(&o->value_bytes, bytes);
+        ks_mem_add((int64_t)bytes - (int64_t)old);
     }
     reply_ok(&c->out);
 }
@@ -549,9 +530,9 @@ void cfLoadchunkCommand(client *c) {
                 reply_ok(&c->out);
             }
         }
-    } else if (e->obj->type == KV_CF_LOADING) {
+    } else if (e->obj->type == &cf_loading_type) {
         load_chunk(c, e->obj, iter, data, len);
-    } else if (e->obj->type == KV_CUCKOO) {
+    } else if (e->obj->type == &cuckoo_type) {
         /* A complete filter takes no more chunks. */
         reply_error(&c->out, "Couldn't load chunk!");
     } else {
@@ -560,56 +541,4 @@ void cfLoadchunkCommand(client *c) {
     if (c->out.len > before && c->out.buf[before] == '+')
         wal_log_cf_loadchunk(c->argv[1], c->argvlen[1], iter, data, len);
     ks_close(&ref);
-}
-
-/* ---- replay ---- */
-
-const char *cuckoo_replay(const wal_op *op) {
-    if (op->type == WAL_CF_CREATE) {
-        const wal_cuckoo *p = &op->cf;
-        ks_ref ref;
-        if (ks_open(&ref, (const char *)op->key, op->klen, true)) ks_remove(&ref);
-        kv_obj *o = kv_obj_new(KV_CUCKOO, NULL);
-        cf_options opts;
-        cf_options_init(&opts);
-        opts.bucket_size = p->bucket_size;
-        opts.max_iterations = p->max_iterations;
-        opts.expansion = p->expansion;
-        opts.fingerprint_bits = p->fingerprint_bits;
-        opts.max_filters = max_filters();
-        opts.may_allocate = cf_growth_hook;
-        opts.may_allocate_ctx = o;
-        const char *why = NULL;
-        if (o == NULL) why = "out of memory";
-        else if (cf_create(&o->u.cf, p->capacity, &opts) != BLOOMERY_OK) why = "could not create";
-        else if (ks_add(&ref, o) == NULL) why = "out of memory";
-        if (why && o) {
-            ks_mem_add(-(int64_t)kv_obj_bytes(o));
-            kv_obj_free(o);
-        }
-        ks_close(&ref);
-        return why;
-    }
-    ks_ref ref;
-    kv_entry *e = ks_open(&ref, (const char *)op->key, op->klen, false);
-    if (e == NULL || e->obj->type != KV_CUCKOO) {
-        ks_close(&ref);
-        return e ? "key is not a cuckoo filter" : "key is missing";
-    }
-    kv_obj *o = e->obj;
-    const char *why = NULL;
-    unsigned limit = cf_max_filters(o->u.cf);
-    cf_set_max_filters(o->u.cf, op->max_filters);
-    for (uint32_t i = 0; i < op->n; i++) {
-        uint64_t h = le_load(op->items + 8 * (size_t)i, 8);
-        if (op->cf_op == WAL_CF_DEL) {
-            if (!cf_delete_hashed(o->u.cf, h)) why = "a deleted item was not found";
-        } else if (cf_add_hashed(o->u.cf, h) < 0) {
-            why = "the filter refused an item";
-        }
-    }
-    cf_set_max_filters(o->u.cf, limit);
-    sync_bytes(o);
-    ks_close(&ref);
-    return why;
 }

@@ -16,35 +16,6 @@
 
 static const char *err_invalid = "INVALIDOBJ Corrupted HLL object detected";
 
-/* hll-sparse-max-bytes as the library reads it. Redis reads the setting at
- * every update, so it is applied to a value before each change; Redis's 0
- * ("promote on any growth") is the library's 1, the library's 0 being "the
- * default". */
-static size_t sparse_max(void) {
-    long long v = atomic_load_explicit(&cfg.hll_sparse_max_bytes, memory_order_relaxed);
-    return v > 0 ? (size_t)v : 1;
-}
-
-/* Bring the counted bytes of o in line with its current encoding. */
-static void account(kv_obj *o) {
-    size_t len;
-    hll_bytes(o->u.hll, &len);
-    uint64_t old = atomic_exchange(&o->value_bytes, (uint64_t)len);
-    ks_mem_add((int64_t)len - (int64_t)old);
-}
-
-static kv_obj *new_hll(void) {
-    hll_t *h;
-    if (hll_create(&h, sparse_max()) != BLOOMERY_OK) return NULL;
-    kv_obj *o = kv_obj_new(KV_HLL, h);
-    if (o == NULL) {
-        hll_free(h);
-        return NULL;
-    }
-    account(o);
-    return o;
-}
-
 void pfaddCommand(client *c) {
     ks_ref ref;
     bool created = false;
@@ -53,7 +24,7 @@ void pfaddCommand(client *c) {
         ks_close(&ref);
         e = ks_open(&ref, c->argv[1], c->argvlen[1], true);
         if (e == NULL) {
-            kv_obj *o = new_hll();
+            kv_obj *o = hll_value_new();
             if (o == NULL || (e = ks_add(&ref, o)) == NULL) {
                 if (o) ks_mem_add(-(int64_t)kv_obj_bytes(o));
                 kv_obj_free(o);
@@ -65,23 +36,23 @@ void pfaddCommand(client *c) {
         }
     }
     kv_obj *o = e->obj;
-    if (o->type != KV_HLL) {
+    if (o->type != &hll_type) {
         ks_close(&ref);
         reply_wrongtype(c);
         return;
     }
     pthread_mutex_lock(&o->lock);
-    hll_set_sparse_max(o->u.hll, sparse_max());
+    hll_set_sparse_max(o->v, hll_sparse_max());
     bool updated = created;
     int rc = 0;
     for (int i = 2; i < c->argc && rc >= 0; i++) {
-        rc = hll_add(o->u.hll, c->argv[i], c->argvlen[i]);
+        rc = hll_add(o->v, c->argv[i], c->argvlen[i]);
         if (rc == 1) updated = true;
     }
     if (updated)
         wal_log_pf_add(c->argv[1], c->argvlen[1], created, c->argv + 2, c->argvlen + 2,
                        (size_t)c->argc - 2);
-    account(o);
+    hll_value_sync(o);
     pthread_mutex_unlock(&o->lock);
     ks_close(&ref);
     if (rc < 0) reply_error(&c->out, err_invalid);
@@ -103,14 +74,14 @@ void pfcountCommand(client *c) {
             return;
         }
         kv_obj *o = e->obj;
-        if (o->type != KV_HLL) {
+        if (o->type != &hll_type) {
             ks_close(&ref);
             reply_wrongtype(c);
             return;
         }
         uint64_t card = 0;
         pthread_mutex_lock(&o->lock);
-        int rc = hll_count(o->u.hll, &card);
+        int rc = hll_count(o->v, &card);
         pthread_mutex_unlock(&o->lock);
         ks_close(&ref);
         if (rc < 0) reply_error(&c->out, err_invalid);
@@ -132,12 +103,12 @@ void pfcountCommand(client *c) {
         ks_ref r;
         kv_entry *e = ks_find_locked(c->argv[1 + i], c->argvlen[1 + i], &r, false);
         if (e == NULL) continue;
-        if (e->obj->type != KV_HLL) {
+        if (e->obj->type != &hll_type) {
             reply_wrongtype(c);
             goto out;
         }
         objs[i] = e->obj;
-        hs[i] = e->obj->u.hll;
+        hs[i] = e->obj->v;
     }
     /* Lock each distinct object once, in address order. */
     for (size_t i = 0; i < n; i++)
@@ -177,7 +148,7 @@ void pfmergeCommand(client *c) {
     }
     ks_ref dref;
     kv_entry *dst = ks_find_locked(c->argv[1], c->argvlen[1], &dref, true);
-    if (dst && dst->obj->type != KV_HLL) {
+    if (dst && dst->obj->type != &hll_type) {
         reply_wrongtype(c);
         goto out;
     }
@@ -185,18 +156,18 @@ void pfmergeCommand(client *c) {
         ks_ref r;
         kv_entry *e = ks_find_locked(c->argv[1 + i], c->argvlen[1 + i], &r, false);
         if (e == NULL) continue;
-        if (e->obj->type != KV_HLL) {
+        if (e->obj->type != &hll_type) {
             reply_wrongtype(c);
             goto out;
         }
         if (dst && e->obj == dst->obj) continue;
-        srcs[nsrc++] = e->obj->u.hll;
+        srcs[nsrc++] = e->obj->v;
         present[npresent] = c->argv[1 + i];
         plens[npresent++] = c->argvlen[1 + i];
     }
     bool created = dst == NULL;
     if (dst == NULL) {
-        kv_obj *o = new_hll();
+        kv_obj *o = hll_value_new();
         if (o == NULL || (dst = ks_add(&dref, o)) == NULL) {
             if (o) ks_mem_add(-(int64_t)kv_obj_bytes(o));
             kv_obj_free(o);
@@ -204,9 +175,9 @@ void pfmergeCommand(client *c) {
             goto out;
         }
     }
-    hll_set_sparse_max(dst->obj->u.hll, sparse_max());
-    int rc = hll_merge(dst->obj->u.hll, srcs, nsrc);
-    account(dst->obj);
+    hll_set_sparse_max(dst->obj->v, hll_sparse_max());
+    int rc = hll_merge(dst->obj->v, srcs, nsrc);
+    hll_value_sync(dst->obj);
     present[0] = c->argv[1];
     plens[0] = c->argvlen[1];
     if (rc >= 0) wal_log_merge(WAL_PF_MERGE, created, present, plens, npresent);

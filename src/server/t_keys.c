@@ -36,7 +36,7 @@ void existsCommand(client *c) {
 void typeCommand(client *c) {
     ks_ref ref;
     kv_entry *e = ks_open(&ref, c->argv[1], c->argvlen[1], false);
-    const char *t = e ? kv_type_name(e->obj->type) : "none";
+    const char *t = e ? e->obj->type->type_reply : "none";
     ks_close(&ref);
     reply_simple(&c->out, t);
 }
@@ -56,7 +56,7 @@ typedef struct key_filter {
 static void emit_key(void *ctx, const kv_entry *e) {
     key_filter *f = ctx;
     if (!f->all && !glob_match(f->pat, f->plen, e->key, e->klen, false)) return;
-    if (f->type && !str_eq_ci(f->type, f->tlen, kv_type_name(e->obj->type))) return;
+    if (f->type && !str_eq_ci(f->type, f->tlen, e->obj->type->type_reply)) return;
     reply_bulk(f->out, e->key, e->klen);
     f->n++;
 }
@@ -188,7 +188,7 @@ static void rename_generic(client *c, bool nx) {
      * is unlinked without freeing it. */
     kv_obj *obj = e->obj;
     int64_t expire = e->expire_ms;
-    kv_obj *placeholder = kv_obj_new(KV_HLL, NULL);
+    kv_obj *placeholder = kv_obj_new(&hll_type, NULL);
     if (placeholder == NULL || ks_add(&dst, obj) == NULL) {
         kv_obj_free(placeholder);
         ks_unlock_many(&m);

@@ -534,7 +534,7 @@ void memoryCommand(client *c) {
             return;
         }
         uint64_t bytes = ks_entry_overhead(e->klen);
-        if (e->obj->type == KV_HLL) {
+        if (e->obj->type->locked) {
             pthread_mutex_lock(&e->obj->lock);
             bytes += kv_obj_bytes(e->obj);
             pthread_mutex_unlock(&e->obj->lock);
@@ -611,15 +611,8 @@ static uint64_t rss_bytes(void) {
     return (uint64_t)rss * (uint64_t)sysconf(_SC_PAGESIZE);
 }
 
-typedef struct type_counts {
-    uint64_t bloom, counting, hll;
-} type_counts;
-
-static void count_types(void *ctx, const kv_entry *e) {
-    type_counts *t = ctx;
-    if (e->obj->type == KV_HLL) t->hll++;
-    else if (e->obj->type == KV_COUNTING) t->counting++;
-    else t->bloom++;
+static void count_filters(void *ctx, const kv_entry *e) {
+    if (e->obj->type->filter) (*(uint64_t *)ctx)++;
 }
 
 void infoCommand(client *c) {
@@ -667,8 +660,6 @@ void infoCommand(client *c) {
     if (want_section(c, "memory", true)) {
         uint64_t used = ks_used_memory(), maxm = server_maxmemory(), rss = rss_bytes();
         uint64_t filter_bytes = 0;
-        type_counts tc = {0};
-        (void)tc;
         bytes_human(h1, sizeof(h1), used);
         bytes_human(h2, sizeof(h2), maxm);
         bytes_human(h3, sizeof(h3), rss);
@@ -720,12 +711,12 @@ void infoCommand(client *c) {
                   (long)ru.ru_utime.tv_usec);
     }
     if (want_section(c, "modules", false)) {
-        type_counts tc = {0};
-        ks_foreach(count_types, &tc);
+        uint64_t filters = 0;
+        ks_foreach(count_filters, &filters);
         SECTION("Modules");
         sb_printf(&b,
                   "module:name=bf,ver=20800,api=1,filters=%llu,usedby=[],using=[],options=[]\r\n",
-                  (unsigned long long)(tc.bloom + tc.counting));
+                  (unsigned long long)filters);
     }
     if (want_section(c, "commandstats", false)) {
         SECTION("Commandstats");

@@ -120,8 +120,8 @@ bool window_reserve(client *c) {
     ks_ref ref;
     kv_entry *e = ks_open(&ref, c->argv[1], c->argvlen[1], true);
     if (e) {
-        if (e->obj->type == KV_BLOOM || e->obj->type == KV_COUNTING || e->obj->type == KV_WINDOW ||
-            e->obj->type == KV_LOADING)
+        if (e->obj->type == &bloom_type || e->obj->type == &counting_type || e->obj->type == &window_type ||
+            e->obj->type == &bf_loading_type)
             reply_error(&c->out, "ERR item exists");
         else reply_wrongtype(c);
         ks_close(&ref);
@@ -140,7 +140,7 @@ bool window_reserve(client *c) {
         win_t *w;
         int rc = win_create(&w, (uint64_t)capacity, error, (uint64_t)seconds * 1000,
                             (unsigned)slices, now, NULL);
-        if (rc == BLOOMERY_OK && (o = kv_obj_new(KV_WINDOW, w)) == NULL) win_free(w);
+        if (rc == BLOOMERY_OK && (o = kv_obj_new(&window_type, w)) == NULL) win_free(w);
         if (o == NULL) {
             ks_mem_add(-(int64_t)bytes);
             reply_error(&c->out, rc == BLOOMERY_OK || rc == BLOOMERY_ENOMEM
@@ -169,12 +169,12 @@ bool window_reserve(client *c) {
 
 kv_entry *window_open_for_add(client *c, ks_ref *ref, kv_entry *e, int64_t *now) {
     *now = window_now();
-    if (win_rotation_due(e->obj->u.win, *now, NULL) == WIN_DUE_NONE) return e;
+    if (win_rotation_due(e->obj->v, *now, NULL) == WIN_DUE_NONE) return e;
     const char *key = ref->key;
     size_t klen = ref->klen;
     ks_close(ref);
     e = ks_open(ref, key, klen, true);
-    if (e == NULL || e->obj->type != KV_WINDOW) {
+    if (e == NULL || e->obj->type != &window_type) {
         /* Deleted or replaced meanwhile. */
         if (e == NULL) reply_error(&c->out, "ERR not found");
         else reply_wrongtype(c);
@@ -182,7 +182,7 @@ kv_entry *window_open_for_add(client *c, ks_ref *ref, kv_entry *e, int64_t *now)
     }
     *now = window_now();
     rot_ctx rc = {key, klen};
-    win_advance(e->obj->u.win, *now, log_rotation, &rc);
+    win_advance(e->obj->v, *now, log_rotation, &rc);
     return e;
 }
 
@@ -194,8 +194,8 @@ void window_add_items(client *c, const char *key, size_t klen, kv_obj *o, int64_
         reply_oom(c);
         return;
     }
-    win_check_and_add_many(o->u.win, (const void *const *)items, lens, n, now, res);
-    wal_log_win_add(key, klen, o->u.win, now, items, lens, n, res);
+    win_check_and_add_many(o->v, (const void *const *)items, lens, n, now, res);
+    wal_log_win_add(key, klen, o->v, now, items, lens, n, res);
     if (multi) reply_array(&c->out, (long long)n);
     for (size_t i = 0; i < n; i++) reply_bool(&c->out, res[i]);
     if (res != small) free(res);
@@ -206,7 +206,7 @@ void window_check_items(client *c, kv_obj *o, const char **items, const size_t *
     uint8_t res[256];
     for (size_t base = 0; base < n; base += 256) {
         size_t g = n - base < 256 ? n - base : 256;
-        win_check_many(o->u.win, (const void *const *)(items + base), lens + base, g, now, res);
+        win_check_many(o->v, (const void *const *)(items + base), lens + base, g, now, res);
         for (size_t i = 0; i < g; i++) reply_bool(&c->out, res[i]);
     }
 }
@@ -218,11 +218,11 @@ void window_check_items(client *c, kv_obj *o, const char **items, const size_t *
 bool window_info(client *c, bool card) {
     ks_ref ref;
     kv_entry *e = ks_open(&ref, c->argv[1], c->argvlen[1], false);
-    if (e == NULL || e->obj->type != KV_WINDOW) {
+    if (e == NULL || e->obj->type != &window_type) {
         ks_close(&ref);
         return false;
     }
-    const win_t *w = e->obj->u.win;
+    const win_t *w = e->obj->v;
     int64_t now = window_now();
     reply *r = &c->out;
     if (card) {
@@ -307,7 +307,7 @@ typedef struct due_keys {
 
 static void collect_due(void *ctx, const kv_entry *e) {
     due_keys *d = ctx;
-    if (e->obj->type != KV_WINDOW || win_rotation_due(e->obj->u.win, d->now, NULL) == WIN_DUE_NONE)
+    if (e->obj->type != &window_type || win_rotation_due(e->obj->v, d->now, NULL) == WIN_DUE_NONE)
         return;
     if (d->n == d->cap) {
         size_t cap = d->cap ? d->cap * 2 : 16;
@@ -337,66 +337,13 @@ void window_cron(int64_t budget_us) {
     for (size_t i = 0; i < d.n; i++) {
         ks_ref ref;
         kv_entry *e = ks_open(&ref, d.keys[i], d.lens[i], true);
-        if (e && e->obj->type == KV_WINDOW) {
+        if (e && e->obj->type == &window_type) {
             rot_ctx rc = {d.keys[i], d.lens[i]};
-            win_advance(e->obj->u.win, window_now(), log_rotation, &rc);
+            win_advance(e->obj->v, window_now(), log_rotation, &rc);
         }
         ks_close(&ref);
         free(d.keys[i]);
     }
     free(d.keys);
     free(d.lens);
-}
-
-/* ---- replay ---- */
-
-const char *window_replay(const wal_op *op) {
-    if (op->type == WAL_WIN_CREATE) {
-        const wal_window *p = &op->win;
-        ks_ref ref;
-        if (ks_open(&ref, (const char *)op->key, op->klen, true)) ks_remove(&ref);
-        win_t *w;
-        kv_obj *o = NULL;
-        const char *why = NULL;
-        if (win_create(&w, p->capacity, p->error, p->window_ms, p->slices, p->start_ms, NULL) !=
-            BLOOMERY_OK)
-            why = "could not create";
-        else if ((o = kv_obj_new(KV_WINDOW, w)) == NULL) {
-            win_free(w);
-            why = "out of memory";
-        } else {
-            uint64_t bytes = win_bytes(w);
-            atomic_store(&o->value_bytes, bytes);
-            ks_mem_add((int64_t)bytes);
-            if (ks_add(&ref, o) == NULL) {
-                ks_mem_add(-(int64_t)bytes);
-                kv_obj_free(o);
-                why = "out of memory";
-            } else if (p->expire_ms) {
-                ks_set_expire(&ref, p->expire_ms);
-            }
-        }
-        ks_close(&ref);
-        return why;
-    }
-    ks_ref ref;
-    kv_entry *e = ks_open(&ref, (const char *)op->key, op->klen, op->type == WAL_WIN_ROTATE);
-    if (e == NULL || e->obj->type != KV_WINDOW) {
-        ks_close(&ref);
-        return e ? "key is not a windowed filter" : "key is missing";
-    }
-    win_t *w = e->obj->u.win;
-    if (op->type == WAL_WIN_ROTATE) {
-        win_rotate(w, op->when_ms, op->early);
-    } else {
-        /* Each item was new when logged; two adds that ran concurrently may
-         * replay in the other order, which changes no bits. */
-        for (uint32_t i = 0; i < op->n; i++) {
-            bloomery_hash h = {le_load(op->items + 16 * (size_t)i, 8),
-                               le_load(op->items + 16 * (size_t)i + 8, 8)};
-            win_check_and_add_hashed(w, h, op->when_ms);
-        }
-    }
-    ks_close(&ref);
-    return NULL;
 }

@@ -1,0 +1,65 @@
+/* The counting Bloom filter value (cntbf_t), BF.RESERVE ... COUNTING, with
+ * BF.DEL (t_bloom.c).
+ *
+ * Writers serialize on the object so the log holds their changes in the
+ * order they were applied (saturated counters make adds and deletes
+ * order-sensitive); a snapshot copies it at its capture, so each record
+ * after the capture applies exactly once. Log: WAL_CREATE with the counting
+ * kind (replayed here for type_bloom.c), WAL_CNT_ADD and WAL_CNT_DEL with
+ * the items' hashes.
+ */
+#include "keyspace.h"
+#include "le.h"
+#include "types.h"
+
+static void free_value(void *v) { cntbf_free(v); }
+
+static uint64_t adopt(kv_obj *o) { return cntbf_bytes(o->v); }
+
+static const char *replay_create(const wal_op *op) {
+    const wal_create *p = &op->create;
+    cntbf_t *f;
+    int rc = cntbf_create(&f, p->capacity, p->error, NULL);
+    if (rc != BLOOMERY_OK) return bloomery_strerror(rc);
+    kv_obj *o = kv_obj_new(&counting_type, f);
+    if (o == NULL) {
+        cntbf_free(f);
+        return "out of memory";
+    }
+    uint64_t bytes = cntbf_bytes(f);
+    atomic_store(&o->value_bytes, bytes);
+    ks_mem_add((int64_t)bytes);
+    return ks_replace(op->key, op->klen, o, p->expire_ms) ? NULL : "out of memory";
+}
+
+static const char *replay(const wal_op *op) {
+    if (op->type == WAL_CREATE) return replay_create(op);
+    ks_ref ref;
+    kv_entry *e = ks_open(&ref, (const char *)op->key, op->klen, false);
+    if (e == NULL || e->obj->type != &counting_type) {
+        ks_close(&ref);
+        return e ? "key is not a counting filter" : "key is missing";
+    }
+    for (uint32_t i = 0; i < op->n; i++) {
+        bloomery_hash h = {le_load(op->items + 16 * (size_t)i, 8),
+                           le_load(op->items + 16 * (size_t)i + 8, 8)};
+        if (op->type == WAL_CNT_ADD) cntbf_add_hashed(e->obj->v, h);
+        else cntbf_delete_hashed(e->obj->v, h);
+    }
+    ks_close(&ref);
+    return NULL;
+}
+
+static const uint8_t records[] = {WAL_CNT_ADD, WAL_CNT_DEL, 0};
+
+const value_type counting_type = {
+    .name = "counting filter",
+    .type_reply = "MBbloom--",
+    .snap_kind = SNAP_KIND_COUNTING,
+    .image = BLOOMERY_TYPE_COUNTING,
+    .filter = true,
+    .free_value = free_value,
+    .adopt = adopt,
+    .records = records,
+    .replay = replay,
+};

@@ -1,0 +1,89 @@
+/* The cuckoo filter value (cf_t) behind CF.* (t_cuckoo.c). Inserts kick
+ * fingerprints between buckets and deletes compact: every access holds the
+ * object's lock, and a snapshot copies the value at its capture. Log:
+ * WAL_CF_CREATE with the parameters, WAL_CF_OP with the items' cf_hash
+ * values and the sub-filter limit the command applied.
+ */
+#include "config.h"
+#include "keyspace.h"
+#include "le.h"
+#include "types.h"
+
+static void free_value(void *v) { cf_free(v); }
+
+static uint64_t adopt(kv_obj *o) {
+    cf_set_may_allocate(o->v, kv_obj_may_grow, o);
+    return cf_bytes(o->v);
+}
+
+void cf_value_sync(kv_obj *o) {
+    uint64_t now = cf_bytes(o->v);
+    uint64_t old = atomic_exchange(&o->value_bytes, now);
+    if (now != old) ks_mem_add((int64_t)now - (int64_t)old);
+}
+
+static unsigned max_filters(void) {
+    return (unsigned)atomic_load_explicit(&cfg.cf_max_expansions, memory_order_relaxed);
+}
+
+static const char *replay(const wal_op *op) {
+    if (op->type == WAL_CF_CREATE) {
+        const wal_cuckoo *p = &op->cf;
+        kv_obj *o = kv_obj_new(&cuckoo_type, NULL);
+        if (o == NULL) return "out of memory";
+        cf_options opts;
+        cf_options_init(&opts);
+        opts.bucket_size = p->bucket_size;
+        opts.max_iterations = p->max_iterations;
+        opts.expansion = p->expansion;
+        opts.fingerprint_bits = p->fingerprint_bits;
+        opts.max_filters = max_filters();
+        opts.may_allocate = kv_obj_may_grow;
+        opts.may_allocate_ctx = o;
+        cf_t *f;
+        if (cf_create(&f, p->capacity, &opts) != BLOOMERY_OK) {
+            ks_mem_add(-(int64_t)kv_obj_bytes(o));
+            kv_obj_free(o);
+            return "could not create";
+        }
+        o->v = f;
+        return ks_replace(op->key, op->klen, o, 0) ? NULL : "out of memory";
+    }
+    ks_ref ref;
+    kv_entry *e = ks_open(&ref, (const char *)op->key, op->klen, false);
+    if (e == NULL || e->obj->type != &cuckoo_type) {
+        ks_close(&ref);
+        return e ? "key is not a cuckoo filter" : "key is missing";
+    }
+    kv_obj *o = e->obj;
+    const char *why = NULL;
+    unsigned limit = cf_max_filters(o->v);
+    cf_set_max_filters(o->v, op->max_filters);
+    for (uint32_t i = 0; i < op->n; i++) {
+        uint64_t h = le_load(op->items + 8 * (size_t)i, 8);
+        if (op->cf_op == WAL_CF_DEL) {
+            if (!cf_delete_hashed(o->v, h)) why = "a deleted item was not found";
+        } else if (cf_add_hashed(o->v, h) < 0) {
+            why = "the filter refused an item";
+        }
+    }
+    cf_set_max_filters(o->v, limit);
+    cf_value_sync(o);
+    ks_close(&ref);
+    return why;
+}
+
+static const uint8_t records[] = {WAL_CF_CREATE, WAL_CF_OP, 0};
+
+const value_type cuckoo_type = {
+    .name = "cuckoo filter",
+    .type_reply = "MBbloomCF",
+    .snap_kind = SNAP_KIND_CUCKOO,
+    .image = BLOOMERY_TYPE_CUCKOO,
+    .locked = true,
+    .filter = true,
+    .free_value = free_value,
+    .adopt = adopt,
+    .records = records,
+    .replay = replay,
+};

@@ -1,0 +1,79 @@
+/* The HyperLogLog value (hll_t), Redis's string encoding, behind PF*
+ * (t_hll.c). Not safe for concurrent readers: every access holds the
+ * object's lock. Log: WAL_PF_ADD with the elements' 64-bit hashes (and
+ * whether the command created the key); a snapshot copies the value at its
+ * capture, so each record after it applies once.
+ */
+#include "config.h"
+#include "keyspace.h"
+#include "le.h"
+#include "types.h"
+
+static void free_value(void *v) { hll_free(v); }
+
+size_t hll_sparse_max(void) {
+    long long v = atomic_load_explicit(&cfg.hll_sparse_max_bytes, memory_order_relaxed);
+    return v > 0 ? (size_t)v : 1;
+}
+
+void hll_value_sync(kv_obj *o) {
+    size_t len;
+    hll_bytes(o->v, &len);
+    uint64_t old = atomic_exchange(&o->value_bytes, (uint64_t)len);
+    ks_mem_add((int64_t)len - (int64_t)old);
+}
+
+static uint64_t adopt(kv_obj *o) {
+    size_t len;
+    hll_bytes(o->v, &len);
+    return len;
+}
+
+kv_obj *hll_value_new(void) {
+    hll_t *h;
+    if (hll_create(&h, hll_sparse_max()) != BLOOMERY_OK) return NULL;
+    kv_obj *o = kv_obj_new(&hll_type, h);
+    if (o == NULL) {
+        hll_free(h);
+        return NULL;
+    }
+    hll_value_sync(o);
+    return o;
+}
+
+static const char *replay(const wal_op *op) {
+    if (op->created) {
+        kv_obj *o = hll_value_new();
+        if (o == NULL || !ks_replace(op->key, op->klen, o, 0)) return "out of memory";
+    }
+    ks_ref ref;
+    kv_entry *e = ks_open(&ref, (const char *)op->key, op->klen, false);
+    if (e == NULL || e->obj->type != &hll_type) {
+        ks_close(&ref);
+        return e ? "key is not an HLL" : "key is missing";
+    }
+    const char *why = NULL;
+    hll_set_sparse_max(e->obj->v, hll_sparse_max());
+    for (uint32_t i = 0; i < op->n; i++)
+        if (hll_add_hashed(e->obj->v, le_load(op->items + 8 * (size_t)i, 8)) < 0) {
+            why = "the HLL refused an element";
+            break;
+        }
+    hll_value_sync(e->obj);
+    ks_close(&ref);
+    return why;
+}
+
+static const uint8_t records[] = {WAL_PF_ADD, 0};
+
+const value_type hll_type = {
+    .name = "HyperLogLog",
+    .type_reply = "string",
+    .snap_kind = SNAP_KIND_HLL,
+    .image = BLOOMERY_TYPE_HLL,
+    .locked = true,
+    .free_value = free_value,
+    .adopt = adopt,
+    .records = records,
+    .replay = replay,
+};

@@ -1,0 +1,67 @@
+/* The time-windowed Bloom filter value (win_t), BF.RESERVE ... WINDOW
+ * (t_window.c). A rotation clears a slice, so the value is not monotone: a
+ * snapshot copies it at its capture. Log: WAL_WIN_CREATE with the creation
+ * parameters, WAL_WIN_ADD with the new items' hashes and the clock they ran
+ * at, WAL_WIN_ROTATE barriers; replay applies all three exactly, so a
+ * window rotates only as the log says, never by the replaying clock.
+ */
+#include "keyspace.h"
+#include "le.h"
+#include "types.h"
+
+static void free_value(void *v) { win_free(v); }
+
+static uint64_t adopt(kv_obj *o) { return win_bytes(o->v); }
+
+static const char *replay(const wal_op *op) {
+    if (op->type == WAL_WIN_CREATE) {
+        const wal_window *p = &op->win;
+        win_t *w;
+        if (win_create(&w, p->capacity, p->error, p->window_ms, p->slices, p->start_ms, NULL) !=
+            BLOOMERY_OK)
+            return "could not create";
+        kv_obj *o = kv_obj_new(&window_type, w);
+        if (o == NULL) {
+            win_free(w);
+            return "out of memory";
+        }
+        uint64_t bytes = win_bytes(w);
+        atomic_store(&o->value_bytes, bytes);
+        ks_mem_add((int64_t)bytes);
+        return ks_replace(op->key, op->klen, o, p->expire_ms) ? NULL : "out of memory";
+    }
+    ks_ref ref;
+    kv_entry *e = ks_open(&ref, (const char *)op->key, op->klen, op->type == WAL_WIN_ROTATE);
+    if (e == NULL || e->obj->type != &window_type) {
+        ks_close(&ref);
+        return e ? "key is not a windowed filter" : "key is missing";
+    }
+    win_t *w = e->obj->v;
+    if (op->type == WAL_WIN_ROTATE) {
+        win_rotate(w, op->when_ms, op->early);
+    } else {
+        /* Each item was new when logged; two adds that ran concurrently may
+         * replay in the other order, which changes no bits. */
+        for (uint32_t i = 0; i < op->n; i++) {
+            bloomery_hash h = {le_load(op->items + 16 * (size_t)i, 8),
+                               le_load(op->items + 16 * (size_t)i + 8, 8)};
+            win_check_and_add_hashed(w, h, op->when_ms);
+        }
+    }
+    ks_close(&ref);
+    return NULL;
+}
+
+static const uint8_t records[] = {WAL_WIN_CREATE, WAL_WIN_ADD, WAL_WIN_ROTATE, 0};
+
+const value_type window_type = {
+    .name = "windowed filter",
+    .type_reply = "MBbloom--",
+    .snap_kind = SNAP_KIND_WINDOW,
+    .image = BLOOMERY_TYPE_WINDOW,
+    .filter = true,
+    .free_value = free_value,
+    .adopt = adopt,
+    .records = records,
+    .replay = replay,
+};

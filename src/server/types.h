@@ -1,0 +1,66 @@
+/* Value types: one descriptor per type, the only place that knows what a
+ * type is outside its own commands.
+ *
+ * The keyspace (freeing, TYPE, memory), snapshots (capture), recovery
+ * (adopting a loaded value), replay (log records), check-data (through
+ * the snapshot kind) and INFO reach a value only through its descriptor.
+ * Adding a type is one new file, type_<name>.c, defining its descriptor,
+ * plus its line in types.c's registry (docs/ARCHITECTURE.md).
+ */
+#ifndef BLOOMERYD_TYPES_H
+#define BLOOMERYD_TYPES_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "bloomery/bloomery.h"
+#include "snapshot_index.h"
+#include "wal_format.h"
+
+struct kv_obj;
+
+typedef struct value_type {
+    const char *name;          /* in messages: "cuckoo filter" */
+    const char *type_reply;    /* what TYPE answers */
+    /* Snapshots: the index kind and serial.h image type (0: never in a
+     * snapshot, as a dump still being loaded). A monotone value only ever
+     * gains bits, so its chunks are read live while writers run and the
+     * log replayed from the snapshot's start fixes any mix of old and new;
+     * any other value is copied at the capture. */
+    uint8_t snap_kind;
+    bloomery_type image;
+    bool monotone;
+    /* Readers and writers serialize on kv_obj.lock (values that are not
+     * safe for concurrent readers). */
+    bool locked;
+    /* Counted as a filter in INFO modules. */
+    bool filter;
+    void (*free_value)(void *v);
+    /* A value built outside its commands (loaded from a snapshot): install
+     * its hooks on o and return the bytes to count in used memory. */
+    uint64_t (*adopt)(struct kv_obj *o);
+    /* The log records this type's commands write (0-terminated) and their
+     * replay: NULL when applied, else why the record was skipped. */
+    const uint8_t *records;
+    const char *(*replay)(const wal_op *op);
+} value_type;
+
+extern const value_type bloom_type, counting_type, hll_type, window_type, cuckoo_type,
+    bf_loading_type, cf_loading_type;
+
+/* Lookups over the registry; NULL when no type matches. */
+const value_type *type_by_snap_kind(uint8_t kind);
+const value_type *type_by_record(uint8_t wal_type);
+size_t types_count(void);
+const value_type *type_at(size_t i);
+
+/* The value of o as serial.h sees it (snapshot capture). */
+bloomery_object type_object(const struct kv_obj *o);
+
+/* Helpers a type's commands share with its descriptor. */
+size_t hll_sparse_max(void);                  /* hll-sparse-max-bytes */
+struct kv_obj *hll_value_new(void);           /* empty, bytes counted */
+void hll_value_sync(struct kv_obj *o);        /* recount after a change */
+void cf_value_sync(struct kv_obj *o);         /* recount after growth or compaction */
+
+#endif
