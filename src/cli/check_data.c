@@ -105,7 +105,7 @@ static void check_logs(const char *dir, uint64_t start, bool have_snapshot, bool
     else if (lg.files)
         printf("log: no LAST file (written by an older version; the next log file creates it)\n");
     printf("log: %" PRIu64 " records checked in %u file%s%s\n", lg.applied + lg.passed, lg.files,
-           lg.files == 1 ? "" : "s", lg.expect ? "" : " (no log file after the snapshot)");
+           lg.files == 1 ? "" : "s", ok && !lg.expect ? " (no log file after the snapshot)" : "");
     char **torn;
     size_t n = datadir_torn_files(dir, &torn);
     for (size_t i = 0; i < n; i++) {
