@@ -126,9 +126,9 @@ def answers(c):
     return out
 
 
-def test_every_type_passes_check_data(tmp_path):
+def test_every_type_passes_check_data(tmp_path, start_server):
     d = str(tmp_path / "data")
-    s = Server(*ARGS, datadir=d)
+    s = start_server(*ARGS, datadir=d)
     c = s.client()
     make_every_type(c, "a")
     c.execute_command("SAVE")
@@ -144,7 +144,7 @@ def test_every_type_passes_check_data(tmp_path):
     n = int(re.search(r"log: (\d+) records checked", out).group(1))
     assert n >= 8, out                # one record or more per type after the snapshot
     # The server reads the same directory back to the same answers.
-    s2 = Server(*ARGS, datadir=d)
+    s2 = start_server(*ARGS, datadir=d)
     c2 = s2.client()
     assert answers(c2) == before
     c2.close()
@@ -158,14 +158,16 @@ def build(d, snapshot):
     snapshot before them when asked; keys of every type."""
     for run in range(3):
         s = Server(*ARGS, datadir=d)
-        c = s.client()
-        if run == 0:
-            make_every_type(c, "a")
-            if snapshot:
-                c.execute_command("SAVE")
-        add_every_type(c, "r%d" % run)
-        c.close()
-        s.stop()
+        try:
+            c = s.client()
+            if run == 0:
+                make_every_type(c, "a")
+                if snapshot:
+                    c.execute_command("SAVE")
+            add_every_type(c, "r%d" % run)
+            c.close()
+        finally:
+            s.stop()
         # LAST as this run left it (for a test that puts an old one back).
         shutil.copy(os.path.join(d, "log", "LAST"), "%s.LAST.%d" % (d, run))
     assert len(wal_files(d)) == 3, wal_files(d)
@@ -289,7 +291,7 @@ def info(s, field):
 
 
 @pytest.mark.parametrize("cut", ["mid-record", "prefix", "zeros"])
-def test_torn_tail_is_kept_aside_by_the_server(with_snapshot, tmp_path, cut):
+def test_torn_tail_is_kept_aside_by_the_server(with_snapshot, tmp_path, start_server, cut):
     d = copy(with_snapshot, str(tmp_path / "d"))
     newest = os.path.join(d, "log", wal_files(d)[-1])
     data = open(newest, "rb").read()
@@ -315,7 +317,7 @@ def test_torn_tail_is_kept_aside_by_the_server(with_snapshot, tmp_path, cut):
     kept = "%s.torn-%d" % (newest, off)
     assert "torn tail of %d bytes at offset %d" % (len(tail), off) in out, out
     assert kept in out, out
-    s = Server(*ARGS, datadir=d)
+    s = start_server(*ARGS, datadir=d)
     assert "torn tail" in s.output() and kept in s.output(), s.output()
     assert int(info(s, "log_torn_tails")) == 1
     assert info(s, "log_torn_tail_last") == kept
