@@ -127,8 +127,16 @@ wal_status wal_record_next(const uint8_t *buf, size_t len, size_t off, wal_recor
         return WAL_REC_TORN;
     }
     if (le_load(p + WAL_PREFIX + plen, 8) != XXH3_64bits(p, WAL_PREFIX + plen)) {
-        if (all_zero(p + size, rem - size)) {
-            setf(err, errlen, "last record's checksum mismatch (incomplete write)");
+        /* A complete record with a wrong checksum is damage, even the last
+         * one: a crash leaves a record shorter than its length, or zeros
+         * where its bytes never reached the disk. Zeros from its checksum
+         * on, or from a sector boundary inside it, to the end of the file
+         * read as torn; a flipped byte does not look like that. */
+        size_t z = rem;   /* start of the zeros that end the file */
+        while (z > 0 && p[z - 1] == 0) z--;
+        size_t sector = (off + z + WAL_SECTOR - 1) / WAL_SECTOR * WAL_SECTOR - off;
+        if (z + WAL_TRAILER <= size || sector < size) {
+            setf(err, errlen, "record of %zu bytes ends in zeros (an incomplete write)", size);
             return WAL_REC_TORN;
         }
         setf(err, errlen, "record checksum mismatch");

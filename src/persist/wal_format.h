@@ -13,7 +13,9 @@
  * The short prefix check tells a torn tail (a crash cut the last append)
  * from damage: a record whose prefix is intact but whose bytes run past the
  * end of the file was cut; a prefix that fails its check while non-zero
- * bytes follow it is damage.
+ * bytes follow it is damage. A complete record whose checksum fails is
+ * damage too, unless the file ends in zeros starting within its checksum
+ * or at a sector boundary inside it (written data that never arrived).
  */
 #ifndef BLOOMERY_WAL_FORMAT_H
 #define BLOOMERY_WAL_FORMAT_H
@@ -30,6 +32,7 @@
 #define WAL_PREFIX 17
 #define WAL_TRAILER 8
 #define WAL_MAX_PAYLOAD (1u << 30)
+#define WAL_SECTOR 512   /* a disk writes whole sectors: where unwritten zeros can start */
 
 enum wal_type {
     /* data: the hashes of items, applied to the filter the key holds */

@@ -155,11 +155,9 @@ void window_cron(int64_t budget_us);
 
 /* ---- recovery.c ---- */
 
-/* Whole file into a malloc'd buffer; false (errno set) on failure. */
-bool persist_read_file(const char *path, uint8_t **out, size_t *len);
-/* Numbers of the files "<16 hex digits><suffix>" in dir, ascending; the
- * caller frees *out. */
-size_t persist_list(const char *dir, const char *suffix, uint64_t **out);
+/* Torn log tails this start kept aside (INFO persistence), and the file
+ * the last one went to ("" when none). */
+void recovery_torn_tails(uint64_t *n, const char **last);
 
 /* Load the newest snapshot and replay the log; on success *next_lsn is the
  * LSN to continue from. On damage err names the file, offset and reason and

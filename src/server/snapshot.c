@@ -39,6 +39,7 @@
 #define XXH_STATIC_LINKING_ONLY   /* XXH3_state_t on the stack */
 #include <xxhash.h>
 
+#include "datadir.h"
 #include "persist.h"
 #include "server.h"
 #include "snapshot.h"
@@ -442,7 +443,7 @@ static void collect_garbage(snapshot *s) {
     char dir[4200], path[8400];
     snprintf(dir, sizeof(dir), "%s/snapshots", data_dir);
     uint64_t *seqs;
-    size_t n = persist_list(dir, ".index", &seqs);
+    size_t n = datadir_list(dir, ".index", &seqs);
     for (size_t i = 0; i < n; i++) {
         if (seqs[i] >= s->seq) continue;
         snprintf(path, sizeof(path), "%s/%016" PRIx64 ".index", dir, seqs[i]);

@@ -142,4 +142,10 @@ void persist_info(char *out, size_t outlen) {
              st.start_lsn, st.keys, st.chunks, (long long)st.last_duration_ms, st.bytes_written,
              st.chunks_written, st.chunks_reused, st.chunks_inline, ws.bytes, ws.written_lsn,
              ws.durable_lsn, ws.pending_bytes, ws.fsyncs);
+    uint64_t torn;
+    const char *torn_last;
+    recovery_torn_tails(&torn, &torn_last);
+    size_t used = strlen(out);
+    snprintf(out + used, outlen - used, "log_torn_tails:%" PRIu64 "\r\nlog_torn_tail_last:%s\r\n",
+             torn, torn_last);
 }

@@ -38,6 +38,7 @@
 #include "persist.h"
 #include "server.h"
 #include "util.h"
+#include "wal_last.h"
 
 #define MAX_PENDING (64u << 20)
 /* Under everysec, sync early once this much is unsynced: it bounds the
@@ -108,6 +109,11 @@ static int create_file(uint64_t first_lsn, char *err, size_t errlen) {
     if (write(fd, h, sizeof(h)) != (ssize_t)sizeof(h) || fdatasync(fd) != 0 ||
         fsync_dir(W.logdir) != 0) {
         snprintf(err, errlen, "can't write log file %s: %s", path, strerror(errno));
+        close(fd);
+        return -1;
+    }
+    /* LAST names the newest file before it holds a record (wal_last.h). */
+    if (!wal_last_write(W.logdir, first_lsn, err, errlen)) {
         close(fd);
         return -1;
     }
