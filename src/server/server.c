@@ -384,6 +384,12 @@ int main(int argc, char **argv) {
     server_log(LOG_NOTICE, "bloomeryd %s (libbloomery %s, %s kernel) pid=%d, %d worker threads",
                BLOOMERYD_VERSION, BLOOMERY_VERSION_STRING, bf_kernel_name(), (int)getpid(),
                nthreads);
+    if (atomic_load(&cfg.maxmemory) == 0) {
+        char human[32];
+        bytes_human(human, sizeof(human), (unsigned long long)ks_machine_memory());
+        server_log(LOG_NOTICE, "No maxmemory: filters may reserve up to the machine's memory, %s",
+                   human);
+    }
     server_log(LOG_NOTICE, "Ready to accept connections tcp on port %d", srv.listen_port);
 
     uv_run(&main_loop, UV_RUN_DEFAULT);

@@ -49,8 +49,11 @@ static _Thread_local bool growth_refused;
 
 static bool may_allocate(void *ctx, uint64_t bytes) {
     kv_obj *o = ctx;
-    if (!ks_mem_try_reserve(bytes, server_maxmemory())) {
-        growth_refused = true;
+    uint64_t maxmem = server_maxmemory();
+    if (!ks_mem_try_reserve(bytes, maxmem)) {
+        /* Without maxmemory the machine's memory refused it: answered as a
+         * failed allocation, as RedisBloom does. */
+        growth_refused = maxmem != 0;
         return false;
     }
     atomic_fetch_add_explicit(&o->value_bytes, bytes, memory_order_relaxed);
@@ -106,7 +109,8 @@ static kv_entry *create_filter(client *c, ks_ref *ref, const bf_params *p) {
         }
         if (!ks_mem_try_reserve(bytes + overhead, maxmem)) {
             kv_obj_free(o);
-            reply_oom(c);
+            if (maxmem) reply_oom(c);
+            else reply_error(&c->out, "ERR Insufficient memory to create filter");
             return NULL;
         }
         ks_mem_add(-(int64_t)overhead);
@@ -845,9 +849,10 @@ static bool same_shape(const kv_obj *a, const kv_obj *b) {
 
 /* A copy of src for a missing BF.MERGE destination, its bytes counted. */
 static kv_obj *copy_filter(client *c, const kv_obj *src) {
-    uint64_t bytes = kv_obj_bytes(src);
-    if (!ks_mem_try_reserve(bytes, server_maxmemory())) {
-        reply_oom(c);
+    uint64_t bytes = kv_obj_bytes(src), maxmem = server_maxmemory();
+    if (!ks_mem_try_reserve(bytes, maxmem)) {
+        if (maxmem) reply_oom(c);
+        else reply_error(&c->out, "ERR Insufficient memory to create filter");
         return NULL;
     }
     bloomery_object from = {.type = BLOOMERY_TYPE_SCALABLE, .u.any = src->u.sbf};

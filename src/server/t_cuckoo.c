@@ -34,8 +34,11 @@ static _Thread_local bool growth_refused;
 
 bool cf_growth_hook(void *ctx, uint64_t bytes) {
     kv_obj *o = ctx;
-    if (!ks_mem_try_reserve(bytes, server_maxmemory())) {
-        growth_refused = true;
+    uint64_t maxmem = server_maxmemory();
+    if (!ks_mem_try_reserve(bytes, maxmem)) {
+        /* Without maxmemory the machine's memory refused it: a failed
+         * allocation, as RedisBloom answers it. */
+        growth_refused = maxmem != 0;
         return false;
     }
     atomic_fetch_add_explicit(&o->value_bytes, bytes, memory_order_relaxed);
@@ -84,8 +87,8 @@ static kv_entry *create_cf(client *c, ks_ref *ref, uint64_t capacity, const cf_o
         atomic_store(&o->value_bytes, 0);
         kv_obj_free(o);
         if (growth_refused) reply_oom(c);
-        else reply_error(&c->out, rc == BLOOMERY_ENOMEM ? "ERR Insufficient memory"
-                                                         : "Couldn't create Cuckoo Filter");
+        else reply_error(&c->out, rc == BLOOMERY_ENOMEM ? "ERR Insufficient memory to create filter"
+                                                        : "Couldn't create Cuckoo Filter");
         return NULL;
     }
     kv_entry *e = ks_add(ref, o);

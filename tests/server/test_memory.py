@@ -1,0 +1,228 @@
+"""Memory hygiene: with maxmemory 0 reservations are held to the machine's
+memory (physical memory, or a lower cgroup limit).
+
+Filters are allocated lazily, so the multi-gigabyte reservations below cost
+address space, not memory; the servers run without persistence so nothing
+reads those pages back.
+"""
+import os
+import shutil
+import subprocess
+
+import pytest
+
+import conftest
+from conftest import RespError
+
+NOMEM = "ERR Insufficient memory to create filter"
+OOM = "OOM command not allowed when used memory > 'maxmemory'."
+MB = 1 << 20
+NO_PERSIST = ("--save", "", "--appendonly", "no")
+SERVER = os.path.abspath(conftest.BLOOMERYD)
+
+
+def read_limit(path):
+    try:
+        with open(path) as f:
+            v = f.read().strip()
+    except OSError:
+        return None
+    return int(v) if v.isdigit() else None
+
+
+def chain_limit(mount, rel, name):
+    """Lowest limit from the group at rel up to the mount's root."""
+    best = None
+    parts = [p for p in rel.split("/") if p]
+    for i in range(len(parts), -1, -1):
+        v = read_limit(os.path.join(mount, *parts[:i], name))
+        if v is not None and (best is None or v < best):
+            best = v
+    return best
+
+
+def machine_memory():
+    """What the server should find, computed here independently."""
+    limits = [os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")]
+    v2 = False
+    try:
+        with open("/proc/self/cgroup") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        lines = []
+    for line in lines:
+        hid, ctrls, rel = line.split(":", 2)
+        if hid == "0" and ctrls == "":
+            v2 = True
+            limits.append(chain_limit("/sys/fs/cgroup", rel, "memory.max"))
+        elif "memory" in ctrls.split(","):
+            limits.append(chain_limit("/sys/fs/cgroup/memory", rel, "memory.limit_in_bytes"))
+    if not v2:
+        limits.append(read_limit("/sys/fs/cgroup/memory.max"))
+    return min(v for v in limits if v is not None)
+
+
+def exact(s, *args):
+    c = s.raw()
+    try:
+        return c.cmd(*args)
+    finally:
+        c.close()
+
+
+def used(c):
+    return c.info("memory")["used_memory"]
+
+
+def reserve(s, *args):
+    r = exact(s, *args)
+    return str(r) if isinstance(r, RespError) else r
+
+
+def fill_until_refused(s, c, limit, key, error, capacity):
+    """Reserve equal filters until one is refused; each success must have
+    fit under limit and the refusal must be one that would not have."""
+    size = None
+    for i in range(1000):
+        before = used(c)
+        reply = reserve(s, "BF.RESERVE", "%s%d" % (key, i), error, capacity)
+        if reply != "OK":
+            assert reply == NOMEM
+            assert size is not None and before + size > limit
+            assert used(c) == before
+            assert c.exists("%s%d" % (key, i)) == 0
+            return
+        grew = used(c) - before
+        size = size or grew
+        assert grew == size and before + size <= limit
+    raise AssertionError("never refused")
+
+
+def shrink_gap(s, c, limit, target):
+    """Reserve 0.01 filters until less than about target bytes are left."""
+    probe_before = used(c)
+    assert reserve(s, "BF.RESERVE", "probe", "0.01", 1 << 20) == "OK"
+    per_item = (used(c) - probe_before) / (1 << 20)
+    for i in range(1000):
+        gap = limit - used(c)
+        if gap < 2 * target:
+            return gap
+        cap = int(min(1 << 30, (gap - target) / per_item))
+        assert reserve(s, "BF.RESERVE", "tune%d" % i, "0.01", cap) == "OK"
+    raise AssertionError("gap did not shrink")
+
+
+def test_reservations_held_to_machine_memory(start_server):
+    limit = machine_memory()
+    s = start_server(*NO_PERSIST)
+    c = s.client()
+    assert c.config_get("maxmemory") == {"maxmemory": "0"}
+    assert "filters may reserve up to the machine's memory" in s.output()
+
+    # The largest filters BF.RESERVE makes (about 6 GB each), until the
+    # machine is spoken for: refused with RedisBloom's text, nothing changes.
+    fill_until_refused(s, c, limit, "big", "0.000000001", 1 << 30)
+
+    # Less than 128 MB left: every kind of filter too large for it is
+    # refused the same way.
+    gap = shrink_gap(s, c, limit, 64 * MB)
+    assert 0 < gap < 128 * MB
+    before = used(c)
+    assert reserve(s, "CF.RESERVE", "cf", 1 << 28) == NOMEM
+    assert reserve(s, "BF.RESERVE", "w", "0.01", 1 << 28, "WINDOW", 60) == NOMEM
+    assert reserve(s, "BF.RESERVE", "cnt", "0.01", 1 << 28, "COUNTING") == NOMEM
+    assert reserve(s, "BF.ADD", "auto", "x") == 1        # bf-initial-size 100 fits
+    c.config_set("bf-initial-size", 1 << 28)
+    assert reserve(s, "BF.ADD", "auto2", "x") == NOMEM
+    c.config_set("bf-initial-size", 100)
+    assert c.exists("cf", "w", "cnt", "auto2") == 0
+    assert used(c) - before == c.memory_usage("auto")
+
+    # Reservations that fit are still made.
+    assert reserve(s, "BF.RESERVE", "fits", "0.01", 1000) == "OK"
+    assert c.execute_command("BF.ADD", "fits", "x") == 1
+    assert c.execute_command("CF.ADD", "cfits", "x") == 1
+
+    # A scaling filter whose next link (about 400 MB) cannot fit: the add
+    # that needs it fails as RedisBloom's failed allocation, nothing changes.
+    assert c.execute_command("BF.RESERVE", "g", "0.01", 10000, "EXPANSION", 32768) == b"OK"
+    i = 0
+    while c.execute_command("BF.CARD", "g") < 10000:    # full: the next new item grows it
+        n = 10000 - c.execute_command("BF.CARD", "g")
+        c.execute_command("BF.MADD", "g", *["i%d" % j for j in range(i, i + n)])
+        i += n
+    assert c.execute_command("BF.INFO", "g", "FILTERS") == [1]
+    info = c.execute_command("BF.INFO", "g")
+    new = next(x for x in ("n%d" % i for i in range(100000))
+               if c.execute_command("BF.EXISTS", "g", x) == 0)
+    before = used(c)
+    assert str(exact(s, "BF.ADD", "g", new)) == "ERR problem inserting into filter"
+    assert c.execute_command("BF.INFO", "g") == info
+    assert used(c) == before
+
+    # A cuckoo filter's next sub-filter (about 300 MB) likewise.
+    assert c.execute_command("CF.RESERVE", "cg", 10000, "EXPANSION", 32768) == b"OK"
+    raw = s.raw()
+    for i in range(40000):
+        reply = raw.cmd("CF.ADD", "cg", "i%d" % i)
+        if reply != 1:
+            break
+    raw.close()
+    assert str(reply) == "ERR Insufficient memory"
+    assert c.execute_command("CF.INFO", "cg")[5] == 1   # Number of filters
+
+    # With maxmemory set its refusal stays Redis's OOM error.
+    c.config_set("maxmemory", used(c) + 1000)
+    assert reserve(s, "BF.RESERVE", "m", "0.01", 1 << 20) == OOM
+    c.config_set("maxmemory", 0)
+    c.flushall()
+    assert used(c) == 0
+    c.close()
+
+
+def unshare_works():
+    if shutil.which("unshare") is None:
+        return False
+    r = subprocess.run(["unshare", "-m", "--propagation", "private", "true"],
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return r.returncode == 0
+
+
+def cgroup_wrapper(tmp_path, value):
+    """A bloomeryd that sees value in /sys/fs/cgroup/memory.max: a private
+    mount namespace with a tmpfs over /sys/fs/cgroup, nothing else changed
+    (the process stays in its real cgroups)."""
+    path = tmp_path / ("bloomeryd-cgroup-%s" % value)
+    path.write_text(
+        "#!/bin/sh\n"
+        "exec unshare -m --propagation private sh -c '"
+        "mount -t tmpfs none /sys/fs/cgroup && "
+        "echo %s > /sys/fs/cgroup/memory.max && exec \"$0\" \"$@\"' %s \"$@\"\n"
+        % (value, SERVER))
+    path.chmod(0o755)
+    return str(path)
+
+
+@pytest.mark.skipif(not unshare_works(),
+                    reason="needs unshare -m (root or CAP_SYS_ADMIN) to show the server a "
+                           "cgroup memory.max")
+def test_cgroup_memory_max_lowers_the_limit(start_server, tmp_path, monkeypatch):
+    phys = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    cg = 3 << 30
+    assert cg < phys
+    monkeypatch.setattr(conftest, "BLOOMERYD", cgroup_wrapper(tmp_path, cg))
+    s = start_server(*NO_PERSIST)
+    c = s.client()
+    assert "filters may reserve up to the machine's memory, 3.00G" in s.output()
+    # About 1.5 GB each: two fit under 3 GiB, the third does not.
+    fill_until_refused(s, c, cg, "f", "0.01", 1 << 30)
+    assert c.dbsize() == 2
+    c.close()
+
+    # "max" is no limit: physical memory applies.
+    monkeypatch.setattr(conftest, "BLOOMERYD", cgroup_wrapper(tmp_path, "max"))
+    s = start_server(*NO_PERSIST)
+    c = s.client()
+    for i in range(3):
+        assert c.execute_command("BF.RESERVE", "f%d" % i, "0.01", 1 << 30) == b"OK"
+    c.close()
