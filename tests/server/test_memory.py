@@ -1,5 +1,6 @@
 """Memory hygiene: with maxmemory 0 reservations are held to the machine's
-memory (physical memory, or a lower cgroup limit).
+memory (physical memory, or a lower cgroup limit), client-query-buffer-limit
+closes a client whose pending input passes it, proto-max-bulk-len as Redis.
 
 Filters are allocated lazily, so the multi-gigabyte reservations below cost
 address space, not memory; the servers run without persistence so nothing
@@ -7,12 +8,14 @@ reads those pages back.
 """
 import os
 import shutil
+import socket
 import subprocess
+import time
 
 import pytest
 
 import conftest
-from conftest import RespError
+from conftest import QUICK, RespError
 
 NOMEM = "ERR Insufficient memory to create filter"
 OOM = "OOM command not allowed when used memory > 'maxmemory'."
@@ -225,4 +228,142 @@ def test_cgroup_memory_max_lowers_the_limit(start_server, tmp_path, monkeypatch)
     c = s.client()
     for i in range(3):
         assert c.execute_command("BF.RESERVE", "f%d" % i, "0.01", 1 << 30) == b"OK"
+    c.close()
+
+
+# ---- client-query-buffer-limit ----
+
+def stream_request(sock, small, sizes, piece=4 * MB):
+    """Send a request of the small arguments then one argument per size,
+    streamed from one reused piece. Returns the bytes sent before the server
+    closed the connection (all of them if it did not)."""
+    head = [b"*%d\r\n" % (len(small) + len(sizes))]
+    for a in small:
+        head.append(b"$%d\r\n%s\r\n" % (len(a), a))
+    chunk = b"x" * piece
+    sent = 0
+    try:
+        sock.sendall(b"".join(head))
+        for n in sizes:
+            sock.sendall(b"$%d\r\n" % n)
+            left = n
+            while left:
+                k = min(left, piece)
+                sock.sendall(chunk[:k])
+                sent += k
+                left -= k
+            sock.sendall(b"\r\n")
+    except (BrokenPipeError, ConnectionResetError):
+        pass
+    return sent
+
+
+def reply_bytes(sock, timeout=60):
+    """Everything the server sends until it closes the connection."""
+    sock.settimeout(timeout)
+    got = b""
+    try:
+        while True:
+            data = sock.recv(1 << 16)
+            if not data:
+                return got
+            got += data
+    except ConnectionResetError:
+        return got
+
+
+def wait_for(cond, timeout=30):
+    deadline = time.time() + timeout
+    while not cond():
+        assert time.time() < deadline
+        time.sleep(0.05)
+
+
+def test_query_buffer_limit_closes_client(start_server):
+    s = start_server("--client-query-buffer-limit", "16mb")
+    c = s.client()
+    assert c.config_get("client-query-buffer-limit") == {
+        "client-query-buffer-limit": "16777216"}
+    # Under the limit: answered.
+    assert c.echo(b"y" * (10 * MB)) == b"y" * (10 * MB)
+
+    # 3 x 10 MB in one request: closed without a reply once past 16 MB.
+    sock = socket.create_connection(("127.0.0.1", s.port))
+    sent = stream_request(sock, [b"BF.MADD", b"k"], [10 * MB] * 3)
+    assert sent > 16 * MB - 64 * 1024
+    assert reply_bytes(sock) == b""
+    sock.close()
+    assert "Closing client that reached max query buffer length: id=" in s.output()
+    assert '(qbuf initial bytes: "*5\\r\\n$7\\r\\nBF.MADD\\r\\n$1\\r\\nk\\r\\n$10485760' in s.output()
+
+    # The server goes on: nothing was added, the client is gone.
+    assert c.ping()
+    assert c.exists("k") == 0
+    wait_for(lambda: c.info("clients")["connected_clients"] == 1)
+
+    # Raised at runtime, the same request is taken.
+    c.config_set("client-query-buffer-limit", "64mb")
+    sock = socket.create_connection(("127.0.0.1", s.port))
+    assert stream_request(sock, [b"BF.MADD", b"k"], [10 * MB] * 3) == 30 * MB
+    sock.shutdown(socket.SHUT_WR)
+    assert reply_bytes(sock) == b"*3\r\n:1\r\n:0\r\n:0\r\n"   # the same item thrice
+    sock.close()
+
+    # Redis's range: 1mb and up.
+    with pytest.raises(Exception) as e:
+        c.config_set("client-query-buffer-limit", "1000")
+    assert str(e.value) == (
+        "CONFIG SET failed (possibly related to argument 'client-query-buffer-limit') - "
+        "argument must be between 1048576 and 9223372036854775807 inclusive")
+    c.close()
+
+
+def test_query_buffer_limit_from_config_file(start_server):
+    s = start_server(config="client-query-buffer-limit 2mb\nproto-max-bulk-len 1mb\n")
+    c = s.client()
+    assert c.config_get("client-query-buffer-limit") == {
+        "client-query-buffer-limit": "2097152"}
+    c.close()
+    sock = socket.create_connection(("127.0.0.1", s.port))
+    stream_request(sock, [b"BF.MADD", b"k"], [MB] * 3)
+    assert reply_bytes(sock) == b""
+    sock.close()
+
+
+def test_proto_max_bulk_len(start_server):
+    s = start_server()
+    c = s.client()
+    assert c.config_get("proto-max-bulk-len") == {"proto-max-bulk-len": "536870912"}
+    with pytest.raises(Exception) as e:
+        c.config_set("proto-max-bulk-len", "1000")
+    assert str(e.value) == (
+        "CONFIG SET failed (possibly related to argument 'proto-max-bulk-len') - "
+        "argument must be between 1048576 and 9223372036854775807 inclusive")
+    c.config_set("proto-max-bulk-len", "1mb")
+    # Exactly the limit is taken, one byte more is a protocol error.
+    assert c.echo(b"z" * MB) == b"z" * MB
+    raw = s.raw()
+    raw.send(b"*2\r\n$4\r\nECHO\r\n$%d\r\n" % (MB + 1))
+    assert str(raw.read()) == "ERR Protocol error: invalid bulk length"
+    assert raw.closed()
+    raw.close()
+    c.close()
+
+
+@pytest.mark.skipif(QUICK, reason="streams 1.2 GB (BLOOMERY_QUICK)")
+def test_default_limit_refuses_1200_mb_request(start_server):
+    s = start_server()
+    c = s.client()
+    assert c.config_get("client-query-buffer-limit") == {
+        "client-query-buffer-limit": "1073741824"}
+    sock = socket.create_connection(("127.0.0.1", s.port))
+    sent = stream_request(sock, [b"BF.MADD", b"k"], [400 * MB] * 3)
+    assert sent > 1024 * MB - 64 * 1024
+    assert reply_bytes(sock) == b""
+    sock.close()
+    assert "Closing client that reached max query buffer length" in s.output()
+    assert c.exists("k") == 0
+    # The gigabyte of query buffer is given back.
+    wait_for(lambda: c.info("memory")["used_memory_rss"] < 256 * MB)
+    assert c.ping()
     c.close()
