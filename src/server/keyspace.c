@@ -338,7 +338,7 @@ static void find_machine_memory(void) {
         line[strcspn(line, "\n")] = '\0';
         char *c1 = strchr(line, ':'), *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
         if (c2 == NULL) continue;
-        *c2 = '\0';
+        *c1 = *c2 = '\0';
         const char *ctrls = c1 + 1, *rel = c2 + 1;
         uint64_t v = UINT64_MAX;
         if (strcmp(line, "0") == 0 && ctrls[0] == '\0') {

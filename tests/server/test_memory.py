@@ -138,7 +138,10 @@ def test_reservations_held_to_machine_memory(start_server):
     c.config_set("bf-initial-size", 1 << 28)
     assert reserve(s, "BF.ADD", "auto2", "x") == NOMEM
     c.config_set("bf-initial-size", 100)
-    assert c.exists("cf", "w", "cnt", "auto2") == 0
+    # So is a dump's header announcing a filter larger than what is left.
+    header = c.execute_command("BF.SCANDUMP", "big0", 0)[1]
+    assert str(exact(s, "BF.LOADCHUNK", "copy", 1, header)) == "ERR received bad data"
+    assert c.exists("cf", "w", "cnt", "auto2", "copy") == 0
     assert used(c) - before == c.memory_usage("auto")
 
     # Reservations that fit are still made.
@@ -228,6 +231,29 @@ def test_cgroup_memory_max_lowers_the_limit(start_server, tmp_path, monkeypatch)
     c = s.client()
     for i in range(3):
         assert c.execute_command("BF.RESERVE", "f%d" % i, "0.01", 1 << 30) == b"OK"
+    c.close()
+
+
+@pytest.mark.skipif(not unshare_works(),
+                    reason="needs unshare -m (root or CAP_SYS_ADMIN) to show the server a "
+                           "cgroup memory.max")
+def test_replay_is_not_held_to_the_limit(start_server, tmp_path, monkeypatch):
+    # Three 1.5 GB filters accepted under physical memory, in the log ...
+    s = start_server("--save", "")
+    c = s.client()
+    for i in range(3):
+        assert c.execute_command("BF.RESERVE", "f%d" % i, "0.01", 1 << 30) == b"OK"
+    total = used(c)
+    c.close()
+    s.stop()
+    # ... all come back under a 3 GiB cgroup limit: what was accepted once
+    # is replayed. New reservations are held to the limit.
+    monkeypatch.setattr(conftest, "BLOOMERYD", cgroup_wrapper(tmp_path, 3 << 30))
+    s = start_server("--save", "", datadir=s.datadir)
+    c = s.client()
+    assert c.dbsize() == 3
+    assert used(c) == total > 3 << 30
+    assert reserve(s, "BF.RESERVE", "more", "0.01", 1000) == NOMEM
     c.close()
 
 
