@@ -344,6 +344,33 @@ def test_query_buffer_limit_closes_client(start_server):
     c.close()
 
 
+def vm_size(pid):
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith("VmSize:"):
+                return int(line.split()[1]) * 1024
+    raise AssertionError("no VmSize")
+
+
+def test_announced_bulk_costs_no_more_than_the_limit(start_server):
+    s = start_server("--client-query-buffer-limit", "16mb")
+    c = s.client()
+    # Every worker has served a client (their malloc arenas exist).
+    warm = [s.raw() for _ in range(4)]
+    for w in warm:
+        assert w.cmd("ECHO", "x" * MB) == b"x" * MB
+    before = vm_size(s.proc.pid)
+    sock = socket.create_connection(("127.0.0.1", s.port))
+    sock.sendall(b"*2\r\n$4\r\nECHO\r\n$500000000\r\n" + b"x" * MB)
+    wait_for(lambda: any(int(x["qbuf"]) >= MB for x in c.client_list()))
+    # The buffer for the announced 500 MB was sized to the limit.
+    assert vm_size(s.proc.pid) - before < 200 * MB
+    sock.close()
+    for w in warm:
+        w.close()
+    c.close()
+
+
 def test_query_buffer_limit_from_config_file(start_server):
     s = start_server(config="client-query-buffer-limit 2mb\nproto-max-bulk-len 1mb\n")
     c = s.client()
