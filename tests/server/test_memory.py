@@ -122,6 +122,10 @@ def test_reservations_held_to_machine_memory(start_server):
     assert c.config_get("maxmemory") == {"maxmemory": "0"}
     assert "filters may reserve up to the machine's memory" in s.output()
 
+    # Two of a few hundred MB, whose dumps' headers are loaded below.
+    assert reserve(s, "BF.RESERVE", "bmid", "0.01", 1 << 28) == "OK"
+    assert reserve(s, "CF.RESERVE", "cmid", 1 << 26, "BUCKETSIZE", 4, "FINGERPRINT", 32) == "OK"
+    assert c.execute_command("CF.ADD", "cmid", "x") == 1   # an empty one dumps nothing
     # The largest filters BF.RESERVE makes (about 6 GB each), until the
     # machine is spoken for: refused with RedisBloom's text, nothing changes.
     fill_until_refused(s, c, limit, "big", "0.000000001", 1 << 30)
@@ -139,9 +143,11 @@ def test_reservations_held_to_machine_memory(start_server):
     assert reserve(s, "BF.ADD", "auto2", "x") == NOMEM
     c.config_set("bf-initial-size", 100)
     # So is a dump's header announcing a filter larger than what is left.
-    header = c.execute_command("BF.SCANDUMP", "big0", 0)[1]
+    header = c.execute_command("BF.SCANDUMP", "bmid", 0)[1]
     assert str(exact(s, "BF.LOADCHUNK", "copy", 1, header)) == "ERR received bad data"
-    assert c.exists("cf", "w", "cnt", "auto2", "copy") == 0
+    header = c.execute_command("CF.SCANDUMP", "cmid", 0)[1]
+    assert str(exact(s, "CF.LOADCHUNK", "ccopy", 1, header)) == "Couldn't create filter!"
+    assert c.exists("cf", "w", "cnt", "auto2", "copy", "ccopy") == 0
     assert used(c) - before == c.memory_usage("auto")
 
     # Reservations that fit are still made.
