@@ -147,7 +147,8 @@ def test_reservations_held_to_machine_memory(start_server):
     assert str(exact(s, "BF.LOADCHUNK", "copy", 1, header)) == "ERR received bad data"
     header = c.execute_command("CF.SCANDUMP", "cmid", 0)[1]
     assert str(exact(s, "CF.LOADCHUNK", "ccopy", 1, header)) == "Couldn't create filter!"
-    assert c.exists("cf", "w", "cnt", "auto2", "copy", "ccopy") == 0
+    assert str(exact(s, "BF.MERGE", "merged", "bmid")) == NOMEM
+    assert c.exists("cf", "w", "cnt", "auto2", "copy", "ccopy", "merged") == 0
     assert used(c) - before == c.memory_usage("auto")
 
     # Reservations that fit are still made.
