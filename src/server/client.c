@@ -11,6 +11,15 @@
  * pending output past the hard limit, or past the soft limit for longer than
  * its seconds, closes the client at once (its replies are dropped), so a
  * client that sends but never reads cannot exhaust memory.
+ *
+ * Input limit as Redis's client-query-buffer-limit: a client whose pending
+ * input passes it is closed without a reply. Pending input is every byte not
+ * yet run: the arguments of a request being received live in qbuf until it
+ * runs, so they count in full (Redis moves each argument of 32 KiB or more
+ * out of its query buffer as it arrives; a request of many large arguments
+ * passes there and not here). Redis 7.4 also caps input before AUTH at
+ * 1 MiB; here resp.c's limits before AUTH (10 arguments of 16 KiB) keep it
+ * far below that already.
  */
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -130,6 +139,10 @@ void client_close(client *c) {
     uv_close((uv_handle_t *)&c->tcp, on_closed);
 }
 
+static size_t query_limit(void) {
+    return (size_t)atomic_load_explicit(&cfg.client_query_buffer_limit, memory_order_relaxed);
+}
+
 void client_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
     (void)suggested;
     client *c = h->data;
@@ -142,9 +155,17 @@ void client_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
     }
     size_t want = READ_CHUNK;
     if (c->parser.need > want) want = c->parser.need;
+    /* Room for a large argument, but none past the query-buffer limit: the
+     * byte after it closes the client, so a header announcing 512 MB costs
+     * no more than the limit. */
+    size_t limit = query_limit();
+    size_t room = limit >= c->qlen ? limit - c->qlen + 1 : 1;
+    if (want > room) want = room > READ_CHUNK ? room : READ_CHUNK;
     if (c->qcap - c->qlen < want) {
+        size_t need = c->qlen + want, most = limit + 1 > need ? limit + 1 : need;
         size_t cap = c->qcap ? c->qcap : READ_CHUNK;
-        while (cap - c->qlen < want) cap *= 2;
+        while (cap < need) cap *= 2;
+        if (cap > most) cap = most;
         char *q = realloc(c->qbuf, cap);
         if (q == NULL) {
             buf->base = NULL;
@@ -182,6 +203,36 @@ static void drop_over_limit(client *c) {
     server_log(LOG_WARNING,
                "Client id=%llu addr=%s closed for overcoming of output buffer limits.",
                (unsigned long long)c->id, c->addr);
+    client_close(c);
+}
+
+/* Up to 64 bytes as a quoted string with escapes, as Redis's sdscatrepr. */
+static void repr64(const char *s, size_t len, char *out, size_t outlen) {
+    size_t o = 0;
+    if (len > 64) len = 64;
+    out[o++] = '"';
+    for (size_t i = 0; i < len && o + 6 < outlen; i++) {
+        unsigned char ch = (unsigned char)s[i];
+        const char *esc = ch == '\\' ? "\\\\" : ch == '"' ? "\\\"" : ch == '\n' ? "\\n"
+                        : ch == '\r' ? "\\r" : ch == '\t' ? "\\t" : ch == '\a' ? "\\a"
+                        : ch == '\b' ? "\\b" : NULL;
+        if (esc) o += (size_t)snprintf(out + o, outlen - o, "%s", esc);
+        else if (ch >= 0x20 && ch < 0x7f) out[o++] = (char)ch;
+        else o += (size_t)snprintf(out + o, outlen - o, "\\x%02x", ch);
+    }
+    out[o++] = '"';
+    out[o] = '\0';
+}
+
+static void drop_query_over_limit(client *c) {
+    char info[512], bytes[300];
+    pthread_mutex_lock(&clients_lock);
+    client_info_line(c, info, sizeof(info));
+    pthread_mutex_unlock(&clients_lock);
+    repr64(c->qbuf + c->qpos, c->qlen - c->qpos, bytes, sizeof(bytes));
+    server_log(LOG_WARNING,
+               "Closing client that reached max query buffer length: %s (qbuf initial bytes: %s)",
+               info, bytes);
     client_close(c);
 }
 
@@ -351,6 +402,11 @@ void client_on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf) {
                           atomic_load_explicit(&w->net_in, memory_order_relaxed) + (uint64_t)nread,
                           memory_order_relaxed);
     atomic_store_explicit(&c->last_ms, now_ms(), memory_order_relaxed);
+    /* Checked before anything runs, as Redis: no reply, the request is lost. */
+    if (c->qlen - c->qpos > query_limit()) {
+        drop_query_over_limit(c);
+        return;
+    }
     process_input(c);
     if (c->closing) return;
     atomic_store_explicit(&c->qbuf_used, c->qlen - c->qpos, memory_order_relaxed);

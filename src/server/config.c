@@ -2,6 +2,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -52,10 +53,14 @@ static const cfg_entry table[] = {
     {"maxmemory-policy", T_ENUM, true, &policy_dummy, 0, 0, NULL, policies, NULL, "noeviction"},
     {"maxclients", T_INT, true, &cfg.maxclients, 1, 1000000, NULL, NULL, NULL, "10000"},
     {"timeout", T_INT, true, &cfg.timeout, 0, 1LL << 31, NULL, NULL, NULL, "0"},
-    {"proto-max-bulk-len", T_MEM, true, &cfg.proto_max_bulk_len, 1024 * 1024, 1LL << 40, NULL,
+    /* Ranges and defaults as Redis 7. */
+    {"proto-max-bulk-len", T_MEM, true, &cfg.proto_max_bulk_len, 1024 * 1024, LLONG_MAX, NULL,
      NULL, NULL, "512mb"},
     {"proto-max-multibulk-len", T_INT, true, &cfg.proto_max_multibulk_len, 1, 2147483647LL, NULL,
      NULL, NULL, "8388608"},
+    {"client-query-buffer-limit", T_MEM, true, &cfg.client_query_buffer_limit, 1024 * 1024,
+     LLONG_MAX, NULL, NULL, NULL, "1gb"},
+    {"protected-mode", T_ENUM, true, &cfg.protected_mode, 0, 0, NULL, yesno, NULL, "yes"},
     {"client-output-buffer-limit", T_OBUF, true, NULL, 0, 0, NULL, NULL, NULL,
      "normal 256mb 64mb 60"},
     {"hll-sparse-max-bytes", T_MEM, true, &cfg.hll_sparse_max_bytes, 0, 16000, NULL, NULL, NULL,
@@ -210,6 +215,10 @@ static bool apply_entry(const cfg_entry *c, int argc, const char *const *argv, c
                 atomic_store(c->num, i);
                 return true;
             }
+        }
+        if (c->enums == yesno) {   /* Redis's boolean settings */
+            snprintf(err, errlen, "argument must be 'yes' or 'no'");
+            return false;
         }
         snprintf(err, errlen, "argument(s) must be one of the following: ");
         for (int i = 0; c->enums[i]; i++) {

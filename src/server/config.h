@@ -22,6 +22,8 @@ typedef struct server_config {
     _Atomic long long timeout;
     _Atomic long long proto_max_bulk_len;
     _Atomic long long proto_max_multibulk_len;
+    _Atomic long long client_query_buffer_limit;
+    _Atomic long long protected_mode;  /* 0 no, 1 yes */
     _Atomic long long obuf_hard, obuf_soft, obuf_soft_seconds;
     _Atomic long long hll_sparse_max_bytes;
     _Atomic long long bf_initial_size;

@@ -26,7 +26,7 @@ void dump_reply_chunk(reply *r, const bloomery_image *img, uint64_t i)
 
 uint64_t dump_load_limit(void)
 {
-    uint64_t max = server_maxmemory(), used = ks_used_memory();
+    uint64_t max = ks_mem_limit(server_maxmemory()), used = ks_used_memory();
     if (max == 0) return 0;
     return max > used ? max - used : 1;
 }

@@ -17,7 +17,7 @@
  * writers changing the live bits meanwhile cannot make the pair disagree. */
 void dump_reply_chunk(reply *r, const bloomery_image *img, uint64_t i);
 
-/* Bytes a loader may still allocate under maxmemory (0: no limit). */
+/* Bytes a loader may still allocate under ks_mem_limit (0: no limit). */
 uint64_t dump_load_limit(void);
 
 /* A header for a missing key: a loading object of type `loading` whose image

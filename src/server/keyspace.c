@@ -9,11 +9,15 @@
  */
 #include "keyspace.h"
 
+#include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <xxhash.h>
 
 #include "config.h"
+#include "persist.h"
 #include "util.h"
 
 static ks_stripe stripes[KS_STRIPES];
@@ -274,7 +278,95 @@ void ks_mem_add(int64_t delta) {
     atomic_fetch_add_explicit(&used_memory, (uint64_t)delta, memory_order_relaxed);
 }
 
-bool ks_mem_try_reserve(uint64_t bytes, uint64_t limit) {
+/* A cgroup limit file's value; UINT64_MAX for "max", a missing file or
+ * anything else. */
+static uint64_t read_limit(const char *path) {
+    FILE *f = fopen(path, "re");
+    if (f == NULL) return UINT64_MAX;
+    char buf[64];
+    uint64_t v = UINT64_MAX;
+    if (fgets(buf, sizeof(buf), f) && buf[0] >= '0' && buf[0] <= '9') {
+        char *end;
+        errno = 0;
+        unsigned long long x = strtoull(buf, &end, 10);
+        if (errno == 0 && (*end == '\n' || *end == '\0')) v = x;
+    }
+    fclose(f);
+    return v;
+}
+
+/* The lowest limit from the group at rel (a path in the hierarchy mounted at
+ * mount) up to the mount's root: an ancestor's limit binds its descendants.
+ * Levels missing in this mount namespace are skipped (a container without a
+ * cgroup namespace sees its host's path but has its own group mounted as the
+ * root, which is read last). */
+static uint64_t cgroup_limit(const char *mount, const char *rel, const char *file) {
+    char dir[2048], path[4096];
+    snprintf(dir, sizeof(dir), "%s", rel[0] == '/' ? rel : "/");
+    uint64_t lim = UINT64_MAX;
+    for (;;) {
+        size_t n = strlen(dir);
+        while (n > 1 && dir[n - 1] == '/') dir[--n] = '\0';
+        snprintf(path, sizeof(path), "%s%s/%s", mount, n > 1 ? dir : "", file);
+        uint64_t v = read_limit(path);
+        if (v < lim) lim = v;
+        if (n <= 1) return lim;
+        char *slash = strrchr(dir, '/');
+        slash[slash == dir ? 1 : 0] = '\0';
+    }
+}
+
+static uint64_t machine_memory;
+static pthread_once_t machine_memory_once = PTHREAD_ONCE_INIT;
+
+static void find_machine_memory(void) {
+    long pages = sysconf(_SC_PHYS_PAGES), psize = sysconf(_SC_PAGESIZE);
+    uint64_t lim = pages > 0 && psize > 0 ? (uint64_t)pages * (uint64_t)psize : UINT64_MAX;
+    /* "0::/path" is the process's cgroup v2 group; "N:a,memory,b:/path" its
+     * group in the v1 memory hierarchy. Without the file, the v2 root's
+     * memory.max (a container's own group) is still read. */
+    char line[2048];
+    bool v2 = false;
+    FILE *f = fopen("/proc/self/cgroup", "re");
+    while (f && fgets(line, sizeof(line), f)) {
+        line[strcspn(line, "\n")] = '\0';
+        char *c1 = strchr(line, ':'), *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
+        if (c2 == NULL) continue;
+        *c1 = *c2 = '\0';
+        const char *ctrls = c1 + 1, *rel = c2 + 1;
+        uint64_t v = UINT64_MAX;
+        if (strcmp(line, "0") == 0 && ctrls[0] == '\0') {
+            v2 = true;
+            v = cgroup_limit("/sys/fs/cgroup", rel, "memory.max");
+        } else {
+            char list[256];
+            snprintf(list, sizeof(list), ",%s,", ctrls);
+            if (strstr(list, ",memory,"))
+                v = cgroup_limit("/sys/fs/cgroup/memory", rel, "memory.limit_in_bytes");
+        }
+        if (v < lim) lim = v;
+    }
+    if (f) fclose(f);
+    if (!v2) {
+        uint64_t v = read_limit("/sys/fs/cgroup/memory.max");
+        if (v < lim) lim = v;
+    }
+    machine_memory = lim;
+}
+
+uint64_t ks_machine_memory(void) {
+    pthread_once(&machine_memory_once, find_machine_memory);
+    return machine_memory;
+}
+
+uint64_t ks_mem_limit(uint64_t maxmemory) {
+    if (maxmemory) return maxmemory;
+    if (persist_replaying) return 0;
+    return ks_machine_memory();
+}
+
+bool ks_mem_try_reserve(uint64_t bytes, uint64_t maxmemory) {
+    uint64_t limit = ks_mem_limit(maxmemory);
     uint64_t cur = atomic_load_explicit(&used_memory, memory_order_relaxed);
     for (;;) {
         if (limit && (cur + bytes > limit || cur + bytes < cur)) return false;

@@ -124,8 +124,18 @@ bool kv_obj_may_grow(void *ctx, uint64_t bytes);
 /* Memory accounting: exact bytes of every value plus key and entry overhead. */
 uint64_t ks_used_memory(void);
 void ks_mem_add(int64_t delta);
-/* Reserve bytes if used + bytes stays within limit (0: no limit). */
-bool ks_mem_try_reserve(uint64_t bytes, uint64_t limit);
+/* The limit every reservation is held to: maxmemory when it is set, else the
+ * memory the process can have (ks_machine_memory). Filters are allocated
+ * lazily, so without this a reservation far beyond the machine succeeds and
+ * the server is killed later, when the pages are touched. 0 (no limit) only
+ * while recovery replays the log: what was accepted once is replayed. */
+uint64_t ks_mem_limit(uint64_t maxmemory);
+/* Reserve bytes if used + bytes stays within ks_mem_limit(maxmemory). */
+bool ks_mem_try_reserve(uint64_t bytes, uint64_t maxmemory);
+/* Physical memory (_SC_PHYS_PAGES pages), or less when a cgroup memory
+ * limit (v2 memory.max, v1 memory.limit_in_bytes) of this process or of one
+ * of its ancestors is lower. Read once, at the first call. */
+uint64_t ks_machine_memory(void);
 uint64_t ks_entry_overhead(size_t klen);
 
 /* Counters. */

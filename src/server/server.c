@@ -4,6 +4,7 @@
  *
  * Usage: bloomeryd [config-file] [--name value ...]
  */
+#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <netdb.h>
@@ -73,12 +74,57 @@ static void usage(void) {
 
 /* ---- listening ---- */
 
+/* Redis 7.4's words, byte for byte: clients and runbooks match on them. */
+static const char protected_denied[] =
+    "-DENIED Redis is running in protected mode because protected mode is enabled and no "
+    "password is set for the default user. In this mode connections are only accepted from the "
+    "loopback interface. If you want to connect from external computers to Redis you may adopt "
+    "one of the following solutions: 1) Just disable protected mode sending the command "
+    "'CONFIG SET protected-mode no' from the loopback interface by connecting to Redis from the "
+    "same host the server is running, however MAKE SURE Redis is not publicly accessible from "
+    "internet if you do so. Use CONFIG REWRITE to make this change permanent. 2) Alternatively "
+    "you can just disable the protected mode by editing the Redis configuration file, and "
+    "setting the protected mode option to 'no', and then restarting the server. 3) If you "
+    "started the server manually just for testing, restart it with the '--protected-mode no' "
+    "option. 4) Set up an authentication password for the default user. NOTE: You only need to "
+    "do one of the above things in order for the server to start accepting connections from "
+    "the outside.\r\n";
+
+/* 127.0.0.0/8 and ::1, as Redis's connIsLocal (also ::ffff:127.x, should a
+ * dual-stack socket ever hand one over). */
+static bool peer_is_loopback(const struct sockaddr_storage *ss) {
+    if (ss->ss_family == AF_INET)
+        return (ntohl(((const struct sockaddr_in *)ss)->sin_addr.s_addr) >> 24) == 127;
+    if (ss->ss_family == AF_INET6) {
+        const struct in6_addr *a = &((const struct sockaddr_in6 *)ss)->sin6_addr;
+        return IN6_IS_ADDR_LOOPBACK(a) || (IN6_IS_ADDR_V4MAPPED(a) && a->s6_addr[12] == 127);
+    }
+    return ss->ss_family == AF_UNIX;
+}
+
+/* Protected mode, as Redis 7: with no password, a client from anywhere but
+ * the loopback interface gets the DENIED text and is closed before any of
+ * its requests is read. Like Redis 7 this does not look at bind: a server
+ * bound to 127.0.0.1 alone still denies a local socket that connects from
+ * one of the machine's other addresses. */
+static bool protected_mode_denies(int fd, const struct sockaddr_storage *peer) {
+    if (!atomic_load_explicit(&cfg.protected_mode, memory_order_relaxed) ||
+        config_requirepass_set() || peer_is_loopback(peer))
+        return false;
+    /* Best effort, as Redis: the socket is new, its buffer empty. */
+    ssize_t w = write(fd, protected_denied, sizeof(protected_denied) - 1);
+    (void)w;
+    return true;
+}
+
 static void on_accept(uv_poll_t *p, int status, int events) {
     (void)events;
     if (status < 0) return;
     int lfd = *(int *)p->data;
     for (int i = 0; i < 64; i++) {
-        int fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        struct sockaddr_storage peer;
+        socklen_t plen = sizeof(peer);
+        int fd = accept4(lfd, (struct sockaddr *)&peer, &plen, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0) {
             if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
                 server_log(LOG_WARNING, "Accepting client connection: %s", strerror(errno));
@@ -90,6 +136,11 @@ static void on_accept(uv_poll_t *p, int status, int events) {
             static const char err[] = "-ERR max number of clients reached\r\n";
             ssize_t w = write(fd, err, sizeof(err) - 1);
             (void)w;
+            close(fd);
+            atomic_fetch_add(&srv.rejected_connections, 1);
+            continue;
+        }
+        if (protected_mode_denies(fd, &peer)) {
             close(fd);
             atomic_fetch_add(&srv.rejected_connections, 1);
             continue;
@@ -384,6 +435,12 @@ int main(int argc, char **argv) {
     server_log(LOG_NOTICE, "bloomeryd %s (libbloomery %s, %s kernel) pid=%d, %d worker threads",
                BLOOMERYD_VERSION, BLOOMERY_VERSION_STRING, bf_kernel_name(), (int)getpid(),
                nthreads);
+    if (atomic_load(&cfg.maxmemory) == 0) {
+        char human[32];
+        bytes_human(human, sizeof(human), (unsigned long long)ks_machine_memory());
+        server_log(LOG_NOTICE, "No maxmemory: filters may reserve up to the machine's memory, %s",
+                   human);
+    }
     server_log(LOG_NOTICE, "Ready to accept connections tcp on port %d", srv.listen_port);
 
     uv_run(&main_loop, UV_RUN_DEFAULT);

@@ -91,7 +91,8 @@ static kv_entry *create_filter(client *c, ks_ref *ref, const bf_params *p) {
         }
         if (!ks_mem_try_reserve(bytes + overhead, maxmem)) {
             kv_obj_free(o);
-            reply_oom(c);
+            if (maxmem) reply_oom(c);
+            else reply_error(&c->out, "ERR Insufficient memory to create filter");
             return NULL;
         }
         ks_mem_add(-(int64_t)overhead);
@@ -134,8 +135,11 @@ static kv_entry *create_filter(client *c, ks_ref *ref, const bf_params *p) {
             ks_mem_add(-(int64_t)kv_obj_bytes(o));
             atomic_store(&o->value_bytes, 0);
             kv_obj_free(o);
-            if (rc == BLOOMERY_EREFUSED) reply_oom(c);
-            else if (rc == BLOOMERY_ENOMEM) reply_error(&c->out, "ERR Insufficient memory to create filter");
+            /* Without maxmemory the machine's memory refused it: a failed
+             * allocation, as RedisBloom answers it. */
+            if (rc == BLOOMERY_EREFUSED && maxmem) reply_oom(c);
+            else if (rc == BLOOMERY_ENOMEM || rc == BLOOMERY_EREFUSED)
+                reply_error(&c->out, "ERR Insufficient memory to create filter");
             else reply_error(&c->out, "ERR could not create filter");
             return NULL;
         }
@@ -167,7 +171,7 @@ static void reply_add_results(client *c, const int *res, size_t n) {
     reply_bools(&c->out, res, last >= 0 ? n : n - 1);
     if (last >= 0) return;
     if (last == BLOOMERY_EFULL) reply_error(&c->out, err_full);
-    else if (last == BLOOMERY_EREFUSED) reply_oom(c);
+    else if (last == BLOOMERY_EREFUSED && server_maxmemory()) reply_oom(c);
     else reply_error(&c->out, "ERR problem inserting into filter");
 }
 
@@ -831,9 +835,10 @@ static bool same_shape(const kv_obj *a, const kv_obj *b) {
 
 /* A copy of src for a missing BF.MERGE destination, its bytes counted. */
 static kv_obj *copy_filter(client *c, const kv_obj *src) {
-    uint64_t bytes = kv_obj_bytes(src);
-    if (!ks_mem_try_reserve(bytes, server_maxmemory())) {
-        reply_oom(c);
+    uint64_t bytes = kv_obj_bytes(src), maxmem = server_maxmemory();
+    if (!ks_mem_try_reserve(bytes, maxmem)) {
+        if (maxmem) reply_oom(c);
+        else reply_error(&c->out, "ERR Insufficient memory to create filter");
         return NULL;
     }
     bloomery_object from = {.type = BLOOMERY_TYPE_SCALABLE, .u.any = src->v};

@@ -65,9 +65,10 @@ static kv_entry *create_cf(client *c, ks_ref *ref, uint64_t capacity, const cf_o
         ks_mem_add(-(int64_t)kv_obj_bytes(o));
         atomic_store(&o->value_bytes, 0);
         kv_obj_free(o);
-        if (rc == BLOOMERY_EREFUSED) reply_oom(c);
-        else reply_error(&c->out, rc == BLOOMERY_ENOMEM ? "ERR Insufficient memory"
-                                                         : "Couldn't create Cuckoo Filter");
+        if (rc == BLOOMERY_EREFUSED && server_maxmemory()) reply_oom(c);
+        else reply_error(&c->out, rc == BLOOMERY_ENOMEM || rc == BLOOMERY_EREFUSED
+                                      ? "ERR Insufficient memory to create filter"
+                                      : "Couldn't create Cuckoo Filter");
         return NULL;
     }
     kv_entry *e = ks_add(ref, o);
@@ -129,7 +130,7 @@ static kv_entry *open_read(client *c, ks_ref *ref, bool *bad) {
 static void reply_add_error(client *c, int rc) {
     if (rc == BLOOMERY_ETOOBIG) reply_error(&c->out, "Maximum expansions reached");
     else if (rc == BLOOMERY_EFULL) reply_error(&c->out, "Filter is full");
-    else if (rc == BLOOMERY_EREFUSED) reply_oom(c);
+    else if (rc == BLOOMERY_EREFUSED && server_maxmemory()) reply_oom(c);
     else reply_error(&c->out, "ERR Insufficient memory");
 }
 
@@ -294,8 +295,8 @@ static void insert(client *c, bool nx) {
         uint64_t h = cf_hash(c->argv[items + (int)i], c->argvlen[items + (int)i]);
         int rc = nx ? cf_add_nx_hashed(o->v, h) : cf_add_hashed(o->v, h);
         if (rc == 1) added[k++] = h;
-        if (rc == BLOOMERY_EREFUSED) reply_oom(c);
-        else if (rc == BLOOMERY_ENOMEM) reply_error(r, "ERR Insufficient memory");
+        if (rc == BLOOMERY_EREFUSED && server_maxmemory()) reply_oom(c);
+        else if (rc == BLOOMERY_ENOMEM || rc == BLOOMERY_EREFUSED) reply_error(r, "ERR Insufficient memory");
         else if (nx) reply_int(r, rc < 0 ? -1 : rc);
         else if (r->proto == 3) reply_bool(r, rc == 1);
         else reply_int(r, rc < 0 ? -1 : 1);

@@ -131,10 +131,12 @@ bool window_reserve(client *c) {
     uint64_t total = bytes + ks_entry_overhead(ref.klen);
     kv_obj *o = NULL;
     int64_t now = window_now();
+    uint64_t maxmem = server_maxmemory();
     if (bytes == 0) {
         reply_error(&c->out, "ERR could not create filter");
-    } else if (!ks_mem_try_reserve(total, server_maxmemory())) {
-        reply_oom(c);
+    } else if (!ks_mem_try_reserve(total, maxmem)) {
+        if (maxmem) reply_oom(c);
+        else reply_error(&c->out, "ERR Insufficient memory to create filter");
     } else {
         ks_mem_add(-(int64_t)ks_entry_overhead(ref.klen));
         win_t *w;
