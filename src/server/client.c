@@ -81,7 +81,7 @@ client *client_create(worker *w, int fd) {
     if (getpeername(fd, (struct sockaddr *)&ss, &sl) == 0) format_addr(&ss, c->addr, sizeof(c->addr));
     sl = sizeof(ss);
     if (getsockname(fd, (struct sockaddr *)&ss, &sl) == 0) format_addr(&ss, c->laddr, sizeof(c->laddr));
-    reply_init(&c->out);
+    reply_init(&c->cx.out);
     resp_parser_init(&c->parser);
     c->authenticated = !config_requirepass_set();
     atomic_store(&c->resp, 2);
@@ -108,11 +108,11 @@ client *client_create(worker *w, int fd) {
 static void on_closed(uv_handle_t *h) {
     client *c = h->data;
     resp_parser_free(&c->parser);
-    reply_free(&c->out);
+    reply_free(&c->cx.out);
     free(c->wbuf);
     free(c->qbuf);
-    free(c->argv);
-    free(c->argvlen);
+    free(c->cx.argv);
+    free(c->cx.argvlen);
     free(c->bitems);
     free(c->blens);
     free(c->name);
@@ -179,7 +179,7 @@ void client_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
     buf->len = c->qcap - c->qlen;
 }
 
-static size_t pending_output(client *c) { return c->out.len + (c->writing ? c->wlen : 0); }
+static size_t pending_output(client *c) { return c->cx.out.len + (c->writing ? c->wlen : 0); }
 
 bool client_obuf_over_limit(client *c) {
     size_t used = pending_output(c);
@@ -240,12 +240,12 @@ static bool ensure_argv(client *c, size_t n) {
     if ((size_t)c->argvcap >= n) return true;
     size_t cap = c->argvcap ? (size_t)c->argvcap : 16;
     while (cap < n) cap *= 2;
-    const char **a = realloc(c->argv, cap * sizeof(*a));
+    const char **a = realloc(c->cx.argv, cap * sizeof(*a));
     if (a == NULL) return false;
-    c->argv = a;
-    size_t *l = realloc(c->argvlen, cap * sizeof(*l));
+    c->cx.argv = a;
+    size_t *l = realloc(c->cx.argvlen, cap * sizeof(*l));
     if (l == NULL) return false;
-    c->argvlen = l;
+    c->cx.argvlen = l;
     c->argvcap = (int)cap;
     return true;
 }
@@ -275,7 +275,6 @@ static bool batch_push(client *c, size_t n, const char *item, size_t len) {
  * multibulk requests are looked ahead at: parsing them changes nothing in
  * the buffer, so one that does not fit is simply parsed again. */
 static void run_batch(client *c, const command *cmd, char *start) {
-    bool add = cmd->proc == bfAddCommand;
     const char *key = start + c->parser.argv[1].off;
     size_t klen = c->parser.argv[1].len;
     size_t n = 0;
@@ -316,14 +315,17 @@ static void run_batch(client *c, const command *cmd, char *start) {
         c->qpos += c->parser.pos;
         resp_parser_reset(&c->parser);
     }
-    if (add) {
+    bool write = cmd->flags & CMD_WRITE;
+    if (write) {
         wal_throttle();
         commit_write_begin(c->w);
     }
     int64_t t0 = mono_us();
-    bf_batch(c, add, key, klen, c->bitems, c->blens, n);
-    if (add) commit_write_end(c->w);
+    c->cx.hits = c->cx.misses = 0;
+    cmd->batch(&c->cx, key, klen, c->bitems, c->blens, n);
+    if (write) commit_write_end(c->w);
     c->touched_keys = true;
+    worker_count_hits(c->w, c->cx.hits, c->cx.misses);
     command_account(c, cmd, n, (uint64_t)(mono_us() - t0));
 }
 
@@ -338,7 +340,7 @@ static void process_input(client *c) {
         resp_status st = resp_parse(&c->parser, start, c->qlen - c->qpos, &lim);
         if (st == RESP_AGAIN) break;
         if (st == RESP_ERROR) {
-            reply_errorf(&c->out, "ERR Protocol error: %s", c->parser.error);
+            reply_errorf(&c->cx.out, "ERR Protocol error: %s", c->parser.error);
             server_log(LOG_VERBOSE, "Protocol error (%s) from client id=%llu addr=%s",
                        c->parser.error, (unsigned long long)c->id, c->addr);
             c->close_after_reply = true;
@@ -351,29 +353,31 @@ static void process_input(client *c) {
                 break;
             }
             for (size_t i = 0; i < argc; i++) {
-                c->argv[i] = start + c->parser.argv[i].off;
-                c->argvlen[i] = c->parser.argv[i].len;
+                c->cx.argv[i] = start + c->parser.argv[i].off;
+                c->cx.argvlen[i] = c->parser.argv[i].len;
             }
-            c->argc = (int)argc;
+            c->cx.argc = (int)argc;
             const command *cmd = c->cmd;
             if (argc == 3 && cmd && c->authenticated && !c->parser.inline_req &&
-                (cmd->proc == bfAddCommand || cmd->proc == bfExistsCommand) &&
-                str_eq_ci(c->argv[0], c->argvlen[0], cmd->name) &&
-                !(cmd->proc == bfAddCommand && (server_over_maxmemory() || !wal_write_ok()))) {
-                c->argc = 0;
+                cmd->batch &&
+                str_eq_ci(c->cx.argv[0], c->cx.argvlen[0], cmd->name) &&
+                /* Refusals are the dispatcher's to answer. */
+                !((cmd->flags & CMD_DENYOOM) && server_over_maxmemory()) &&
+                !((cmd->flags & CMD_WRITE) && !wal_write_ok())) {
+                c->cx.argc = 0;
                 run_batch(c, cmd, start);
-                if (c->out.failed || client_obuf_over_limit(c)) {
+                if (c->cx.out.failed || client_obuf_over_limit(c)) {
                     drop_over_limit(c);
                     return;
                 }
                 continue;
             }
             command_dispatch(c);
-            c->argc = 0;
+            c->cx.argc = 0;
         }
         c->qpos += c->parser.pos;
         resp_parser_reset(&c->parser);
-        if (c->out.failed || client_obuf_over_limit(c)) {
+        if (c->cx.out.failed || client_obuf_over_limit(c)) {
             drop_over_limit(c);
             return;
         }
@@ -433,10 +437,10 @@ static void on_written(uv_write_t *req, int status) {
                           memory_order_relaxed);
     /* Keep the written buffer as the next output buffer when that one is
      * still empty: steady pipelines then allocate nothing. */
-    if (c->out.len == 0 && c->out.cap < KEEP_BUFFER) {
-        free(c->out.buf);
-        c->out.buf = c->wbuf;
-        c->out.cap = c->wcap;
+    if (c->cx.out.len == 0 && c->cx.out.cap < KEEP_BUFFER) {
+        free(c->cx.out.buf);
+        c->cx.out.buf = c->wbuf;
+        c->cx.out.cap = c->wcap;
     } else {
         free(c->wbuf);
     }
@@ -447,11 +451,11 @@ static void on_written(uv_write_t *req, int status) {
 
 void client_flush(client *c) {
     if (c->closing || c->writing || c->wal_parked) return;
-    if (c->out.len == 0) {
+    if (c->cx.out.len == 0) {
         if (c->close_after_reply) client_close(c);
         return;
     }
-    uv_buf_t b = uv_buf_init(c->out.buf, (unsigned)c->out.len);
+    uv_buf_t b = uv_buf_init(c->cx.out.buf, (unsigned)c->cx.out.len);
     int n = uv_try_write((uv_stream_t *)&c->tcp, &b, 1);
     if (n == UV_EAGAIN) n = 0;
     if (n < 0) {
@@ -462,22 +466,22 @@ void client_flush(client *c) {
     atomic_store_explicit(&w->net_out,
                           atomic_load_explicit(&w->net_out, memory_order_relaxed) + (uint64_t)n,
                           memory_order_relaxed);
-    if ((size_t)n == c->out.len) {
-        c->out.len = 0;
-        if (c->out.cap > KEEP_BUFFER) reply_free(&c->out);
+    if ((size_t)n == c->cx.out.len) {
+        c->cx.out.len = 0;
+        if (c->cx.out.cap > KEEP_BUFFER) reply_free(&c->cx.out);
         atomic_store_explicit(&c->obuf_used, 0, memory_order_relaxed);
         if (c->close_after_reply) client_close(c);
         return;
     }
     /* The socket is full: the unsent rest becomes the in-flight write and a
      * fresh buffer takes new replies. */
-    size_t rest = c->out.len - (size_t)n;
-    memmove(c->out.buf, c->out.buf + n, rest);
-    c->wbuf = c->out.buf;
-    c->wcap = c->out.cap;
+    size_t rest = c->cx.out.len - (size_t)n;
+    memmove(c->cx.out.buf, c->cx.out.buf + n, rest);
+    c->wbuf = c->cx.out.buf;
+    c->wcap = c->cx.out.cap;
     c->wlen = rest;
-    c->out.buf = NULL;
-    c->out.len = c->out.cap = 0;
+    c->cx.out.buf = NULL;
+    c->cx.out.len = c->cx.out.cap = 0;
     c->writing = true;
     c->wreq.data = c;
     uv_buf_t wb = uv_buf_init(c->wbuf, (unsigned)rest);

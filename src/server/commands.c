@@ -24,75 +24,75 @@
 
 static command table[] = {
     /* connection and server */
-    {"ping", pingCommand, -1, F, 0, 0, 0, "connection", 0, false},
-    {"echo", echoCommand, 2, F, 0, 0, 0, "connection", 0, false},
-    {"hello", helloCommand, -1, F | N, 0, 0, 0, "connection", 0, false},
-    {"auth", authCommand, -2, F | N, 0, 0, 0, "connection", 0, false},
-    {"select", selectCommand, 2, F, 0, 0, 0, "connection", 0, false},
-    {"quit", quitCommand, -1, F | N, 0, 0, 0, "connection", 0, false},
-    {"client", clientCommand, -2, 0, 0, 0, 0, "connection", 0, false},
-    {"dbsize", dbsizeCommand, 1, R | F, 0, 0, 0, "server", 0, false},
-    {"shutdown", shutdownCommand, -1, A, 0, 0, 0, "server", 0, false},
-    {"info", infoCommand, -1, 0, 0, 0, 0, "server", 0, false},
-    {"command", commandCommand, -1, 0, 0, 0, 0, "server", 0, false},
-    {"config", configCommand, -2, A, 0, 0, 0, "server", 0, false},
-    {"memory", memoryCommand, -2, R, 2, 2, 1, "server", 0, false},
-    {"time", timeCommand, 1, F, 0, 0, 0, "server", 0, false},
-    {"flushall", flushallCommand, -1, W, 0, 0, 0, "server", 0, false},
-    {"flushdb", flushallCommand, -1, W, 0, 0, 0, "server", 0, false},
-    {"lastsave", lastsaveCommand, 1, F, 0, 0, 0, "server", 0, false},
-    {"save", saveCommand, 1, A, 0, 0, 0, "server", 0, false},
-    {"bgsave", bgsaveCommand, -1, A, 0, 0, 0, "server", 0, false},
-    {"bgrewriteaof", bgrewriteaofCommand, 1, A, 0, 0, 0, "server", 0, false},
+    {"ping", pingCommand, -1, F, 0, 0, 0, "connection", 0, false, NULL},
+    {"echo", echoCommand, 2, F, 0, 0, 0, "connection", 0, false, NULL},
+    {"hello", helloCommand, -1, F | N, 0, 0, 0, "connection", 0, false, NULL},
+    {"auth", authCommand, -2, F | N, 0, 0, 0, "connection", 0, false, NULL},
+    {"select", selectCommand, 2, F, 0, 0, 0, "connection", 0, false, NULL},
+    {"quit", quitCommand, -1, F | N, 0, 0, 0, "connection", 0, false, NULL},
+    {"client", clientCommand, -2, 0, 0, 0, 0, "connection", 0, false, NULL},
+    {"dbsize", dbsizeCommand, 1, R | F, 0, 0, 0, "server", 0, false, NULL},
+    {"shutdown", shutdownCommand, -1, A, 0, 0, 0, "server", 0, false, NULL},
+    {"info", infoCommand, -1, 0, 0, 0, 0, "server", 0, false, NULL},
+    {"command", commandCommand, -1, 0, 0, 0, 0, "server", 0, false, NULL},
+    {"config", configCommand, -2, A, 0, 0, 0, "server", 0, false, NULL},
+    {"memory", memoryCommand, -2, R, 2, 2, 1, "server", 0, false, NULL},
+    {"time", timeCommand, 1, F, 0, 0, 0, "server", 0, false, NULL},
+    {"flushall", flushallCommand, -1, W, 0, 0, 0, "server", 0, false, NULL},
+    {"flushdb", flushallCommand, -1, W, 0, 0, 0, "server", 0, false, NULL},
+    {"lastsave", lastsaveCommand, 1, F, 0, 0, 0, "server", 0, false, NULL},
+    {"save", saveCommand, 1, A, 0, 0, 0, "server", 0, false, NULL},
+    {"bgsave", bgsaveCommand, -1, A, 0, 0, 0, "server", 0, false, NULL},
+    {"bgrewriteaof", bgrewriteaofCommand, 1, A, 0, 0, 0, "server", 0, false, NULL},
     /* keyspace */
-    {"del", delCommand, -2, W, 1, -1, 1, "generic", 0, false},
-    {"unlink", delCommand, -2, W | F, 1, -1, 1, "generic", 0, false},
-    {"exists", existsCommand, -2, R | F, 1, -1, 1, "generic", 0, false},
-    {"type", typeCommand, 2, R | F, 1, 1, 1, "generic", 0, false},
-    {"keys", keysCommand, 2, R, 0, 0, 0, "generic", 0, false},
-    {"scan", scanCommand, -2, R, 0, 0, 0, "generic", 0, false},
-    {"randomkey", randomkeyCommand, 1, R, 0, 0, 0, "generic", 0, false},
-    {"rename", renameCommand, 3, W, 1, 2, 1, "generic", 0, false},
-    {"renamenx", renamenxCommand, 3, W | F, 1, 2, 1, "generic", 0, false},
-    {"expire", expireCommand, -3, W | F, 1, 1, 1, "generic", 0, false},
-    {"pexpire", pexpireCommand, -3, W | F, 1, 1, 1, "generic", 0, false},
-    {"expireat", expireatCommand, -3, W | F, 1, 1, 1, "generic", 0, false},
-    {"pexpireat", pexpireatCommand, -3, W | F, 1, 1, 1, "generic", 0, false},
-    {"ttl", ttlCommand, 2, R | F, 1, 1, 1, "generic", 0, false},
-    {"pttl", pttlCommand, 2, R | F, 1, 1, 1, "generic", 0, false},
-    {"expiretime", expiretimeCommand, 2, R | F, 1, 1, 1, "generic", 0, false},
-    {"pexpiretime", pexpiretimeCommand, 2, R | F, 1, 1, 1, "generic", 0, false},
-    {"persist", persistCommand, 2, W | F, 1, 1, 1, "generic", 0, false},
+    {"del", delCommand, -2, W, 1, -1, 1, "generic", 0, false, NULL},
+    {"unlink", delCommand, -2, W | F, 1, -1, 1, "generic", 0, false, NULL},
+    {"exists", existsCommand, -2, R | F, 1, -1, 1, "generic", 0, false, NULL},
+    {"type", typeCommand, 2, R | F, 1, 1, 1, "generic", 0, false, NULL},
+    {"keys", keysCommand, 2, R, 0, 0, 0, "generic", 0, false, NULL},
+    {"scan", scanCommand, -2, R, 0, 0, 0, "generic", 0, false, NULL},
+    {"randomkey", randomkeyCommand, 1, R, 0, 0, 0, "generic", 0, false, NULL},
+    {"rename", renameCommand, 3, W, 1, 2, 1, "generic", 0, false, NULL},
+    {"renamenx", renamenxCommand, 3, W | F, 1, 2, 1, "generic", 0, false, NULL},
+    {"expire", expireCommand, -3, W | F, 1, 1, 1, "generic", 0, false, NULL},
+    {"pexpire", pexpireCommand, -3, W | F, 1, 1, 1, "generic", 0, false, NULL},
+    {"expireat", expireatCommand, -3, W | F, 1, 1, 1, "generic", 0, false, NULL},
+    {"pexpireat", pexpireatCommand, -3, W | F, 1, 1, 1, "generic", 0, false, NULL},
+    {"ttl", ttlCommand, 2, R | F, 1, 1, 1, "generic", 0, false, NULL},
+    {"pttl", pttlCommand, 2, R | F, 1, 1, 1, "generic", 0, false, NULL},
+    {"expiretime", expiretimeCommand, 2, R | F, 1, 1, 1, "generic", 0, false, NULL},
+    {"pexpiretime", pexpiretimeCommand, 2, R | F, 1, 1, 1, "generic", 0, false, NULL},
+    {"persist", persistCommand, 2, W | F, 1, 1, 1, "generic", 0, false, NULL},
     /* Bloom: RedisBloom checks arity in its handlers; so do we, with -2. */
-    {"bf.reserve", bfReserveCommand, -2, W | M, 1, 1, 1, "bloom", 0, false},
-    {"bf.add", bfAddCommand, -2, W | M, 1, 1, 1, "bloom", 0, false},
-    {"bf.madd", bfMaddCommand, -2, W | M, 1, 1, 1, "bloom", 0, false},
-    {"bf.exists", bfExistsCommand, -2, R | F, 1, 1, 1, "bloom", 0, false},
-    {"bf.mexists", bfMexistsCommand, -2, R | F, 1, 1, 1, "bloom", 0, false},
-    {"bf.insert", bfInsertCommand, -2, W | M, 1, 1, 1, "bloom", 0, false},
-    {"bf.info", bfInfoCommand, -2, R | F, 1, 1, 1, "bloom", 0, false},
-    {"bf.card", bfCardCommand, -2, R | F, 1, 1, 1, "bloom", 0, false},
-    {"bf.scandump", bfScandumpCommand, -2, R | F, 1, 1, 1, "bloom", 0, false},
-    {"bf.loadchunk", bfLoadchunkCommand, -2, W | M, 1, 1, 1, "bloom", 0, false},
-    {"bf.debug", bfDebugCommand, -2, R | F, 1, 1, 1, "bloom", 0, false},
-    {"bf.del", bfDelCommand, 3, W | F, 1, 1, 1, "bloom", 0, false},
-    {"bf.merge", bfMergeCommand, -3, W | M, 1, -1, 1, "bloom", 0, false},
-    {"cf.reserve", cfReserveCommand, -2, W | M, 1, 1, 1, "cuckoo", 0, false},
-    {"cf.add", cfAddCommand, -2, W | M | F, 1, 1, 1, "cuckoo", 0, false},
-    {"cf.addnx", cfAddnxCommand, -2, W | M | F, 1, 1, 1, "cuckoo", 0, false},
-    {"cf.insert", cfInsertCommand, -2, W | M, 1, 1, 1, "cuckoo", 0, false},
-    {"cf.insertnx", cfInsertnxCommand, -2, W | M, 1, 1, 1, "cuckoo", 0, false},
-    {"cf.exists", cfExistsCommand, -2, R | F, 1, 1, 1, "cuckoo", 0, false},
-    {"cf.mexists", cfMexistsCommand, -2, R | F, 1, 1, 1, "cuckoo", 0, false},
-    {"cf.del", cfDelCommand, -2, W | F, 1, 1, 1, "cuckoo", 0, false},
-    {"cf.count", cfCountCommand, -2, R | F, 1, 1, 1, "cuckoo", 0, false},
-    {"cf.info", cfInfoCommand, -2, R | F, 1, 1, 1, "cuckoo", 0, false},
-    {"cf.scandump", cfScandumpCommand, -2, R, 1, 1, 1, "cuckoo", 0, false},
-    {"cf.loadchunk", cfLoadchunkCommand, -2, W | M, 1, 1, 1, "cuckoo", 0, false},
+    {"bf.reserve", bfReserveCommand, -2, W | M, 1, 1, 1, "bloom", 0, false, NULL},
+    {"bf.add", bfAddCommand, -2, W | M, 1, 1, 1, "bloom", 0, false, bfAddBatch},
+    {"bf.madd", bfMaddCommand, -2, W | M, 1, 1, 1, "bloom", 0, false, NULL},
+    {"bf.exists", bfExistsCommand, -2, R | F, 1, 1, 1, "bloom", 0, false, bfExistsBatch},
+    {"bf.mexists", bfMexistsCommand, -2, R | F, 1, 1, 1, "bloom", 0, false, NULL},
+    {"bf.insert", bfInsertCommand, -2, W | M, 1, 1, 1, "bloom", 0, false, NULL},
+    {"bf.info", bfInfoCommand, -2, R | F, 1, 1, 1, "bloom", 0, false, NULL},
+    {"bf.card", bfCardCommand, -2, R | F, 1, 1, 1, "bloom", 0, false, NULL},
+    {"bf.scandump", bfScandumpCommand, -2, R | F, 1, 1, 1, "bloom", 0, false, NULL},
+    {"bf.loadchunk", bfLoadchunkCommand, -2, W | M, 1, 1, 1, "bloom", 0, false, NULL},
+    {"bf.debug", bfDebugCommand, -2, R | F, 1, 1, 1, "bloom", 0, false, NULL},
+    {"bf.del", bfDelCommand, 3, W | F, 1, 1, 1, "bloom", 0, false, NULL},
+    {"bf.merge", bfMergeCommand, -3, W | M, 1, -1, 1, "bloom", 0, false, NULL},
+    {"cf.reserve", cfReserveCommand, -2, W | M, 1, 1, 1, "cuckoo", 0, false, NULL},
+    {"cf.add", cfAddCommand, -2, W | M | F, 1, 1, 1, "cuckoo", 0, false, NULL},
+    {"cf.addnx", cfAddnxCommand, -2, W | M | F, 1, 1, 1, "cuckoo", 0, false, NULL},
+    {"cf.insert", cfInsertCommand, -2, W | M, 1, 1, 1, "cuckoo", 0, false, NULL},
+    {"cf.insertnx", cfInsertnxCommand, -2, W | M, 1, 1, 1, "cuckoo", 0, false, NULL},
+    {"cf.exists", cfExistsCommand, -2, R | F, 1, 1, 1, "cuckoo", 0, false, NULL},
+    {"cf.mexists", cfMexistsCommand, -2, R | F, 1, 1, 1, "cuckoo", 0, false, NULL},
+    {"cf.del", cfDelCommand, -2, W | F, 1, 1, 1, "cuckoo", 0, false, NULL},
+    {"cf.count", cfCountCommand, -2, R | F, 1, 1, 1, "cuckoo", 0, false, NULL},
+    {"cf.info", cfInfoCommand, -2, R | F, 1, 1, 1, "cuckoo", 0, false, NULL},
+    {"cf.scandump", cfScandumpCommand, -2, R, 1, 1, 1, "cuckoo", 0, false, NULL},
+    {"cf.loadchunk", cfLoadchunkCommand, -2, W | M, 1, 1, 1, "cuckoo", 0, false, NULL},
     /* HyperLogLog */
-    {"pfadd", pfaddCommand, -2, W | M | F, 1, 1, 1, "hyperloglog", 0, false},
-    {"pfcount", pfcountCommand, -2, R, 1, -1, 1, "hyperloglog", 0, false},
-    {"pfmerge", pfmergeCommand, -2, W | M, 1, -1, 1, "hyperloglog", 0, false},
+    {"pfadd", pfaddCommand, -2, W | M | F, 1, 1, 1, "hyperloglog", 0, false, NULL},
+    {"pfcount", pfcountCommand, -2, R, 1, -1, 1, "hyperloglog", 0, false, NULL},
+    {"pfmerge", pfmergeCommand, -2, W | M, 1, -1, 1, "hyperloglog", 0, false, NULL},
 };
 #define NCOMMANDS (sizeof(table) / sizeof(table[0]))
 
@@ -147,11 +147,11 @@ static void reply_unknown(client *c) {
     char args[256];
     size_t used = 0;
     args[0] = '\0';
-    for (int i = 1; i < c->argc && used < 128; i++) {
+    for (int i = 1; i < c->cx.argc && used < 128; i++) {
         int room = 128 - (int)used;
         int n = snprintf(args + used, sizeof(args) - used, "'%.*s' ",
-                         (int)(c->argvlen[i] < (size_t)room ? c->argvlen[i] : (size_t)room),
-                         c->argv[i]);
+                         (int)(c->cx.argvlen[i] < (size_t)room ? c->cx.argvlen[i] : (size_t)room),
+                         c->cx.argv[i]);
         if (n < 0) break;
         used += (size_t)n;
         if (used >= sizeof(args)) {
@@ -159,16 +159,16 @@ static void reply_unknown(client *c) {
             break;
         }
     }
-    reply_errorf(&c->out, "ERR unknown command '%.*s', with args beginning with: %s",
-                 (int)(c->argvlen[0] < 128 ? c->argvlen[0] : 128), c->argv[0], args);
+    reply_errorf(&c->cx.out, "ERR unknown command '%.*s', with args beginning with: %s",
+                 (int)(c->cx.argvlen[0] < 128 ? c->cx.argvlen[0] : 128), c->cx.argv[0], args);
 }
 
 void command_dispatch(client *c) {
     worker *w = c->w;
     const command *cmd = c->cmd;
     /* Pipelines repeat one command: try the previous one first. */
-    if (cmd == NULL || !str_eq_ci(c->argv[0], c->argvlen[0], cmd->name))
-        cmd = command_lookup(c->argv[0], c->argvlen[0]);
+    if (cmd == NULL || !str_eq_ci(c->cx.argv[0], c->cx.argvlen[0], cmd->name))
+        cmd = command_lookup(c->cx.argv[0], c->cx.argvlen[0]);
     stat_add(&w->commands, 1);
     if (cmd == NULL) {
         reply_unknown(c);
@@ -177,20 +177,20 @@ void command_dispatch(client *c) {
     }
     c->cmd = cmd;
     cmd_stat *st = &w->stats[cmd->id];
-    if ((cmd->arity > 0 && c->argc != cmd->arity) || c->argc < -cmd->arity) {
-        reply_wrong_arity(&c->out, cmd->name);
+    if ((cmd->arity > 0 && c->cx.argc != cmd->arity) || c->cx.argc < -cmd->arity) {
+        reply_wrong_arity(&c->cx.out, cmd->name);
         stat_add(&st->rejected, 1);
         stat_add(&w->errors, 1);
         return;
     }
     if (!c->authenticated && !(cmd->flags & CMD_NOAUTH)) {
-        reply_error(&c->out, "NOAUTH Authentication required.");
+        reply_error(&c->cx.out, "NOAUTH Authentication required.");
         stat_add(&st->rejected, 1);
         stat_add(&w->errors, 1);
         return;
     }
     if ((cmd->flags & CMD_DENYOOM) && server_over_maxmemory()) {
-        reply_oom(c);
+        reply_oom(&c->cx);
         stat_add(&st->rejected, 1);
         stat_add(&w->errors, 1);
         return;
@@ -198,30 +198,37 @@ void command_dispatch(client *c) {
     /* As Redis after an AOF write error: writes (and PING) are refused
      * until the log can be written again. */
     if (((cmd->flags & CMD_WRITE) || cmd->proc == pingCommand) && !wal_write_ok()) {
-        reply_errorf(&c->out, "MISCONF Errors writing to the AOF file: %s",
+        reply_errorf(&c->cx.out, "MISCONF Errors writing to the AOF file: %s",
                      strerror(wal_last_errno()));
         stat_add(&st->rejected, 1);
         stat_add(&w->errors, 1);
         return;
     }
     atomic_store_explicit(&c->lastcmd, cmd->name, memory_order_relaxed);
-    size_t before = c->out.len;
+    uint64_t errors = c->cx.out.errors;
+    c->cx.hits = c->cx.misses = 0;
     bool write = cmd->flags & CMD_WRITE;
     if (write) {
         wal_throttle();   /* before any key lock is taken */
         commit_write_begin(w);
     }
     int64_t t0 = mono_us();
-    cmd->proc(c);
+    cmd->proc(&c->cx);
     int64_t dt = mono_us() - t0;
     if (write) commit_write_end(w);
     c->touched_keys |= cmd->touches_keys;
     stat_add(&st->calls, 1);
     stat_add(&st->usec, (uint64_t)dt);
-    if (c->out.len > before && c->out.buf[before] == '-') {
+    worker_count_hits(w, c->cx.hits, c->cx.misses);
+    if (c->cx.out.errors > errors) {
         stat_add(&st->failed, 1);
         stat_add(&w->errors, 1);
     }
+}
+
+void worker_count_hits(worker *w, uint64_t hits, uint64_t misses) {
+    if (hits) stat_add(&w->hits, hits);
+    if (misses) stat_add(&w->misses, misses);
 }
 
 void command_account(client *c, const command *cmd, uint64_t n, uint64_t usec) {
@@ -234,24 +241,24 @@ void command_account(client *c, const command *cmd, uint64_t n, uint64_t usec) {
 
 /* ---- shared reply helpers ---- */
 
-bool arg_eq(client *c, int i, const char *lit) {
+bool arg_eq(cmd_ctx *c, int i, const char *lit) {
     return i < c->argc && str_eq_ci(c->argv[i], c->argvlen[i], lit);
 }
 
-bool arg_ll(client *c, int i, long long *v) {
+bool arg_ll(cmd_ctx *c, int i, long long *v) {
     if (str_to_ll(c->argv[i], c->argvlen[i], v)) return true;
     reply_not_integer(c);
     return false;
 }
 
-void reply_syntax_error(client *c) { reply_error(&c->out, "ERR syntax error"); }
-void reply_not_integer(client *c) {
+void reply_syntax_error(cmd_ctx *c) { reply_error(&c->out, "ERR syntax error"); }
+void reply_not_integer(cmd_ctx *c) {
     reply_error(&c->out, "ERR value is not an integer or out of range");
 }
-void reply_wrongtype(client *c) {
+void reply_wrongtype(cmd_ctx *c) {
     reply_error(&c->out, "WRONGTYPE Operation against a key holding the wrong kind of value");
 }
-void reply_oom(client *c) {
+void reply_oom(cmd_ctx *c) {
     reply_error(&c->out, "OOM command not allowed when used memory > 'maxmemory'.");
 }
 
@@ -264,17 +271,10 @@ bool server_over_maxmemory(void) {
     return max && ks_used_memory() > max;
 }
 
-void server_count_hit(client *c, bool hit) {
-    stat_add(hit ? &c->w->hits : &c->w->misses, 1);
-}
-
-void server_count_hits(client *c, bool hit, uint64_t n) {
-    stat_add(hit ? &c->w->hits : &c->w->misses, n);
-}
 
 /* ---- COMMAND ---- */
 
-static void reply_flags(client *c, const command *cmd) {
+static void reply_flags(cmd_ctx *c, const command *cmd) {
     const char *names[8];
     int n = 0;
     if (cmd->flags & CMD_WRITE) names[n++] = "write";
@@ -287,7 +287,7 @@ static void reply_flags(client *c, const command *cmd) {
     for (int i = 0; i < n; i++) reply_simple(&c->out, names[i]);
 }
 
-static void reply_command_info(client *c, const command *cmd) {
+static void reply_command_info(cmd_ctx *c, const command *cmd) {
     if (cmd == NULL) {
         reply_null(&c->out);
         return;
@@ -308,7 +308,7 @@ static void reply_command_info(client *c, const command *cmd) {
     reply_array(&c->out, 0);  /* subcommands */
 }
 
-static void reply_command_doc(client *c, const command *cmd) {
+static void reply_command_doc(cmd_ctx *c, const command *cmd) {
     reply_bulk_str(&c->out, cmd->name);
     reply_map(&c->out, 3);
     reply_bulk_str(&c->out, "summary");
@@ -319,7 +319,7 @@ static void reply_command_doc(client *c, const command *cmd) {
     reply_bulk_str(&c->out, cmd->group);
 }
 
-void commandCommand(client *c) {
+void commandCommand(cmd_ctx *c) {
     if (c->argc == 1) {
         reply_array(&c->out, (long long)NCOMMANDS);
         for (size_t i = 0; i < NCOMMANDS; i++) reply_command_info(c, &table[i]);

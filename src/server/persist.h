@@ -61,8 +61,9 @@ uint64_t wal_next_lsn(void);
 /* Start a new log file at the next LSN; returns that LSN. Called by a
  * snapshot's capture with every stripe locked. */
 uint64_t wal_rotate(void);
-/* Wait until the rotation to first_lsn is on disk. */
-void wal_wait_rotated(uint64_t first_lsn);
+/* Wait until the rotation to first_lsn is on disk; false when it will not
+ * happen (log write error, closing). */
+bool wal_wait_rotated(uint64_t first_lsn);
 /* Delete log files that hold only records below lsn. */
 void wal_delete_below(uint64_t lsn);
 uint64_t wal_durable_lsn(void);
@@ -140,8 +141,6 @@ bool persist_start(const char *dir, char *err, size_t errlen);
 void persist_stop(void);
 /* SHUTDOWN's choice: -1 NOSAVE, 0 as configured, 1 SAVE. */
 extern _Atomic int persist_shutdown_save;
-void bgsaveCommand(struct client *c);
-void bgrewriteaofCommand(struct client *c);
 /* From the server cron: the save schedule. */
 void persist_cron(void);
 /* INFO's Persistence section body. */

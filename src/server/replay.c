@@ -45,24 +45,17 @@ static void drop_key(const uint8_t *key, size_t klen) {
     ks_close(&ref);
 }
 
-/* Run a command through its handler on a private client. */
+/* Run a command through its handler on a private context. */
 static bool run_command(int argc, const char **argv, size_t *lens, char *why, size_t whylen) {
-    static worker nobody;
     const command *cmd = command_lookup(argv[0], lens[0]);
     if (cmd == NULL) {
         snprintf(why, whylen, "no command %s", argv[0]);
         return false;
     }
-    client c;
-    memset(&c, 0, sizeof(c));
-    c.w = &nobody;
-    c.authenticated = true;
+    cmd_ctx c = {.argc = argc, .argv = argv, .argvlen = lens};
     reply_init(&c.out);
-    c.argc = argc;
-    c.argv = argv;
-    c.argvlen = lens;
     cmd->proc(&c);
-    bool ok = c.out.len > 0 && c.out.buf[0] != '-';
+    bool ok = c.out.errors == 0;
     if (!ok)
         snprintf(why, whylen, "%s answered %.*s", argv[0],
                  (int)(c.out.len > 2 ? (c.out.len - 2 < 200 ? c.out.len - 2 : 200) : 0), c.out.buf);

@@ -27,6 +27,7 @@
 #include <stdint.h>
 #include <uv.h>
 
+#include "cmd.h"
 #include "config.h"
 #include "keyspace.h"
 #include "reply.h"
@@ -39,6 +40,7 @@ struct worker;
 struct command;
 
 typedef struct client {
+    cmd_ctx cx;                /* first: client_of() */
     uint64_t id;
     struct worker *w;
     uv_tcp_t tcp;
@@ -50,10 +52,7 @@ typedef struct client {
     size_t qlen, qpos, qcap;
     resp_parser parser;
 
-    /* The command being run. argv points into qbuf. */
-    int argc;
-    const char **argv;
-    size_t *argvlen;
+    /* The command being run (cx.argv points into qbuf) and the last one. */
     int argvcap;
     const struct command *cmd;
 
@@ -62,9 +61,8 @@ typedef struct client {
     size_t *blens;
     size_t bcap;
 
-    /* Output: replies accumulate in out; while a write is in flight its bytes
-     * live in wbuf. */
-    reply out;
+    /* Output: replies accumulate in cx.out; while a write is in flight its
+     * bytes live in wbuf. */
     char *wbuf;
     size_t wlen, wcap;
     uv_write_t wreq;
@@ -133,6 +131,10 @@ typedef struct server_state {
 
 extern server_state srv;
 
+/* The client running a command: connection commands (AUTH, HELLO, CLIENT,
+ * QUIT) are bloomeryd's own and reach their connection through this. */
+static inline client *client_of(cmd_ctx *x) { return (client *)(void *)x; }
+
 /* Client registry for CLIENT LIST / KILL across workers. */
 extern pthread_mutex_t clients_lock;
 extern client *all_clients;
@@ -154,135 +156,14 @@ void client_cron(client *c, int64_t now);
 void client_info_line(client *c, char *out, size_t outlen);
 bool client_obuf_over_limit(client *c);
 
-/* ---- commands.c ---- */
-#define CMD_WRITE    (1u << 0)
-#define CMD_READONLY (1u << 1)
-#define CMD_DENYOOM  (1u << 2)
-#define CMD_FAST     (1u << 3)
-#define CMD_NOAUTH   (1u << 4)   /* allowed before AUTH */
-#define CMD_ADMIN    (1u << 5)
-
-typedef void (*command_proc)(client *c);
-
-typedef struct command {
-    const char *name;            /* lowercase */
-    command_proc proc;
-    int arity;                   /* Redis convention: -n means at least n */
-    unsigned flags;
-    int first_key, last_key, key_step;
-    const char *group;
-    int id;
-    bool touches_keys;           /* replies wait for the log (commit.c) */
-} command;
-
-void commands_init(void);
-void commands_free(void);
-const command *command_lookup(const char *name, size_t len);
-size_t commands_count(void);
-const command *command_at(size_t i);
+/* ---- commands.c: bloomeryd's side of the command table ---- */
 void command_dispatch(client *c);
 /* Account n calls of cmd that took usec in total (batched execution). */
 void command_account(client *c, const command *cmd, uint64_t n, uint64_t usec);
-
-/* ---- helpers for command handlers ---- */
-bool arg_eq(client *c, int i, const char *lit);
-bool arg_ll(client *c, int i, long long *v);    /* replies on error */
-void reply_syntax_error(client *c);
-void reply_not_integer(client *c);
-void reply_wrongtype(client *c);
-void reply_oom(client *c);
-/* maxmemory in bytes (0: none). */
-uint64_t server_maxmemory(void);
-bool server_over_maxmemory(void);
-void server_count_hit(client *c, bool hit);
-void server_count_hits(client *c, bool hit, uint64_t n);   /* n lookups at once */
+/* Fold a command's keyspace hits and misses into its worker's stats. */
+void worker_count_hits(worker *w, uint64_t hits, uint64_t misses);
 
 /* ---- logging ---- */
 void server_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
-/* ---- commands, by file ---- */
-void pingCommand(client *c);
-void echoCommand(client *c);
-void helloCommand(client *c);
-void authCommand(client *c);
-void selectCommand(client *c);
-void dbsizeCommand(client *c);
-void quitCommand(client *c);
-void shutdownCommand(client *c);
-void infoCommand(client *c);
-void commandCommand(client *c);
-void clientCommand(client *c);
-void configCommand(client *c);
-void memoryCommand(client *c);
-void timeCommand(client *c);
-void flushallCommand(client *c);
-void lastsaveCommand(client *c);
-void saveCommand(client *c);
-
-void delCommand(client *c);
-void existsCommand(client *c);
-void typeCommand(client *c);
-void keysCommand(client *c);
-void scanCommand(client *c);
-void renameCommand(client *c);
-void renamenxCommand(client *c);
-void expireCommand(client *c);
-void pexpireCommand(client *c);
-void expireatCommand(client *c);
-void pexpireatCommand(client *c);
-void ttlCommand(client *c);
-void pttlCommand(client *c);
-void expiretimeCommand(client *c);
-void pexpiretimeCommand(client *c);
-void persistCommand(client *c);
-void randomkeyCommand(client *c);
-
-void bfReserveCommand(client *c);
-void bfAddCommand(client *c);
-void bfMaddCommand(client *c);
-void bfExistsCommand(client *c);
-void bfMexistsCommand(client *c);
-void bfInsertCommand(client *c);
-void bfInfoCommand(client *c);
-void bfCardCommand(client *c);
-void bfScandumpCommand(client *c);
-void bfLoadchunkCommand(client *c);
-void bfDelCommand(client *c);
-void bfMergeCommand(client *c);
-void bfDebugCommand(client *c);
-/* n pipelined "BF.ADD key item" (add) or "BF.EXISTS key item" requests on
- * one key, answered exactly as n separate commands would be. */
-void bf_batch(client *c, bool add, const char *key, size_t klen, const char **items,
-              const size_t *lens, size_t n);
-
-/* t_window.c: windowed filters behind BF.* (t_bloom.c dispatches). */
-bool window_reserve(client *c);   /* BF.RESERVE with WINDOW/SLICES: handled */
-/* With ref shared-locked on window entry e: perform due rotations (under an
- * exclusive lock taken meanwhile) and return the entry to add to, *now the
- * clock to add at; NULL after replying. ref stays locked either way. */
-kv_entry *window_open_for_add(client *c, ks_ref *ref, kv_entry *e, int64_t *now);
-void window_add_items(client *c, const char *key, size_t klen, kv_obj *o, int64_t now,
-                      const char **items, const size_t *lens, size_t n, bool multi);
-/* n booleans, no array header. */
-void window_check_items(client *c, kv_obj *o, const char **items, const size_t *lens, size_t n);
-/* BF.INFO (card false) or BF.CARD on a window key: true when answered. */
-bool window_info(client *c, bool card);
-
-void cfReserveCommand(client *c);
-void cfAddCommand(client *c);
-void cfAddnxCommand(client *c);
-void cfInsertCommand(client *c);
-void cfInsertnxCommand(client *c);
-void cfExistsCommand(client *c);
-void cfMexistsCommand(client *c);
-void cfDelCommand(client *c);
-void cfCountCommand(client *c);
-void cfInfoCommand(client *c);
-void cfScandumpCommand(client *c);
-void cfLoadchunkCommand(client *c);
-
-void pfaddCommand(client *c);
-void pfcountCommand(client *c);
-void pfmergeCommand(client *c);
 
 #endif

@@ -558,9 +558,8 @@ static void finish(snapshot *s, int64_t t0) {
     if (ok) {
         /* Only once the new index is durable: older state goes. Log files
          * below L0 go after the rotation reached the disk. */
-        wal_wait_rotated(s->start_lsn);
         collect_garbage(s);
-        wal_delete_below(s->start_lsn);
+        if (wal_wait_rotated(s->start_lsn)) wal_delete_below(s->start_lsn);
         atomic_fetch_sub(&persist_dirty, s->dirty);
     }
     int64_t ms = (mono_us() - t0) / 1000;

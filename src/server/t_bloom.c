@@ -44,9 +44,6 @@ static const char *err_full = "ERR non scaling filter is full";
 static const char *err_loading = "ERR filter is still being loaded with BF.LOADCHUNK";
 
 
-/* Windows (t_window.c): the clock open_for_add checked rotation at, for the
- * add that follows. */
-static _Thread_local int64_t window_add_now;
 
 static bool is_bloom(const kv_obj *o) {
     return o->type == &bloom_type || o->type == &counting_type || o->type == &bf_loading_type;
@@ -74,7 +71,7 @@ static void default_params(bf_params *p) {
 
 /* Create the filter for p under ref (write-locked, key missing). Replies
  * with the error and returns NULL on failure. */
-static kv_entry *create_filter(client *c, ks_ref *ref, const bf_params *p) {
+static kv_entry *create_filter(cmd_ctx *c, ks_ref *ref, const bf_params *p) {
     uint64_t maxmem = server_maxmemory();
     uint64_t overhead = ks_entry_overhead(ref->klen);
     kv_obj *o = kv_obj_new(p->counting ? &counting_type : &bloom_type, NULL);
@@ -165,7 +162,7 @@ static kv_entry *create_filter(client *c, ks_ref *ref, const bf_params *p) {
 
 /* Reply to n add results: booleans, of which only the last may be an error
  * (the batch calls stop at the first). */
-static void reply_add_results(client *c, const int *res, size_t n) {
+static void reply_add_results(cmd_ctx *c, const int *res, size_t n) {
     if (n == 0) return;
     int last = res[n - 1];
     reply_bools(&c->out, res, last >= 0 ? n : n - 1);
@@ -177,10 +174,11 @@ static void reply_add_results(client *c, const int *res, size_t n) {
 
 /* Add items[0..n) to o and reply: an integer/boolean for a single add
  * (multi == false) or an array that ends at the first error. */
-static void add_items(client *c, const char *key, size_t klen, kv_obj *o, const char **items,
+static void add_items(cmd_ctx *c, const char *key, size_t klen, kv_obj *o, int64_t now,
+                      const char **items,
                       const size_t *lens, size_t n, bool multi) {
     if (o->type == &window_type) {
-        window_add_items(c, key, klen, o, window_add_now, items, lens, n, multi);
+        window_add_items(c, key, klen, o, now, items, lens, n, multi);
         return;
     }
     int small[256];
@@ -219,7 +217,10 @@ static void add_items(client *c, const char *key, size_t klen, kv_obj *o, const 
 
 /* Open key for adding, creating it with p when missing and create is set.
  * Returns the entry with ref locked, or NULL after replying. */
-static kv_entry *open_for_add(client *c, ks_ref *ref, const bf_params *p, bool create) {
+/* *now: for a window, the clock its due rotations were checked at, which
+ * the add that follows uses. */
+static kv_entry *open_for_add(cmd_ctx *c, ks_ref *ref, const bf_params *p, bool create,
+                              int64_t *now) {
     kv_entry *e = ks_open(ref, c->argv[1], c->argvlen[1], false);
     if (e == NULL) {
         ks_close(ref);
@@ -233,7 +234,7 @@ static kv_entry *open_for_add(client *c, ks_ref *ref, const bf_params *p, bool c
             if (e == NULL) return NULL;
         }
     }
-    if (e->obj->type == &window_type) return window_open_for_add(c, ref, e, &window_add_now);
+    if (e->obj->type == &window_type) return window_open_for_add(c, ref, e, now);
     if (!is_bloom(e->obj)) {
         reply_wrongtype(c);
         return NULL;
@@ -245,7 +246,7 @@ static kv_entry *open_for_add(client *c, ks_ref *ref, const bf_params *p, bool c
     return e;
 }
 
-void bfAddCommand(client *c) {
+void bfAddCommand(cmd_ctx *c) {
     if (c->argc != 3) {
         reply_wrong_arity(&c->out, "bf.add");
         return;
@@ -253,12 +254,15 @@ void bfAddCommand(client *c) {
     bf_params p;
     default_params(&p);
     ks_ref ref;
-    kv_entry *e = open_for_add(c, &ref, &p, true);
-    if (e) add_items(c, c->argv[1], c->argvlen[1], e->obj, c->argv + 2, c->argvlen + 2, 1, false);
+    int64_t now = 0;
+    kv_entry *e = open_for_add(c, &ref, &p, true, &now);
+    if (e)
+        add_items(c, c->argv[1], c->argvlen[1], e->obj, now, c->argv + 2, c->argvlen + 2, 1,
+                  false);
     ks_close(&ref);
 }
 
-void bfMaddCommand(client *c) {
+void bfMaddCommand(cmd_ctx *c) {
     if (c->argc < 3) {
         reply_wrong_arity(&c->out, "bf.madd");
         return;
@@ -266,17 +270,18 @@ void bfMaddCommand(client *c) {
     bf_params p;
     default_params(&p);
     ks_ref ref;
-    kv_entry *e = open_for_add(c, &ref, &p, true);
+    int64_t now = 0;
+    kv_entry *e = open_for_add(c, &ref, &p, true, &now);
     if (e)
-        add_items(c, c->argv[1], c->argvlen[1], e->obj, c->argv + 2, c->argvlen + 2,
+        add_items(c, c->argv[1], c->argvlen[1], e->obj, now, c->argv + 2, c->argvlen + 2,
                   (size_t)c->argc - 2, true);
     ks_close(&ref);
 }
 
-void bf_batch(client *c, bool add, const char *key, size_t klen, const char **items,
-              const size_t *lens, size_t n) {
+void bfExistsBatch(cmd_ctx *c, const char *key, size_t klen, const char **items,
+                   const size_t *lens, size_t n) {
     ks_ref ref;
-    if (!add) {
+    {
         kv_entry *e = ks_open(&ref, key, klen, false);
         kv_obj *o = e ? e->obj : NULL;
         server_count_hits(c, e != NULL, n);
@@ -294,8 +299,12 @@ void bf_batch(client *c, bool add, const char *key, size_t klen, const char **it
                 reply_bool(&c->out, o && o->type == &counting_type && cntbf_check(o->v, items[i], lens[i]));
         }
         ks_close(&ref);
-        return;
     }
+}
+
+void bfAddBatch(cmd_ctx *c, const char *key, size_t klen, const char **items,
+                const size_t *lens, size_t n) {
+    ks_ref ref;
     bf_params p;
     default_params(&p);
     /* Each request opens the key in turn, as separate commands would: an
@@ -334,7 +343,7 @@ void bf_batch(client *c, bool add, const char *key, size_t klen, const char **it
         }
         kv_obj *o = e->obj;
         if (o->type != &bloom_type) {
-            add_items(c, key, klen, o, items + i, lens + i, 1, false);
+            add_items(c, key, klen, o, 0, items + i, lens + i, 1, false);
             ks_close(&ref);
             i++;
             continue;
@@ -351,7 +360,7 @@ void bf_batch(client *c, bool add, const char *key, size_t klen, const char **it
 
 /* ---- checking ---- */
 
-static void check_items(client *c, bool multi) {
+static void check_items(cmd_ctx *c, bool multi) {
     size_t n = (size_t)c->argc - 2;
     ks_ref ref;
     kv_entry *e = ks_open(&ref, c->argv[1], c->argvlen[1], false);
@@ -381,7 +390,7 @@ static void check_items(client *c, bool multi) {
     ks_close(&ref);
 }
 
-void bfExistsCommand(client *c) {
+void bfExistsCommand(cmd_ctx *c) {
     if (c->argc != 3) {
         reply_wrong_arity(&c->out, "bf.exists");
         return;
@@ -389,7 +398,7 @@ void bfExistsCommand(client *c) {
     check_items(c, false);
 }
 
-void bfMexistsCommand(client *c) {
+void bfMexistsCommand(cmd_ctx *c) {
     if (c->argc < 3) {
         reply_wrong_arity(&c->out, "bf.mexists");
         return;
@@ -401,13 +410,13 @@ void bfMexistsCommand(client *c) {
 
 /* RedisBloom's RMUtil_ArgIndex: the first argument equal to lit, ignoring
  * case, searched from the key on. */
-static int arg_index(client *c, const char *lit) {
+static int arg_index(cmd_ctx *c, const char *lit) {
     for (int i = 1; i < c->argc; i++)
         if (arg_eq(c, i, lit)) return i;
     return -1;
 }
 
-void bfReserveCommand(client *c) {
+void bfReserveCommand(cmd_ctx *c) {
     if (c->argc >= 4 && window_reserve(c)) return;   /* WINDOW: t_window.c */
     /* Our options (LAYOUT x, TTL s, COUNTING) do not count against
      * RedisBloom's limit of 7 arguments. */
@@ -503,7 +512,7 @@ void bfReserveCommand(client *c) {
 
 /* ---- BF.INSERT ---- */
 
-void bfInsertCommand(client *c) {
+void bfInsertCommand(cmd_ctx *c) {
     if (c->argc < 4) {
         reply_wrong_arity(&c->out, "bf.insert");
         return;
@@ -596,9 +605,10 @@ void bfInsertCommand(client *c) {
     }
     if (nonscaling) p.expansion = 0;
     ks_ref ref;
-    kv_entry *e = open_for_add(c, &ref, &p, create);
+    int64_t now = 0;
+    kv_entry *e = open_for_add(c, &ref, &p, create, &now);
     if (e)
-        add_items(c, c->argv[1], c->argvlen[1], e->obj, c->argv + items, c->argvlen + items,
+        add_items(c, c->argv[1], c->argvlen[1], e->obj, now, c->argv + items, c->argvlen + items,
                   (size_t)(c->argc - items), true);
     ks_close(&ref);
 }
@@ -636,7 +646,7 @@ static void stats_of(const kv_obj *o, bf_stats *s, bool with_fpr) {
 
 /* Open a Bloom key for reading; replies "not found" / WRONGTYPE / loading
  * and returns NULL when it is not a usable filter. */
-static kv_entry *open_filter(client *c, ks_ref *ref, bool write) {
+static kv_entry *open_filter(cmd_ctx *c, ks_ref *ref, bool write) {
     kv_entry *e = ks_open(ref, c->argv[1], c->argvlen[1], write);
     if (e == NULL) reply_error(&c->out, err_not_found);
     else if (!is_bloom(e->obj)) reply_wrongtype(c);
@@ -645,7 +655,7 @@ static kv_entry *open_filter(client *c, ks_ref *ref, bool write) {
     return NULL;
 }
 
-void bfInfoCommand(client *c) {
+void bfInfoCommand(cmd_ctx *c) {
     if (c->argc < 2 || c->argc > 3) {
         reply_wrong_arity(&c->out, "bf.info");
         return;
@@ -708,7 +718,7 @@ void bfInfoCommand(client *c) {
     }
 }
 
-void bfCardCommand(client *c) {
+void bfCardCommand(cmd_ctx *c) {
     if (c->argc != 2) {
         reply_wrong_arity(&c->out, "bf.card");
         return;
@@ -728,7 +738,7 @@ void bfCardCommand(client *c) {
     ks_close(&ref);
 }
 
-void bfDebugCommand(client *c) {
+void bfDebugCommand(cmd_ctx *c) {
     if (c->argc != 2) {
         reply_wrong_arity(&c->out, "bf.debug");
         return;
@@ -780,7 +790,7 @@ void bfDebugCommand(client *c) {
 
 /* ---- BF.DEL (counting filters) ---- */
 
-void bfDelCommand(client *c) {
+void bfDelCommand(cmd_ctx *c) {
     ks_ref ref;
     kv_entry *e = open_filter(c, &ref, false);
     if (e) {
@@ -834,7 +844,7 @@ static bool same_shape(const kv_obj *a, const kv_obj *b) {
 }
 
 /* A copy of src for a missing BF.MERGE destination, its bytes counted. */
-static kv_obj *copy_filter(client *c, const kv_obj *src) {
+static kv_obj *copy_filter(cmd_ctx *c, const kv_obj *src) {
     uint64_t bytes = kv_obj_bytes(src), maxmem = server_maxmemory();
     if (!ks_mem_try_reserve(bytes, maxmem)) {
         if (maxmem) reply_oom(c);
@@ -862,7 +872,7 @@ static kv_obj *copy_filter(client *c, const kv_obj *src) {
     return o;
 }
 
-void bfMergeCommand(client *c) {
+void bfMergeCommand(cmd_ctx *c) {
     int nkeys = c->argc - 1;
     ks_multi m;
     ks_lock_many(&m, c->argv + 1, c->argvlen + 1, (size_t)nkeys, true);
@@ -953,7 +963,7 @@ static size_t classic_link_at(const sbf_t *f, uint64_t off, uint64_t *link_start
     return n;
 }
 
-static void scandump_classic(client *c, const sbf_t *f, long long iter) {
+static void scandump_classic(cmd_ctx *c, const sbf_t *f, long long iter) {
     reply *r = &c->out;
     size_t n = sbf_nlinks(f);
     if (iter == 0) {
@@ -1004,7 +1014,7 @@ static void scandump_classic(client *c, const sbf_t *f, long long iter) {
     reply_bulk(r, cbf_data(l) + off, len);
 }
 
-static void scandump_image(client *c, kv_obj *o, long long iter) {
+static void scandump_image(cmd_ctx *c, kv_obj *o, long long iter) {
     reply *r = &c->out;
     bloomery_object obj;
     if (o->type == &counting_type) {
@@ -1035,7 +1045,7 @@ static void scandump_image(client *c, kv_obj *o, long long iter) {
     bloomery_image_free(img);
 }
 
-void bfScandumpCommand(client *c) {
+void bfScandumpCommand(cmd_ctx *c) {
     if (c->argc != 3) {
         reply_wrong_arity(&c->out, "bf.scandump");
         return;
@@ -1111,7 +1121,7 @@ static kv_obj *load_image_header(const uint8_t *buf, size_t len) {
     return dump_open(buf, len, &bf_loading_type, types, 2, &rc);
 }
 
-static void load_classic_chunk(client *c, sbf_t *f, long long iter, const uint8_t *data,
+static void load_classic_chunk(cmd_ctx *c, sbf_t *f, long long iter, const uint8_t *data,
                                size_t len) {
     /* RedisBloom's checks, in its order: an iterator equal to the length
      * points before the first byte, which no link holds. */
@@ -1140,7 +1150,7 @@ static void load_classic_chunk(client *c, sbf_t *f, long long iter, const uint8_
     reply_ok(&c->out);
 }
 
-static void load_image_chunk(client *c, kv_obj *o, long long iter, const uint8_t *data,
+static void load_image_chunk(cmd_ctx *c, kv_obj *o, long long iter, const uint8_t *data,
                              size_t len) {
     bloomery_object obj;
     if (iter < 2) {
@@ -1164,7 +1174,7 @@ static void load_image_chunk(client *c, kv_obj *o, long long iter, const uint8_t
     reply_ok(&c->out);
 }
 
-void bfLoadchunkCommand(client *c) {
+void bfLoadchunkCommand(cmd_ctx *c) {
     if (c->argc != 4) {
         reply_wrong_arity(&c->out, "bf.loadchunk");
         return;

@@ -34,7 +34,7 @@ static unsigned max_filters(void) {
     return (unsigned)atomic_load_explicit(&cfg.cf_max_expansions, memory_order_relaxed);
 }
 
-static int arg_index(client *c, int from, const char *lit) {
+static int arg_index(cmd_ctx *c, int from, const char *lit) {
     for (int i = from; i < c->argc; i++)
         if (arg_eq(c, i, lit)) return i;
     return -1;
@@ -42,7 +42,7 @@ static int arg_index(client *c, int from, const char *lit) {
 
 /* Create the filter under ref (write-locked, key missing); replies and
  * returns NULL on failure. */
-static kv_entry *create_cf(client *c, ks_ref *ref, uint64_t capacity, const cf_options *opts_in) {
+static kv_entry *create_cf(cmd_ctx *c, ks_ref *ref, uint64_t capacity, const cf_options *opts_in) {
     cf_options opts = *opts_in;
     kv_obj *o = kv_obj_new(&cuckoo_type, NULL);
     if (o == NULL) {
@@ -86,7 +86,7 @@ static kv_entry *create_cf(client *c, ks_ref *ref, uint64_t capacity, const cf_o
 
 /* Open key for a change, creating it with capacity when missing and
  * create is set; returns the entry (ref locked) or NULL after replying. */
-static kv_entry *open_for_add(client *c, ks_ref *ref, bool create, uint64_t capacity) {
+static kv_entry *open_for_add(cmd_ctx *c, ks_ref *ref, bool create, uint64_t capacity) {
     kv_entry *e = ks_open(ref, c->argv[1], c->argvlen[1], false);
     if (e == NULL) {
         ks_close(ref);
@@ -115,7 +115,7 @@ static kv_entry *open_for_add(client *c, ks_ref *ref, bool create, uint64_t capa
 
 /* Open key for reading: NULL (nothing replied) when missing; *bad set after
  * replying WRONGTYPE / loading. */
-static kv_entry *open_read(client *c, ks_ref *ref, bool *bad) {
+static kv_entry *open_read(cmd_ctx *c, ks_ref *ref, bool *bad) {
     *bad = false;
     kv_entry *e = ks_open(ref, c->argv[1], c->argvlen[1], false);
     server_count_hit(c, e != NULL);
@@ -127,7 +127,7 @@ static kv_entry *open_read(client *c, ks_ref *ref, bool *bad) {
     return NULL;
 }
 
-static void reply_add_error(client *c, int rc) {
+static void reply_add_error(cmd_ctx *c, int rc) {
     if (rc == BLOOMERY_ETOOBIG) reply_error(&c->out, "Maximum expansions reached");
     else if (rc == BLOOMERY_EFULL) reply_error(&c->out, "Filter is full");
     else if (rc == BLOOMERY_EREFUSED && server_maxmemory()) reply_oom(c);
@@ -137,7 +137,7 @@ static void reply_add_error(client *c, int rc) {
 /* ---- CF.RESERVE ---- */
 
 /* Option name's value at argv[i + 1]: false after replying. */
-static bool opt_ll(client *c, const char *name, long long lo, long long hi, long long *v) {
+static bool opt_ll(cmd_ctx *c, const char *name, long long lo, long long hi, long long *v) {
     int i = arg_index(c, 3, name);
     if (i < 0) return true;
     if (i + 1 >= c->argc || !str_to_ll(c->argv[i + 1], c->argvlen[i + 1], v)) {
@@ -151,7 +151,7 @@ static bool opt_ll(client *c, const char *name, long long lo, long long hi, long
     return true;
 }
 
-void cfReserveCommand(client *c) {
+void cfReserveCommand(cmd_ctx *c) {
     if (c->argc < 3 || c->argc % 2 == 0) {
         reply_wrong_arity(&c->out, "cf.reserve");
         return;
@@ -196,7 +196,7 @@ void cfReserveCommand(client *c) {
 
 /* ---- CF.ADD, CF.ADDNX ---- */
 
-static void add_one(client *c, bool nx) {
+static void add_one(cmd_ctx *c, bool nx) {
     if (c->argc != 3) {
         reply_wrong_arity(&c->out, nx ? "cf.addnx" : "cf.add");
         return;
@@ -221,12 +221,12 @@ static void add_one(client *c, bool nx) {
     ks_close(&ref);
 }
 
-void cfAddCommand(client *c) { add_one(c, false); }
-void cfAddnxCommand(client *c) { add_one(c, true); }
+void cfAddCommand(cmd_ctx *c) { add_one(c, false); }
+void cfAddnxCommand(cmd_ctx *c) { add_one(c, true); }
 
 /* ---- CF.INSERT, CF.INSERTNX ---- */
 
-static void insert(client *c, bool nx) {
+static void insert(cmd_ctx *c, bool nx) {
     const char *name = nx ? "cf.insertnx" : "cf.insert";
     if (c->argc < 4) {
         reply_wrong_arity(&c->out, name);
@@ -309,12 +309,12 @@ static void insert(client *c, bool nx) {
     if (added != small) free(added);
 }
 
-void cfInsertCommand(client *c) { insert(c, false); }
-void cfInsertnxCommand(client *c) { insert(c, true); }
+void cfInsertCommand(cmd_ctx *c) { insert(c, false); }
+void cfInsertnxCommand(cmd_ctx *c) { insert(c, true); }
 
 /* ---- CF.EXISTS, CF.MEXISTS, CF.COUNT ---- */
 
-static void check(client *c, bool multi) {
+static void check(cmd_ctx *c, bool multi) {
     size_t n = (size_t)c->argc - 2;
     ks_ref ref;
     bool bad;
@@ -329,7 +329,7 @@ static void check(client *c, bool multi) {
     ks_close(&ref);
 }
 
-void cfExistsCommand(client *c) {
+void cfExistsCommand(cmd_ctx *c) {
     if (c->argc != 3) {
         reply_wrong_arity(&c->out, "cf.exists");
         return;
@@ -337,7 +337,7 @@ void cfExistsCommand(client *c) {
     check(c, false);
 }
 
-void cfMexistsCommand(client *c) {
+void cfMexistsCommand(cmd_ctx *c) {
     if (c->argc < 3) {
         reply_wrong_arity(&c->out, "cf.mexists");
         return;
@@ -345,7 +345,7 @@ void cfMexistsCommand(client *c) {
     check(c, true);
 }
 
-void cfCountCommand(client *c) {
+void cfCountCommand(cmd_ctx *c) {
     if (c->argc != 3) {
         reply_wrong_arity(&c->out, "cf.count");
         return;
@@ -367,7 +367,7 @@ void cfCountCommand(client *c) {
 
 /* ---- CF.DEL ---- */
 
-void cfDelCommand(client *c) {
+void cfDelCommand(cmd_ctx *c) {
     if (c->argc != 3) {
         reply_wrong_arity(&c->out, "cf.del");
         return;
@@ -393,7 +393,7 @@ void cfDelCommand(client *c) {
 
 /* ---- CF.INFO ---- */
 
-void cfInfoCommand(client *c) {
+void cfInfoCommand(cmd_ctx *c) {
     if (c->argc != 2 && !(c->argc == 3 && arg_eq(c, 2, "all"))) {
         reply_wrong_arity(&c->out, "cf.info");
         return;
@@ -428,7 +428,7 @@ void cfInfoCommand(client *c) {
 
 /* ---- CF.SCANDUMP ---- */
 
-void cfScandumpCommand(client *c) {
+void cfScandumpCommand(cmd_ctx *c) {
     if (c->argc != 3) {
         reply_wrong_arity(&c->out, "cf.scandump");
         return;
@@ -477,7 +477,7 @@ void cfScandumpCommand(client *c) {
 /* ---- CF.LOADCHUNK ---- */
 
 /* A header on a missing key: a loading object, or NULL after replying. */
-static kv_obj *load_header(client *c, const uint8_t *data, size_t len) {
+static kv_obj *load_header(cmd_ctx *c, const uint8_t *data, size_t len) {
     static const bloomery_type types[] = {BLOOMERY_TYPE_CUCKOO};
     int rc;
     kv_obj *o = dump_open(data, len, &cf_loading_type, types, 1, &rc);
@@ -487,7 +487,7 @@ static kv_obj *load_header(client *c, const uint8_t *data, size_t len) {
     return o;
 }
 
-static void load_chunk(client *c, kv_obj *o, long long iter, const uint8_t *data, size_t len) {
+static void load_chunk(cmd_ctx *c, kv_obj *o, long long iter, const uint8_t *data, size_t len) {
     bloomery_object obj;
     if (iter < 2 || dump_load_chunk(o, (uint64_t)iter - 2, data, len, &obj) != BLOOMERY_OK) {
         reply_error(&c->out, "Couldn't load chunk!");
@@ -503,7 +503,7 @@ static void load_chunk(client *c, kv_obj *o, long long iter, const uint8_t *data
     reply_ok(&c->out);
 }
 
-void cfLoadchunkCommand(client *c) {
+void cfLoadchunkCommand(cmd_ctx *c) {
     if (c->argc != 4) {
         reply_wrong_arity(&c->out, "cf.loadchunk");
         return;

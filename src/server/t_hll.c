@@ -16,7 +16,7 @@
 
 static const char *err_invalid = "INVALIDOBJ Corrupted HLL object detected";
 
-void pfaddCommand(client *c) {
+void pfaddCommand(cmd_ctx *c) {
     ks_ref ref;
     bool created = false;
     kv_entry *e = ks_open(&ref, c->argv[1], c->argvlen[1], false);
@@ -64,7 +64,7 @@ static int cmp_ptr(const void *a, const void *b) {
     return x < y ? -1 : x > y;
 }
 
-void pfcountCommand(client *c) {
+void pfcountCommand(cmd_ctx *c) {
     if (c->argc == 2) {
         ks_ref ref;
         kv_entry *e = ks_open(&ref, c->argv[1], c->argvlen[1], false);
@@ -131,7 +131,7 @@ out:
     free(locked);
 }
 
-void pfmergeCommand(client *c) {
+void pfmergeCommand(cmd_ctx *c) {
     size_t n = (size_t)c->argc - 1;
     ks_multi m;
     /* Exclusive stripes: nobody else can touch these HLLs meanwhile. */

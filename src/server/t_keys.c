@@ -9,7 +9,7 @@
 #include "server.h"
 #include "util.h"
 
-void delCommand(client *c) {
+void delCommand(cmd_ctx *c) {
     long long n = 0;
     for (int i = 1; i < c->argc; i++) {
         ks_ref ref;
@@ -23,7 +23,7 @@ void delCommand(client *c) {
     reply_int(&c->out, n);
 }
 
-void existsCommand(client *c) {
+void existsCommand(cmd_ctx *c) {
     long long n = 0;
     for (int i = 1; i < c->argc; i++) {
         ks_ref ref;
@@ -33,7 +33,7 @@ void existsCommand(client *c) {
     reply_int(&c->out, n);
 }
 
-void typeCommand(client *c) {
+void typeCommand(cmd_ctx *c) {
     ks_ref ref;
     kv_entry *e = ks_open(&ref, c->argv[1], c->argvlen[1], false);
     const char *t = e ? e->obj->type->type_reply : "none";
@@ -61,7 +61,7 @@ static void emit_key(void *ctx, const kv_entry *e) {
     f->n++;
 }
 
-void keysCommand(client *c) {
+void keysCommand(cmd_ctx *c) {
     key_filter f = {&c->out, c->argv[1], c->argvlen[1], c->argvlen[1] == 1 && c->argv[1][0] == '*', NULL,
                     0, 0};
     size_t slot = reply_defer_len(&c->out);
@@ -69,7 +69,7 @@ void keysCommand(client *c) {
     reply_set_array_len(&c->out, slot, f.n);
 }
 
-void scanCommand(client *c) {
+void scanCommand(cmd_ctx *c) {
     char tmp[32];
     if (c->argvlen[1] == 0 || c->argvlen[1] >= sizeof(tmp)) {
         reply_error(&c->out, "ERR invalid cursor");
@@ -137,7 +137,7 @@ static void pick_first(void *ctx, const kv_entry *e) {
     p->len = e->klen;
 }
 
-void randomkeyCommand(client *c) {
+void randomkeyCommand(cmd_ctx *c) {
     if (ks_dbsize() == 0) {
         reply_null(&c->out);
         return;
@@ -159,7 +159,7 @@ void randomkeyCommand(client *c) {
 
 /* ---- RENAME ---- */
 
-static void rename_generic(client *c, bool nx) {
+static void rename_generic(cmd_ctx *c, bool nx) {
     const char *keys[2] = {c->argv[1], c->argv[2]};
     size_t lens[2] = {c->argvlen[1], c->argvlen[2]};
     ks_multi m;
@@ -207,8 +207,8 @@ static void rename_generic(client *c, bool nx) {
     else reply_ok(&c->out);
 }
 
-void renameCommand(client *c) { rename_generic(c, false); }
-void renamenxCommand(client *c) { rename_generic(c, true); }
+void renameCommand(cmd_ctx *c) { rename_generic(c, false); }
+void renamenxCommand(cmd_ctx *c) { rename_generic(c, true); }
 
 /* ---- expiry ---- */
 
@@ -217,7 +217,7 @@ void renamenxCommand(client *c) { rename_generic(c, true); }
 #define EXP_GT 4
 #define EXP_LT 8
 
-static void expire_generic(client *c, int64_t base_ms, int64_t unit_ms, const char *name) {
+static void expire_generic(cmd_ctx *c, int64_t base_ms, int64_t unit_ms, const char *name) {
     int flags = 0;
     for (int i = 3; i < c->argc; i++) {
         if (arg_eq(c, i, "nx")) flags |= EXP_NX;
@@ -278,12 +278,12 @@ invalid:
     reply_errorf(&c->out, "ERR invalid expire time in '%s' command", name);
 }
 
-void expireCommand(client *c) { expire_generic(c, now_ms(), 1000, "expire"); }
-void pexpireCommand(client *c) { expire_generic(c, now_ms(), 1, "pexpire"); }
-void expireatCommand(client *c) { expire_generic(c, 0, 1000, "expireat"); }
-void pexpireatCommand(client *c) { expire_generic(c, 0, 1, "pexpireat"); }
+void expireCommand(cmd_ctx *c) { expire_generic(c, now_ms(), 1000, "expire"); }
+void pexpireCommand(cmd_ctx *c) { expire_generic(c, now_ms(), 1, "pexpire"); }
+void expireatCommand(cmd_ctx *c) { expire_generic(c, 0, 1000, "expireat"); }
+void pexpireatCommand(cmd_ctx *c) { expire_generic(c, 0, 1, "pexpireat"); }
 
-static void ttl_generic(client *c, bool ms, bool absolute) {
+static void ttl_generic(cmd_ctx *c, bool ms, bool absolute) {
     ks_ref ref;
     kv_entry *e = ks_open(&ref, c->argv[1], c->argvlen[1], false);
     long long v;
@@ -299,12 +299,12 @@ static void ttl_generic(client *c, bool ms, bool absolute) {
     reply_int(&c->out, v);
 }
 
-void ttlCommand(client *c) { ttl_generic(c, false, false); }
-void pttlCommand(client *c) { ttl_generic(c, true, false); }
-void expiretimeCommand(client *c) { ttl_generic(c, false, true); }
-void pexpiretimeCommand(client *c) { ttl_generic(c, true, true); }
+void ttlCommand(cmd_ctx *c) { ttl_generic(c, false, false); }
+void pttlCommand(cmd_ctx *c) { ttl_generic(c, true, false); }
+void expiretimeCommand(cmd_ctx *c) { ttl_generic(c, false, true); }
+void pexpiretimeCommand(cmd_ctx *c) { ttl_generic(c, true, true); }
 
-void persistCommand(client *c) {
+void persistCommand(cmd_ctx *c) {
     ks_ref ref;
     kv_entry *e = ks_open(&ref, c->argv[1], c->argvlen[1], true);
     long long v = 0;

@@ -13,7 +13,7 @@
 #include "server.h"
 #include "util.h"
 
-void pingCommand(client *c) {
+void pingCommand(cmd_ctx *c) {
     if (c->argc > 2) {
         reply_wrong_arity(&c->out, "ping");
         return;
@@ -24,9 +24,9 @@ void pingCommand(client *c) {
         reply_simple(&c->out, "PONG");
 }
 
-void echoCommand(client *c) { reply_bulk(&c->out, c->argv[1], c->argvlen[1]); }
+void echoCommand(cmd_ctx *c) { reply_bulk(&c->out, c->argv[1], c->argvlen[1]); }
 
-void selectCommand(client *c) {
+void selectCommand(cmd_ctx *c) {
     long long db;
     if (!str_to_ll(c->argv[1], c->argvlen[1], &db)) {
         reply_error(&c->out, "ERR value is not an integer or out of range");
@@ -39,14 +39,14 @@ void selectCommand(client *c) {
     reply_ok(&c->out);
 }
 
-void dbsizeCommand(client *c) { reply_int(&c->out, (long long)ks_dbsize()); }
+void dbsizeCommand(cmd_ctx *c) { reply_int(&c->out, (long long)ks_dbsize()); }
 
-void quitCommand(client *c) {
+void quitCommand(cmd_ctx *c) {
     reply_ok(&c->out);
-    c->close_after_reply = true;
+    client_of(c)->close_after_reply = true;
 }
 
-void shutdownCommand(client *c) {
+void shutdownCommand(cmd_ctx *c) {
     for (int i = 1; i < c->argc; i++) {
         if (!arg_eq(c, i, "nosave") && !arg_eq(c, i, "save") && !arg_eq(c, i, "now") &&
             !arg_eq(c, i, "force") && !arg_eq(c, i, "abort")) {
@@ -63,10 +63,10 @@ void shutdownCommand(client *c) {
     atomic_store(&srv.shutdown_requested, true);
     uv_async_send(&srv.shutdown_async);
     /* As Redis: no reply, the connection closes with the server. */
-    c->close_after_reply = true;
+    client_of(c)->close_after_reply = true;
 }
 
-void flushallCommand(client *c) {
+void flushallCommand(cmd_ctx *c) {
     if (c->argc > 2 || (c->argc == 2 && !arg_eq(c, 1, "async") && !arg_eq(c, 1, "sync"))) {
         reply_syntax_error(c);
         return;
@@ -80,7 +80,7 @@ void flushallCommand(client *c) {
     reply_ok(&c->out);
 }
 
-void timeCommand(client *c) {
+void timeCommand(cmd_ctx *c) {
     int64_t us = now_us();
     reply_array(&c->out, 2);
     reply_bulk_ll(&c->out, us / 1000000);
@@ -92,7 +92,7 @@ void timeCommand(client *c) {
 static const char *wrongpass = "WRONGPASS invalid username-password pair or user is disabled.";
 
 /* Returns true if the credentials are good; replies with the error if not. */
-static bool check_auth(client *c, const char *user, size_t ulen, const char *pass, size_t plen) {
+static bool check_auth(cmd_ctx *c, const char *user, size_t ulen, const char *pass, size_t plen) {
     if (user && !str_eq_ci(user, ulen, "default")) {
         reply_error(&c->out, wrongpass);
         return false;
@@ -104,7 +104,7 @@ static bool check_auth(client *c, const char *user, size_t ulen, const char *pas
     return true;
 }
 
-void authCommand(client *c) {
+void authCommand(cmd_ctx *c) {
     if (c->argc > 3) {
         reply_syntax_error(c);
         return;
@@ -121,14 +121,14 @@ void authCommand(client *c) {
             reply_error(&c->out, wrongpass);
             return;
         }
-        c->authenticated = true;
+        client_of(c)->authenticated = true;
         reply_ok(&c->out);
         return;
     }
     bool ok = c->argc == 2 ? check_auth(c, NULL, 0, c->argv[1], c->argvlen[1])
                            : check_auth(c, c->argv[1], c->argvlen[1], c->argv[2], c->argvlen[2]);
     if (!ok) return;
-    c->authenticated = true;
+    client_of(c)->authenticated = true;
     reply_ok(&c->out);
 }
 
@@ -146,7 +146,7 @@ static void set_client_name(client *c, const char *s, size_t n) {
     pthread_mutex_unlock(&clients_lock);
 }
 
-void helloCommand(client *c) {
+void helloCommand(cmd_ctx *c) {
     long long ver = 0;
     int next = 1;
     if (c->argc >= 2) {
@@ -167,7 +167,7 @@ void helloCommand(client *c) {
         if (arg_eq(c, j, "auth") && more >= 2) {
             if (!check_auth(c, c->argv[j + 1], c->argvlen[j + 1], c->argv[j + 2], c->argvlen[j + 2]))
                 return;
-            c->authenticated = true;
+            client_of(c)->authenticated = true;
             j += 2;
         } else if (arg_eq(c, j, "setname") && more >= 1) {
             if (!valid_client_name(c->argv[j + 1], c->argvlen[j + 1])) {
@@ -184,17 +184,17 @@ void helloCommand(client *c) {
             return;
         }
     }
-    if (!c->authenticated) {
+    if (!client_of(c)->authenticated) {
         reply_error(&c->out, "NOAUTH HELLO must be called with the client already authenticated, "
                              "otherwise the HELLO <proto> AUTH <user> <pass> option can be used to "
                              "authenticate the client and select the RESP protocol version at the "
                              "same time");
         return;
     }
-    if (name) set_client_name(c, name, namelen);
+    if (name) set_client_name(client_of(c), name, namelen);
     if (ver) {
         c->out.proto = (int)ver;
-        atomic_store(&c->resp, (int)ver);
+        atomic_store(&client_of(c)->resp, (int)ver);
     }
     reply *r = &c->out;
     reply_map(r, 7);
@@ -205,7 +205,7 @@ void helloCommand(client *c) {
     reply_bulk_str(r, "proto");
     reply_int(r, r->proto);
     reply_bulk_str(r, "id");
-    reply_int(r, (long long)c->id);
+    reply_int(r, (long long)client_of(c)->id);
     reply_bulk_str(r, "mode");
     reply_bulk_str(r, "standalone");
     reply_bulk_str(r, "role");
@@ -244,17 +244,17 @@ static client *find_client_by(bool (*match)(client *, const void *), const void 
 
 static bool match_addr(client *o, const void *arg) { return strcmp(o->addr, arg) == 0; }
 
-static void client_kill(client *c) {
+static void client_kill(cmd_ctx *c) {
     if (c->argc == 3) {
         /* Old form: CLIENT KILL addr:port */
         char addr[128];
         snprintf(addr, sizeof(addr), "%.*s", (int)(c->argvlen[2] < 127 ? c->argvlen[2] : 127),
                  c->argv[2]);
         int n = 0;
-        bool self = strcmp(c->addr, addr) == 0;
-        find_client_by(match_addr, addr, c, &n, true);
+        bool self = strcmp(client_of(c)->addr, addr) == 0;
+        find_client_by(match_addr, addr, client_of(c), &n, true);
         if (self) {
-            c->close_after_reply = true;
+            client_of(c)->close_after_reply = true;
             n++;
         }
         if (n == 0) reply_error(&c->out, "ERR No such client");
@@ -309,9 +309,9 @@ static void client_kill(client *c) {
         if (have_id && o->id != id) continue;
         if (have_addr && strcmp(o->addr, addr) != 0) continue;
         if (have_laddr && strcmp(o->laddr, laddr) != 0) continue;
-        if (o == c) {
+        if (o == client_of(c)) {
             if (skipme) continue;
-            c->close_after_reply = true;
+            client_of(c)->close_after_reply = true;
             n++;
             continue;
         }
@@ -323,20 +323,20 @@ static void client_kill(client *c) {
     reply_int(&c->out, n);
 }
 
-void clientCommand(client *c) {
+void clientCommand(cmd_ctx *c) {
     reply *r = &c->out;
     if (arg_eq(c, 1, "id") && c->argc == 2) {
-        reply_int(r, (long long)c->id);
+        reply_int(r, (long long)client_of(c)->id);
     } else if (arg_eq(c, 1, "setname") && c->argc == 3) {
         if (!valid_client_name(c->argv[2], c->argvlen[2])) {
             reply_error(r, "ERR Client names cannot contain spaces, newlines or special characters.");
             return;
         }
-        set_client_name(c, c->argv[2], c->argvlen[2]);
+        set_client_name(client_of(c), c->argv[2], c->argvlen[2]);
         reply_ok(r);
     } else if (arg_eq(c, 1, "getname") && c->argc == 2) {
         pthread_mutex_lock(&clients_lock);
-        if (c->name) reply_bulk_str(r, c->name);
+        if (client_of(c)->name) reply_bulk_str(r, client_of(c)->name);
         else reply_null(r);
         pthread_mutex_unlock(&clients_lock);
     } else if (arg_eq(c, 1, "setinfo") && c->argc == 4) {
@@ -353,7 +353,7 @@ void clientCommand(client *c) {
         }
         char *v = strndup(c->argv[3], c->argvlen[3]);
         pthread_mutex_lock(&clients_lock);
-        char **slot = isname ? &c->lib_name : &c->lib_ver;
+        char **slot = isname ? &client_of(c)->lib_name : &client_of(c)->lib_ver;
         free(*slot);
         *slot = v;
         pthread_mutex_unlock(&clients_lock);
@@ -401,7 +401,7 @@ void clientCommand(client *c) {
     } else if (arg_eq(c, 1, "info") && c->argc == 2) {
         char line[1024];
         pthread_mutex_lock(&clients_lock);
-        client_info_line(c, line, sizeof(line));
+        client_info_line(client_of(c), line, sizeof(line));
         pthread_mutex_unlock(&clients_lock);
         size_t ll = strlen(line);
         line[ll++] = '\n';
@@ -450,7 +450,7 @@ static void collect_name(void *ctx, const char *name) {
     if (cc->n < 64) cc->names[cc->n++] = name;
 }
 
-void configCommand(client *c) {
+void configCommand(cmd_ctx *c) {
     reply *r = &c->out;
     if (arg_eq(c, 1, "get") && c->argc >= 3) {
         cfg_collect cc = {.n = 0};
@@ -515,7 +515,7 @@ void configCommand(client *c) {
 
 /* ---- MEMORY ---- */
 
-void memoryCommand(client *c) {
+void memoryCommand(cmd_ctx *c) {
     reply *r = &c->out;
     if (arg_eq(c, 1, "usage") && (c->argc == 3 || c->argc == 5)) {
         if (c->argc == 5) {
@@ -585,7 +585,7 @@ static void sb_printf(sbuf *b, const char *fmt, ...) {
     }
 }
 
-static bool want_section(client *c, const char *name, bool is_default) {
+static bool want_section(cmd_ctx *c, const char *name, bool is_default) {
     if (c->argc == 1) return is_default;
     for (int i = 1; i < c->argc; i++) {
         if (arg_eq(c, i, name) || arg_eq(c, i, "all") || arg_eq(c, i, "everything")) return true;
@@ -615,7 +615,7 @@ static void count_filters(void *ctx, const kv_entry *e) {
     if (e->obj->type->filter) (*(uint64_t *)ctx)++;
 }
 
-void infoCommand(client *c) {
+void infoCommand(cmd_ctx *c) {
     sbuf b = {malloc(4096), 0, 4096};
     if (b.p == NULL) {
         reply_oom(c);

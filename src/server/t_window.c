@@ -47,13 +47,13 @@ static void log_rotation(void *ctx, int64_t start, bool early) {
 
 /* ---- BF.RESERVE ... WINDOW ---- */
 
-static int arg_index(client *c, const char *lit) {
+static int arg_index(cmd_ctx *c, const char *lit) {
     for (int i = 4; i < c->argc; i++)
         if (arg_eq(c, i, lit)) return i;
     return -1;
 }
 
-bool window_reserve(client *c) {
+bool window_reserve(cmd_ctx *c) {
     int wi = arg_index(c, "window"), si = arg_index(c, "slices");
     if (wi < 0 && si < 0) return false;
     if (wi < 0) {
@@ -169,7 +169,7 @@ bool window_reserve(client *c) {
 
 /* ---- adds ---- */
 
-kv_entry *window_open_for_add(client *c, ks_ref *ref, kv_entry *e, int64_t *now) {
+kv_entry *window_open_for_add(cmd_ctx *c, ks_ref *ref, kv_entry *e, int64_t *now) {
     *now = window_now();
     if (win_rotation_due(e->obj->v, *now, NULL) == WIN_DUE_NONE) return e;
     const char *key = ref->key;
@@ -188,7 +188,7 @@ kv_entry *window_open_for_add(client *c, ks_ref *ref, kv_entry *e, int64_t *now)
     return e;
 }
 
-void window_add_items(client *c, const char *key, size_t klen, kv_obj *o, int64_t now,
+void window_add_items(cmd_ctx *c, const char *key, size_t klen, kv_obj *o, int64_t now,
                       const char **items, const size_t *lens, size_t n, bool multi) {
     uint8_t small[256];
     uint8_t *res = n <= 256 ? small : malloc(n);
@@ -203,7 +203,7 @@ void window_add_items(client *c, const char *key, size_t klen, kv_obj *o, int64_
     if (res != small) free(res);
 }
 
-void window_check_items(client *c, kv_obj *o, const char **items, const size_t *lens, size_t n) {
+void window_check_items(cmd_ctx *c, kv_obj *o, const char **items, const size_t *lens, size_t n) {
     int64_t now = window_now();
     uint8_t res[256];
     for (size_t base = 0; base < n; base += 256) {
@@ -217,7 +217,7 @@ void window_check_items(client *c, kv_obj *o, const char **items, const size_t *
 
 /* Answers BF.INFO / BF.CARD when the key holds a window; false otherwise
  * (nothing replied). */
-bool window_info(client *c, bool card) {
+bool window_info(cmd_ctx *c, bool card) {
     ks_ref ref;
     kv_entry *e = ks_open(&ref, c->argv[1], c->argvlen[1], false);
     if (e == NULL || e->obj->type != &window_type) {

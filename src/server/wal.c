@@ -185,6 +185,10 @@ static void failed(const char *what, const uint8_t *rest, size_t n) {
     if (atomic_exchange(&W.write_ok, false))
         server_log(LOG_WARNING, "Error %s the log: %s; refusing writes until it works again",
                    what, strerror(e));
+    /* A snapshot waiting for a rotation gives up rather than wait. */
+    pthread_mutex_lock(&W.lock);
+    pthread_cond_broadcast(&W.done);
+    pthread_mutex_unlock(&W.lock);
     while (pause_unless_stopping()) {
         bool ok = ftruncate(W.fd, (off_t)W.good_size) == 0;
         if (ok) {
@@ -371,6 +375,7 @@ void wal_close(void) {
     W.stop = true;
     pthread_cond_broadcast(&W.work);
     pthread_cond_broadcast(&W.space);
+    pthread_cond_broadcast(&W.done);
     pthread_mutex_unlock(&W.lock);
     pthread_join(W.thread, NULL);
     if (W.fd >= 0) close(W.fd);
@@ -444,12 +449,16 @@ uint64_t wal_rotate(void) {
     return lsn;
 }
 
-void wal_wait_rotated(uint64_t first_lsn) {
+bool wal_wait_rotated(uint64_t first_lsn) {
     pthread_mutex_lock(&W.lock);
-    while (W.open && W.rotated_lsn < first_lsn) pthread_cond_wait(&W.done, &W.lock);
+    /* A log that cannot be written (or is closing) may never rotate: the
+     * caller then keeps the older log files. */
+    while (W.open && W.rotated_lsn < first_lsn && !W.stop && atomic_load(&W.write_ok))
+        pthread_cond_wait(&W.done, &W.lock);
+    bool done = !W.open || W.rotated_lsn >= first_lsn;
     pthread_mutex_unlock(&W.lock);
+    return done;
 }
-
 void wal_delete_below(uint64_t lsn) {
     char logdir[4096];
     snprintf(logdir, sizeof(logdir), "%s", W.logdir);
