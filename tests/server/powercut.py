@@ -20,6 +20,8 @@ import re
 import subprocess
 import time
 
+import pytest
+
 from conftest import BLOOMERYD, Server
 
 SHIM = os.environ.get("SYNCSHIM") or os.path.join(os.path.dirname(BLOOMERYD), "libsyncshim.so")
@@ -124,6 +126,16 @@ class Faults:
         """kill -9, then the power cut."""
         server.kill()
         return self.power_cut()
+
+
+@pytest.fixture
+def faults(tmp_path, start_server):
+    """A Faults on tmp_path; import it into a test module to use it. It
+    depends on start_server, so it is torn down first: the faults are
+    cleared before the servers a failed test left running are stopped."""
+    f = Faults(tmp_path)
+    yield f
+    f.set()
 
 
 def exited(server, timeout):

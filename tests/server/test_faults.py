@@ -25,19 +25,10 @@ import time
 import pytest
 
 from conftest import RawClient
-from powercut import Faults, exited
+from powercut import exited, faults  # noqa: F401 (a fixture)
 
 MISCONF = "MISCONF Errors writing to the AOF file:"
 EXIT_DEADLINE = 20      # seconds a server has to stop after a fault
-
-
-@pytest.fixture
-def faults(tmp_path, start_server):
-    """Set up after start_server, so torn down before it: the faults are
-    cleared before the servers a failed test left running are stopped."""
-    f = Faults(tmp_path)
-    yield f
-    f.set()
 
 
 def exact(s, *args):

@@ -32,11 +32,10 @@ import threading
 import time
 from collections import defaultdict
 
-import pytest
 import redis
 
 from conftest import QUICK
-from powercut import Faults
+from powercut import faults  # noqa: F401 (a fixture)
 
 ROUNDS = 2 if QUICK else 3
 STEPS = 60 if QUICK else 200      # lock-step rounds of the duplicate adders per server life
@@ -411,14 +410,6 @@ class Scenario:
         ws += [Worker(port, make(rnd)) for make in
                (self.counting, self.cuckoo_own, self.merger, self.restorer, self.keys)]
         return ws
-
-
-@pytest.fixture
-def faults(tmp_path, start_server):
-    """Torn down before start_server: faults off before servers stop."""
-    f = Faults(tmp_path)
-    yield f
-    f.set()
 
 
 def run_scenario(faults, start_server, rounds, fault):
