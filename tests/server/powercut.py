@@ -9,12 +9,15 @@ have survived). The page cache survives the SIGKILL itself, so without this
 step a kill -9 would keep every byte the server had write()n.
 
 Not modelled: a rename or creation whose directory was never fsynced
-surviving or not (names follow the journal's renames at once), and torn
-writes inside a synced range.
+surviving or not (names follow the journal's renames at once), and part of
+an unsynced tail surviving (the cut is exactly at the synced size).
 
-Faults: ``Faults.set(fsync=..., write=..., match=...)`` rewrites the shim's
-control file (see syncshim.c); the shim looks at it on every call.
+Faults: ``Faults.set(fsync=..., write=..., match=..., delay=...)`` rewrites
+the shim's control file (see syncshim.c); the shim looks at it on every
+call. Use the ``faults`` fixture (import it into the test module) so the
+faults are cleared before the servers are stopped at teardown.
 """
+import functools
 import os
 import re
 import subprocess
@@ -27,6 +30,7 @@ from conftest import BLOOMERYD, Server
 SHIM = os.environ.get("SYNCSHIM") or os.path.join(os.path.dirname(BLOOMERYD), "libsyncshim.so")
 
 
+@functools.lru_cache(maxsize=None)
 def _preload():
     """LD_PRELOAD for the shim. A sanitizer runtime must come first in the
     library list, so when bloomeryd links one it is preloaded ahead."""

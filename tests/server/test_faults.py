@@ -18,6 +18,7 @@
 "Processed" is observed through INFO commandstats (INFO does not wait for
 the log), never by sleeping.
 """
+import os
 import select
 import signal
 import time
@@ -98,6 +99,27 @@ def check_filled(c):
     assert c.execute_command("BF.MEXISTS", "k", *ITEMS) == [1] * len(ITEMS)
     assert c.execute_command("CF.EXISTS", "cf", "c1") == 1
     assert c.execute_command("PFADD", "h", *ITEMS) == 0
+
+
+# ---- the shim itself ----
+
+def test_shim_journals_syncs_and_the_power_cut_keeps_them(faults, start_server):
+    f = faults
+    s = start_server("--appendfsync", "always", **f.server_kw())
+    c = s.client()
+    c.execute_command("BF.ADD", "k", "a")
+    logs = [p for p in f.synced() if "/log/" in p]
+    assert len(logs) == 1, f.lines()
+    log = logs[0]
+    synced = f.synced()[log]
+    assert synced == os.path.getsize(log) > 32
+    # Skipped syncs: the file grows, the journal does not.
+    f.set(fsync="skip", match="/log/")
+    c.execute_command("BF.ADD", "k", "b")
+    assert os.path.getsize(log) > synced == f.synced()[log]
+    c.close()
+    f.crash(s)
+    assert os.path.getsize(log) == synced
 
 
 # ---- appendfsync always ----

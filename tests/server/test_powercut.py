@@ -431,6 +431,9 @@ def run_scenario(faults, start_server, rounds, fault):
             found = sc.verify(c)
             bad += ["round %d: %s" % (rnd, b) for b in found]
         if rnd == rounds:
+            if not bad:
+                # The scenario did what it says: the small filter grew.
+                assert c.execute_command("BF.INFO", "bf:scale", "FILTERS")[0] >= 3
             c.close()
             break
         ws = sc.workers(s.port, rnd)
