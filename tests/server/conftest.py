@@ -31,9 +31,10 @@ def free_port():
 
 
 class Server:
-    def __init__(self, *args, threads=2, config=None, datadir=None):
+    def __init__(self, *args, threads=2, config=None, datadir=None, env=None):
         """datadir: reuse a data directory (a restart); by default a new
-        one under the server's temporary directory."""
+        one under the server's temporary directory. env: variables added to
+        the server's environment (the fault shim, powercut.py)."""
         self.dir = tempfile.mkdtemp(prefix="bloomeryd-test-")
         self.datadir = datadir or os.path.join(self.dir, "data")
         self.killed = False
@@ -48,7 +49,8 @@ class Server:
                 "--threads", str(threads)]
         cmd += [str(a) for a in args]
         self.log = open(os.path.join(self.dir, "log"), "w+")
-        self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT)
+        self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT,
+                                     env=None if env is None else {**os.environ, **env})
         deadline = time.time() + 20
         while True:
             try:
