@@ -84,6 +84,7 @@ void commit_worker_init(worker *w) {
         if (cws == NULL) abort();
         ncws = srv.nworkers;
     }
+    wal_set_durable_hook(commit_notify);
     commit_worker *cw = &cws[w->idx];
     uv_async_init(&w->loop, &cw->async, on_durable);
     cw->async.data = cw;

@@ -67,6 +67,9 @@ bool wal_wait_rotated(uint64_t first_lsn);
 /* Delete log files that hold only records below lsn. */
 void wal_delete_below(uint64_t lsn);
 uint64_t wal_durable_lsn(void);
+/* Called by the log thread after the durable LSN advanced (commit.c wakes
+ * the workers whose replies wait). */
+void wal_set_durable_hook(void (*fn)(void));
 
 typedef struct wal_stats {
     uint64_t written_lsn, durable_lsn, bytes, fsyncs, pending_bytes;

@@ -19,14 +19,12 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "log.h"
 #include "persist.h"
 #include "server.h"
 #include "util.h"
 
 server_state srv;
-
-static FILE *logfp;
-static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
 
 #define MAX_LISTENERS 16
 static int listen_fds[MAX_LISTENERS];
@@ -41,28 +39,6 @@ static uint64_t ops_samples[OPS_SAMPLES];
 static int ops_idx;
 static uint64_t ops_last_count;
 static int64_t ops_last_ms;
-
-void server_log(int level, const char *fmt, ...) {
-    if (level < atomic_load_explicit(&cfg.loglevel, memory_order_relaxed)) return;
-    char msg[1024];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof(msg), fmt, ap);
-    va_end(ap);
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    struct tm tm;
-    localtime_r(&ts.tv_sec, &tm);
-    char when[64];
-    size_t off = strftime(when, sizeof(when), "%d %b %Y %H:%M:%S.", &tm);
-    snprintf(when + off, sizeof(when) - off, "%03d", (int)(ts.tv_nsec / 1000000));
-    const char *mark = ".-*#";
-    pthread_mutex_lock(&log_lock);
-    FILE *fp = logfp ? logfp : stdout;
-    fprintf(fp, "%d:M %s %c %s\n", (int)getpid(), when, mark[level], msg);
-    fflush(fp);
-    pthread_mutex_unlock(&log_lock);
-}
 
 static void usage(void) {
     fprintf(stderr,
@@ -337,8 +313,7 @@ int main(int argc, char **argv) {
     }
     char *logfile = config_get_str("logfile");
     if (logfile && logfile[0]) {
-        logfp = fopen(logfile, "a");
-        if (logfp == NULL) {
+        if (!log_open(logfile)) {
             fprintf(stderr, "Can't open the log file %s: %s\n", logfile, strerror(errno));
             free(logfile);
             config_free();
@@ -454,6 +429,6 @@ int main(int argc, char **argv) {
     free(pidfile);
     config_free();
     server_log(LOG_WARNING, "bloomeryd is now ready to exit, bye bye...");
-    if (logfp) fclose(logfp);
+    log_close();
     return 0;
 }

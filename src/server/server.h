@@ -29,6 +29,7 @@
 
 #include "cmd.h"
 #include "config.h"
+#include "log.h"
 #include "keyspace.h"
 #include "reply.h"
 #include "resp.h"
@@ -163,7 +164,5 @@ void command_account(client *c, const command *cmd, uint64_t n, uint64_t usec);
 /* Fold a command's keyspace hits and misses into its worker's stats. */
 void worker_count_hits(worker *w, uint64_t hits, uint64_t misses);
 
-/* ---- logging ---- */
-void server_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 #endif

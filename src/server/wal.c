@@ -75,6 +75,7 @@ static struct {
     _Atomic int64_t last_fsync_ms;
     _Atomic bool write_ok;
     _Atomic int last_errno;
+    void (*_Atomic on_durable)(void);
 } W = {.lock = PTHREAD_MUTEX_INITIALIZER,
        .work = PTHREAD_COND_INITIALIZER,
        .space = PTHREAD_COND_INITIALIZER,
@@ -317,7 +318,8 @@ static void *wal_thread(void *arg) {
             last_sync_us = mono_us();
             if (atomic_load(&W.write_ok)) {
                 atomic_store(&W.durable_lsn, upto);
-                commit_notify();
+                void (*hook)(void) = atomic_load(&W.on_durable);
+                if (hook) hook();
             }
         }
         /* Keep the buffer for the next batch unless a burst left it large
@@ -390,6 +392,8 @@ void wal_close(void) {
     pthread_cond_broadcast(&W.done);
     pthread_mutex_unlock(&W.lock);
 }
+
+void wal_set_durable_hook(void (*fn)(void)) { atomic_store(&W.on_durable, fn); }
 
 bool wal_write_ok(void) { return !W.open || atomic_load(&W.write_ok); }
 int wal_last_errno(void) { return atomic_load(&W.last_errno); }

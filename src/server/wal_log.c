@@ -13,7 +13,9 @@
  * Every function also counts the change for the save schedule, with or
  * without the log.
  */
+#include <stdio.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include "persist.h"
 #include "server.h"
@@ -28,14 +30,16 @@ static bool begin(uint64_t changes) {
 }
 
 static void emit(uint8_t type, pbuf *b) {
-    if (!b->failed) {
-        wal_append(type, b->p, b->len);
-    } else {
-        /* Cannot encode: the change is applied but would be lost by a
-         * crash. There is nothing better to do than say so loudly. */
-        server_log(LOG_WARNING, "Out of memory encoding a %s log record: change not logged",
+    if (b->failed) {
+        /* The change is applied and its record cannot be encoded: going on
+         * would acknowledge what a crash loses. Redis exits when an
+         * allocation fails; so does the log (wal_append does the same). */
+        server_log(LOG_WARNING, "Out of memory encoding a %s log record. Exiting...",
                    wal_type_name(type));
+        fflush(NULL);
+        _exit(1);
     }
+    wal_append(type, b->p, b->len);
     free(b->p);
 }
 
