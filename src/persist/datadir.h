@@ -4,7 +4,7 @@
  *   DIR/log/LAST (wal_last.h)   DIR/log/<name>.wal.torn-<offset> (torn tails kept aside)
  *
  * The one implementation of the recovery rules (docs/PERSISTENCE.md,
- * "Recovery"), used by bloomeryd's start-up (src/server/recovery.c) and by
+ * "Recovery"), used by bloomeryd's start-up (src/server/data/recovery.c) and by
  * `bloomery check-data` (src/cli/check_data.c), so the two accept and refuse
  * the same directories with the same messages. Every error names the file,
  * the offset and the reason: "file: offset N: reason".
