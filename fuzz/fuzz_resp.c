@@ -1,5 +1,5 @@
-// fuzz-sources: src/server/net/resp.c
-/* libFuzzer target for bloomeryd's request parser (src/server/net/resp.c).
+// fuzz-sources: src/server/base/resp.c
+/* libFuzzer target for bloomeryd's request parser (src/server/base/resp.c).
  *
  * The input is fed the way the server feeds a connection: in pieces of a
  * size taken from the first byte, into a buffer that is compacted after
@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../src/server/net/resp.h"
+#include "../src/server/base/resp.h"
 
 static void run(const uint8_t *data, size_t size, size_t piece, bool authed) {
     char *buf = malloc(size + 1);

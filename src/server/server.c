@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "commit.h"
 #include "persist.h"
 #include "server.h"
 #include "util.h"
@@ -422,6 +423,7 @@ int main(int argc, char **argv) {
 
     workers_stop();
     persist_stop();
+    commit_free();
     uv_loop_close(&main_loop);
     ks_shutdown();
     commands_free();

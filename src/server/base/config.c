@@ -11,7 +11,7 @@
 #include "bloomery/cuckoo.h"
 #include "bloomery/scalable.h"
 #include "resp.h"
-#include "server.h"
+#include "log.h"
 #include "util.h"
 
 server_config cfg;

@@ -144,6 +144,9 @@ void window_add_items(cmd_ctx *c, const char *key, size_t klen, kv_obj *o, int64
 void window_check_items(cmd_ctx *c, kv_obj *o, const char **items, const size_t *lens, size_t n);
 /* BF.INFO (card false) or BF.CARD on a window key: true when answered. */
 bool window_info(cmd_ctx *c, bool card);
+/* From the server cron: rotate windows whose slice is due (active rotation),
+ * within budget_us. */
+void window_cron(int64_t budget_us);
 
 void cfReserveCommand(cmd_ctx *c);
 void cfAddCommand(cmd_ctx *c);

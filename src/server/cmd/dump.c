@@ -4,7 +4,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "server.h"
+#include "cmd.h"
+#include "config.h"
+#include "log.h"
 
 void dump_reply_chunk(reply *r, const bloomery_image *img, uint64_t i)
 {

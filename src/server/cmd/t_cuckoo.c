@@ -23,7 +23,9 @@
 
 #include "persist.h"
 #include "dump.h"
-#include "server.h"
+#include "cmd.h"
+#include "config.h"
+#include "log.h"
 #include "util.h"
 
 #define RB_CF_MAX_CAPACITY (1LL << 30)

@@ -11,7 +11,9 @@
 #include <string.h>
 
 #include "persist.h"
-#include "server.h"
+#include "cmd.h"
+#include "config.h"
+#include "log.h"
 #include "util.h"
 
 static const char *err_invalid = "INVALIDOBJ Corrupted HLL object detected";

@@ -6,7 +6,9 @@
 #include <string.h>
 
 #include "persist.h"
-#include "server.h"
+#include "cmd.h"
+#include "config.h"
+#include "log.h"
 #include "util.h"
 
 void delCommand(cmd_ctx *c) {

@@ -1,81 +1,14 @@
-/* Persistence commands: SAVE, BGSAVE, BGREWRITEAOF, LASTSAVE; INFO's
- * Persistence section; the `save <seconds> <changes>` schedule; start-up
- * and shutdown. BGREWRITEAOF is a snapshot here: a snapshot rotates the
- * log and deletes what it covers, which is what a rewrite is for. */
+/* Persistence commands: SAVE, BGSAVE, BGREWRITEAOF, LASTSAVE.
+ * BGREWRITEAOF is a snapshot here: a snapshot rotates the log and deletes
+ * what it covers, which is what a rewrite is for. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "cmd.h"
 #include "persist.h"
-#include "server.h"
 #include "snapshot.h"
-#include "util.h"
-
-_Atomic int persist_shutdown_save;
-
-#define RETRY_AFTER_FAILURE_MS 5000
-
-bool persist_start(const char *dir, char *err, size_t errlen) {
-    uint64_t next = 1;
-    snapshot_init(dir);
-    if (!recovery_run(dir, &next, err, errlen)) return false;
-    if (atomic_load(&cfg.appendonly)) return wal_open(dir, next, err, errlen);
-    wal_set_next_lsn(dir, next);
-    return true;
-}
-
-/* The configured schedule: pairs "<seconds> <changes>". */
-static size_t save_points(long long *secs, long long *changes, size_t max) {
-    char *s = config_get_str("save");
-    size_t n = 0;
-    char *save = NULL;
-    for (char *a = strtok_r(s, " ", &save); a && n < max; a = strtok_r(NULL, " ", &save)) {
-        char *b = strtok_r(NULL, " ", &save);
-        long long x, y;
-        if (b == NULL || !str_to_ll(a, strlen(a), &x) || !str_to_ll(b, strlen(b), &y) || x < 0 ||
-            y < 0)
-            break;
-        secs[n] = x;
-        changes[n++] = y;
-    }
-    free(s);
-    return n;
-}
-
-void persist_stop(void) {
-    snapshot_shutdown();
-    long long secs[16], changes[16];
-    int mode = atomic_load(&persist_shutdown_save);
-    if (mode > 0 || (mode == 0 && save_points(secs, changes, 16) > 0)) {
-        char err[256];
-        server_log(LOG_NOTICE, "Saving the final snapshot before exiting.");
-        if (!snapshot_run(true, err, sizeof(err)))
-            server_log(LOG_WARNING, "Error saving the final snapshot: %s", err);
-    }
-    wal_close();
-    commit_free();
-}
-
-void persist_cron(void) {
-    snapshot_stats st;
-    snapshot_get_stats(&st);
-    if (st.in_progress) return;
-    int64_t now = now_ms();
-    if (!st.last_ok && now - st.last_attempt_ms < RETRY_AFTER_FAILURE_MS) return;
-    long long secs[16], changes[16];
-    size_t n = save_points(secs, changes, 16);
-    uint64_t dirty = atomic_load(&persist_dirty);
-    for (size_t i = 0; i < n; i++) {
-        if (dirty >= (uint64_t)changes[i] && dirty > 0 && now / 1000 - st.last_save_s >= secs[i]) {
-            server_log(LOG_NOTICE, "%lld changes in %lld seconds. Saving...", changes[i], secs[i]);
-            char err[256];
-            if (!snapshot_run(false, err, sizeof(err)))
-                server_log(LOG_WARNING, "Background snapshot: %s", err);
-            return;
-        }
-    }
-}
 
 void saveCommand(cmd_ctx *c) {
     char err[256];
@@ -107,45 +40,3 @@ void lastsaveCommand(cmd_ctx *c) {
     reply_int(&c->out, st.last_save_s);
 }
 
-void persist_info(char *out, size_t outlen) {
-    snapshot_stats st;
-    wal_stats ws;
-    snapshot_get_stats(&st);
-    wal_get_stats(&ws);
-    static const char *policies[] = {"always", "everysec", "no"};
-    long long policy = atomic_load(&cfg.appendfsync);
-    int64_t now = now_ms();
-    snprintf(out, outlen,
-             "loading:0\r\nasync_loading:0\r\nrdb_changes_since_last_save:%" PRIu64 "\r\n"
-             "rdb_bgsave_in_progress:%d\r\nrdb_last_save_time:%lld\r\n"
-             "rdb_last_bgsave_status:%s\r\nrdb_last_bgsave_time_sec:%lld\r\n"
-             "rdb_current_bgsave_time_sec:%lld\r\naof_enabled:%d\r\n"
-             "aof_rewrite_in_progress:%d\r\naof_rewrite_scheduled:0\r\n"
-             "aof_last_rewrite_time_sec:-1\r\naof_current_rewrite_time_sec:-1\r\n"
-             "aof_last_bgrewrite_status:%s\r\naof_last_write_status:%s\r\n"
-             "bloomery_persistence:snapshot+log\r\nbloomery_appendfsync:%s\r\n"
-             "bloomery_snapshot_seq:%" PRIu64 "\r\nbloomery_snapshot_start_lsn:%" PRIu64 "\r\n"
-             "bloomery_snapshot_keys:%" PRIu64 "\r\nbloomery_snapshot_chunks:%" PRIu64 "\r\n"
-             "bloomery_snapshot_last_duration_ms:%lld\r\n"
-             "bloomery_snapshot_bytes_written:%" PRIu64 "\r\n"
-             "bloomery_snapshot_chunks_written:%" PRIu64 "\r\n"
-             "bloomery_snapshot_chunks_reused:%" PRIu64 "\r\n"
-             "bloomery_snapshot_chunks_inline:%" PRIu64 "\r\n"
-             "bloomery_wal_bytes_written:%" PRIu64 "\r\nbloomery_wal_written_lsn:%" PRIu64 "\r\n"
-             "bloomery_wal_durable_lsn:%" PRIu64 "\r\nbloomery_wal_pending_bytes:%" PRIu64 "\r\n"
-             "bloomery_wal_fsyncs:%" PRIu64 "\r\n",
-             atomic_load(&persist_dirty), st.in_progress, (long long)st.last_save_s,
-             st.last_ok ? "ok" : "err", (long long)(st.last_duration_ms + 500) / 1000,
-             st.in_progress ? (long long)(now - st.current_start_ms) / 1000 : -1LL,
-             wal_enabled() ? 1 : 0, st.in_progress, st.last_ok ? "ok" : "err",
-             ws.write_ok ? "ok" : "err", policies[policy < 0 || policy > 2 ? 1 : policy], st.seq,
-             st.start_lsn, st.keys, st.chunks, (long long)st.last_duration_ms, st.bytes_written,
-             st.chunks_written, st.chunks_reused, st.chunks_inline, ws.bytes, ws.written_lsn,
-             ws.durable_lsn, ws.pending_bytes, ws.fsyncs);
-    uint64_t torn;
-    const char *torn_last;
-    recovery_torn_tails(&torn, &torn_last);
-    size_t used = strlen(out);
-    snprintf(out + used, outlen - used, "log_torn_tails:%" PRIu64 "\r\nlog_torn_tail_last:%s\r\n",
-             torn, torn_last);
-}

@@ -26,7 +26,9 @@
 #include <string.h>
 
 #include "persist.h"
-#include "server.h"
+#include "cmd.h"
+#include "config.h"
+#include "log.h"
 #include "util.h"
 
 #define WIN_MAX_SECONDS (100LL * 365 * 86400)

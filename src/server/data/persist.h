@@ -5,14 +5,14 @@
  *               it to DIR/log/<first LSN>.wal, fsyncs per appendfsync and
  *               publishes the durable LSN
  *   wal_log.c   what a command logs: records built from library hashes
- *   commit.c    group commit: under appendfsync always a client's replies
- *               wait until the log is durable up to its last record
  *   snapshot.c  capture, background write and publication of a snapshot
  *   recovery.c  start-up: newest snapshot, then replay of the log
- *   t_persist.c SAVE, BGSAVE, LASTSAVE, BGREWRITEAOF, INFO persistence, the
- *               save schedule
- * Byte formats live in src/persist (shared with `bloomery check-data`);
- * docs/PERSISTENCE.md describes them and the recovery rules.
+ *   replay.c    replay of the keyspace's own records; a value's records go
+ *               to its type (types.h)
+ *   persistence.c  start-up, the save schedule, the final snapshot, INFO
+ * Replies wait for the log in net/commit.c; byte formats live in
+ * src/persist (shared with `bloomery check-data`).
+ * docs/PERSISTENCE.md describes the formats and the recovery rules.
  *
  * Ordering rule: a command logs while it still holds the stripe lock(s) of
  * the key(s) it changed, after applying the change, so the log's order of
@@ -31,8 +31,6 @@
 #include "keyspace.h"
 #include "wal_format.h"
 
-struct client;
-struct worker;
 
 enum { FSYNC_ALWAYS = 0, FSYNC_EVERYSEC = 1, FSYNC_NO = 2 };
 
@@ -118,24 +116,7 @@ void wal_log_cf_op(const char *key, size_t klen, uint8_t op, uint32_t max_filter
 void wal_log_cf_loadchunk(const char *key, size_t klen, long long iter, const void *data,
                           size_t len);
 
-/* ---- commit.c ---- */
-
-void commit_worker_init(struct worker *w);
-void commit_worker_close(struct worker *w);
-/* Around a write command on worker w: changes it makes visible to other
- * workers get their log records before commit_write_end. */
-void commit_write_begin(struct worker *w);
-void commit_write_end(struct worker *w);
-/* After a client's requests that touched keys ran: true if its replies
- * must wait for the log (appendfsync always and a record its answers may
- * depend on is not durable yet). */
-bool commit_defer(struct client *c);
-void commit_forget(struct client *c);
-/* From the log thread: durable LSN advanced. */
-void commit_notify(void);
-void commit_free(void);
-
-/* ---- t_persist.c ---- */
+/* ---- persistence.c ---- */
 
 /* Recovery, then the log opened (appendonly yes): before any client. */
 bool persist_start(const char *dir, char *err, size_t errlen);
@@ -148,12 +129,6 @@ extern _Atomic int persist_shutdown_save;
 void persist_cron(void);
 /* INFO's Persistence section body. */
 void persist_info(char *out, size_t outlen);
-
-/* ---- t_window.c ---- */
-
-/* From the server cron: rotate windows whose slice is due (active rotation),
- * within budget_us. */
-void window_cron(int64_t budget_us);
 
 /* ---- recovery.c ---- */
 

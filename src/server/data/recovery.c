@@ -33,7 +33,8 @@
 #include "datadir.h"
 #include "persist.h"
 #include "replay.h"
-#include "server.h"
+#include "config.h"
+#include "log.h"
 #include "snapshot.h"
 #include "util.h"
 

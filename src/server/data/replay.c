@@ -26,7 +26,8 @@
 
 #include "persist.h"
 #include "replay.h"
-#include "server.h"
+#include "cmd.h"   /* run_command: goes with the merge and restore records */
+#include "log.h"
 #include "util.h"
 
 static uint64_t skipped;

@@ -41,7 +41,8 @@
 
 #include "datadir.h"
 #include "persist.h"
-#include "server.h"
+#include "config.h"
+#include "log.h"
 #include "snapshot.h"
 #include "util.h"
 

@@ -36,7 +36,8 @@
 #include <unistd.h>
 
 #include "persist.h"
-#include "server.h"
+#include "config.h"
+#include "log.h"
 #include "util.h"
 #include "wal_last.h"
 

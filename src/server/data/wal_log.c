@@ -18,7 +18,8 @@
 #include <unistd.h>
 
 #include "persist.h"
-#include "server.h"
+#include "config.h"
+#include "log.h"
 
 _Atomic uint64_t persist_dirty;
 bool persist_replaying;

@@ -29,6 +29,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "commit.h"
 #include "persist.h"
 #include "server.h"
 #include "util.h"

@@ -35,6 +35,7 @@
 #include <sched.h>
 #include <stdlib.h>
 
+#include "commit.h"
 #include "persist.h"
 #include "server.h"
 

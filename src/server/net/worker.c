@@ -15,6 +15,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "commit.h"
 #include "persist.h"
 #include "server.h"
 #include "util.h"
