@@ -4,10 +4,9 @@
 #include "keyspace.h"
 #include "types.h"
 
-static const value_type *const registry[] = {
-    &bloom_type, &counting_type, &hll_type, &window_type, &cuckoo_type,
-    &bf_loading_type, &cf_loading_type,
-};
+#define VALUE_TYPE_REF(name) &name##_type,
+static const value_type *const registry[] = {VALUE_TYPES(VALUE_TYPE_REF)};
+#undef VALUE_TYPE_REF
 #define NTYPES (sizeof(registry) / sizeof(registry[0]))
 
 size_t types_count(void) { return NTYPES; }

@@ -5,7 +5,7 @@
  * (adopting a loaded value), replay (log records), check-data (through
  * the snapshot kind) and INFO reach a value only through its descriptor.
  * Adding a type is one new file, type_<name>.c, defining its descriptor,
- * plus its line in types.c's registry (docs/ARCHITECTURE.md).
+ * plus its name in VALUE_TYPES below (docs/ARCHITECTURE.md).
  */
 #ifndef BLOOMERYD_TYPES_H
 #define BLOOMERYD_TYPES_H
@@ -45,8 +45,14 @@ typedef struct value_type {
     const char *(*replay)(const wal_op *op);
 } value_type;
 
-extern const value_type bloom_type, counting_type, hll_type, window_type, cuckoo_type,
-    bf_loading_type, cf_loading_type;
+/* The registry: one line per type, X(name) for the descriptor name_type
+ * defined in type_<name>.c. */
+#define VALUE_TYPES(X)                                                       \
+    X(bloom) X(counting) X(hll) X(window) X(cuckoo) X(bf_loading) X(cf_loading)
+
+#define VALUE_TYPE_DECLARE(name) extern const value_type name##_type;
+VALUE_TYPES(VALUE_TYPE_DECLARE)
+#undef VALUE_TYPE_DECLARE
 
 /* Lookups over the registry; NULL when no type matches. */
 const value_type *type_by_snap_kind(uint8_t kind);

@@ -1,0 +1,17 @@
+/* A cuckoo filter dump being restored with CF.LOADCHUNK (cmd/dump.c): a
+ * serial.h loader that becomes a cuckoo filter value when its last chunk
+ * arrives, guarded by the object's lock. Its records (WAL_CF_LOADCHUNK)
+ * replay through the restore.
+ */
+#include "keyspace.h"
+#include "types.h"
+
+static void free_value(void *v) { bloomery_loader_free(v); }
+
+const value_type cf_loading_type = {
+    .name = "cuckoo filter being loaded",
+    .type_reply = "MBbloomCF",
+    .locked = true,
+    .filter = true,
+    .free_value = free_value,
+};
