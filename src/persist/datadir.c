@@ -277,6 +277,11 @@ static bool all_zero(const uint8_t *p, size_t n) {
     return true;
 }
 
+/* The first LSN the scan must read: the start, or an earlier `from`. */
+static uint64_t log_from(const datadir_log *lg) {
+    return lg->from && lg->from < lg->start ? lg->from : lg->start;
+}
+
 datadir_log_status datadir_log_file(datadir_log *lg, const char *path, uint64_t name_lsn,
                                     const uint8_t *buf, size_t len, bool newest,
                                     size_t *torn_off, char *err, size_t errlen) {
@@ -304,10 +309,11 @@ datadir_log_status datadir_log_file(datadir_log *lg, const char *path, uint64_t 
                  " was expected (a log file is missing)", path, first, lg->expect);
         return DATADIR_LOG_BAD;
     }
-    if (lg->expect == 0 && lg->start && first > lg->start) {
+    uint64_t need = log_from(lg);
+    if (lg->expect == 0 && need && first > need) {
         snprintf(err, errlen, "%s: offset 16: the log starts at LSN %" PRIu64 " but the %s needs "
                  "records from LSN %" PRIu64 " (a log file is missing)", path, first,
-                 lg->have_snapshot ? "snapshot" : "empty data set", lg->start);
+                 lg->have_snapshot ? "snapshot" : "empty data set", need);
         return DATADIR_LOG_BAD;
     }
     lg->expect = first;
@@ -345,6 +351,7 @@ datadir_log_status datadir_log_file(datadir_log *lg, const char *path, uint64_t 
             if (lg->fn) lg->fn(lg->ctx, &rec, &op);
             lg->applied++;
         } else {
+            if (lg->below && rec.lsn >= need) lg->below(lg->ctx, &rec, &op);
             lg->passed++;
         }
         lg->expect++;
@@ -480,8 +487,8 @@ bool datadir_scan_log(const char *dir, datadir_log *lg, char *err, size_t errlen
     }
     bool ok = true;
     for (size_t i = 0; i < n && ok; i++) {
-        /* Wholly before the snapshot: the next file starts at or below it. */
-        if (i + 1 < n && files[i + 1] <= lg->start) continue;
+        /* Wholly before what is needed: the next file starts at or below it. */
+        if (i + 1 < n && files[i + 1] <= log_from(lg)) continue;
         snprintf(path, sizeof(path), "%s/%016" PRIx64 ".wal", ldir, files[i]);
         ok = scan_file(lg, path, files[i], i + 1 == n, err, errlen);
     }

@@ -82,7 +82,10 @@ typedef struct datadir_log {
                               * snapshot, 0 when unknown (a damaged index) */
     bool have_snapshot;      /* for messages */
     bool keep_torn;          /* keep a torn tail aside and cut it off; else only report */
-    datadir_record_fn fn;    /* may be NULL */
+    uint64_t from;           /* read from this LSN when below start (0: start): the
+                              * records of a restore in progress (snap_index_log_from) */
+    datadir_record_fn fn;    /* records at or above start; may be NULL */
+    datadir_record_fn below; /* records in [from, start); may be NULL */
     void *ctx;
     /* out */
     uint64_t expect;         /* LSN after the last record read (0: no log file used) */

@@ -76,10 +76,19 @@ bool snap_index_parse(const uint8_t *buf, size_t len, snap_index *out, char *err
         rdr_str(&r, &p, &n);
         uint64_t nc = rdr_u64(&r);
         if (r.bad) why = "entry truncated";
-        else if (kind < SNAP_KIND_BLOOM || kind > SNAP_KIND_CUCKOO) why = "unknown key kind";
+        else if (kind < SNAP_KIND_BLOOM || kind > SNAP_KIND_RESTORE) why = "unknown key kind";
         else if (exp < 0) why = "negative expiry";
         else if (n == 0) why = "empty image header";
-        else if (nc == 0 || nc > (body - r.off) / MIN_CHUNK) why = "bad chunk count";
+        else if (kind == SNAP_KIND_RESTORE) {
+            if (n % 8 != 0) why = "bad restore record list";
+            else if (nc != 0) why = "bad chunk count";
+            for (size_t i = 0; i < n / 8 && !why; i++) {
+                uint64_t lsn = le_load(p + 8 * i, 8);
+                if (lsn == 0 || lsn >= out->start_lsn ||
+                    (i > 0 && lsn <= le_load(p + 8 * (i - 1), 8)))
+                    why = "restore record LSNs out of order";
+            }
+        } else if (nc == 0 || nc > (body - r.off) / MIN_CHUNK) why = "bad chunk count";
         for (uint64_t i = 0; i < nc && !why; i++) {
             at = r.off;
             uint8_t where = rdr_u8(&r);
@@ -169,4 +178,14 @@ void snap_index_chunk(pbuf *b, const snap_chunk *c) {
 void snap_index_finish(pbuf *b) {
     if (b->failed) return;
     pbuf_u64(b, XXH3_64bits(b->p, b->len));
+}
+
+uint64_t snap_index_log_from(const snap_index *ix) {
+    uint64_t from = ix->start_lsn;
+    for (uint64_t k = 0; k < ix->nkeys; k++) {
+        const snap_entry *e = &ix->entries[k];
+        if (e->kind == SNAP_KIND_RESTORE && snap_restore_lsn(e, 0) < from)
+            from = snap_restore_lsn(e, 0);
+    }
+    return from;
 }

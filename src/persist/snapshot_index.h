@@ -37,6 +37,11 @@
 #define SNAP_KIND_HLL 3        /* HyperLogLog */
 #define SNAP_KIND_WINDOW 4     /* time-windowed filter */
 #define SNAP_KIND_CUCKOO 5     /* cuckoo filter */
+/* A BF.LOADCHUNK / CF.LOADCHUNK restore still in progress at the snapshot:
+ * no image and no chunks; its "image header" is the LSNs (u64 each,
+ * ascending, below the start LSN) of the log records that loaded it so far,
+ * which recovery replays onto the key before the records from the start. */
+#define SNAP_KIND_RESTORE 6
 
 #define SNAP_CHUNK_FILE 0
 #define SNAP_CHUNK_INLINE 1
@@ -77,6 +82,15 @@ typedef struct snap_index {
 bool snap_index_parse(const uint8_t *buf, size_t len, snap_index *out, char *err, size_t errlen,
                       size_t *err_off);
 void snap_index_free(snap_index *ix);
+
+/* A restore entry's record LSNs (SNAP_KIND_RESTORE). */
+static inline uint64_t snap_restore_count(const snap_entry *e) { return e->hlen / 8; }
+static inline uint64_t snap_restore_lsn(const snap_entry *e, uint64_t i) {
+    return le_load(e->header + 8 * i, 8);
+}
+/* The first LSN recovery needs: the start, or the oldest record of a
+ * restore in progress. */
+uint64_t snap_index_log_from(const snap_index *ix);
 
 void snap_index_begin(pbuf *b, uint64_t seq, uint64_t start_lsn, int64_t created_ms,
                       uint64_t nkeys);

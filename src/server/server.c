@@ -88,7 +88,10 @@ static bool protected_mode_denies(int fd, const struct sockaddr_storage *peer) {
     if (!atomic_load_explicit(&cfg.protected_mode, memory_order_relaxed) ||
         config_requirepass_set() || peer_is_loopback(peer))
         return false;
-    /* Best effort, as Redis: the socket is new, its buffer empty. */
+    /* Counted before the client can read its answer, so a client that saw
+     * DENIED also sees the count. Best effort, as Redis: the socket is new,
+     * its buffer empty. */
+    atomic_fetch_add(&srv.rejected_connections, 1);
     ssize_t w = write(fd, protected_denied, sizeof(protected_denied) - 1);
     (void)w;
     return true;
@@ -111,15 +114,14 @@ static void on_accept(uv_poll_t *p, int status, int events) {
         long long maxc = atomic_load(&cfg.maxclients);
         if ((long long)atomic_load(&srv.connected) >= maxc) {
             static const char err[] = "-ERR max number of clients reached\r\n";
+            atomic_fetch_add(&srv.rejected_connections, 1);
             ssize_t w = write(fd, err, sizeof(err) - 1);
             (void)w;
             close(fd);
-            atomic_fetch_add(&srv.rejected_connections, 1);
             continue;
         }
         if (protected_mode_denies(fd, &peer)) {
             close(fd);
-            atomic_fetch_add(&srv.rejected_connections, 1);
             continue;
         }
         atomic_fetch_add(&srv.connected, 1);

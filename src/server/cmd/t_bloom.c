@@ -1219,6 +1219,7 @@ void bfLoadchunkCommand(cmd_ctx *c) {
     }
     /* Replay runs the command again on the replayed state. */
     if (c->out.len > before && c->out.buf[before] == '+')
-        wal_log_loadchunk(c->argv[1], c->argvlen[1], iter, data, len);
+        kv_obj_note_restore(ref.e->obj,
+                            wal_log_loadchunk(c->argv[1], c->argvlen[1], iter, data, len));
     ks_close(&ref);
 }

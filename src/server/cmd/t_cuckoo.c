@@ -542,6 +542,7 @@ void cfLoadchunkCommand(cmd_ctx *c) {
         reply_wrongtype(c);
     }
     if (c->out.len > before && c->out.buf[before] == '+')
-        wal_log_cf_loadchunk(c->argv[1], c->argvlen[1], iter, data, len);
+        kv_obj_note_restore(ref.e->obj,
+                            wal_log_cf_loadchunk(c->argv[1], c->argvlen[1], iter, data, len));
     ks_close(&ref);
 }

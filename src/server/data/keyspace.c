@@ -240,6 +240,7 @@ void kv_obj_free(kv_obj *o) {
     if (o == NULL || atomic_fetch_sub(&o->refs, 1) != 1) return;
     if (o->v) o->type->free_value(o->v);
     free(o->chunk_seen);
+    free(o->restore_lsns);
     pthread_mutex_destroy(&o->lock);
     free(o);
 }
@@ -255,6 +256,29 @@ bool ks_replace(const void *key, size_t klen, kv_obj *o, int64_t expire_ms) {
         kv_obj_free(o);
     }
     return e != NULL;
+}
+
+void kv_obj_note_restore(kv_obj *o, uint64_t lsn) {
+    if (o->type->snap_kind != SNAP_KIND_RESTORE) {
+        free(o->restore_lsns);
+        o->restore_lsns = NULL;
+        o->nrestore = o->restore_cap = 0;
+        return;
+    }
+    if (lsn == 0 || o->restore_lost) return;   /* no log: nothing to replay */
+    if (o->nrestore == o->restore_cap) {
+        size_t cap = o->restore_cap ? o->restore_cap * 2 : 16;
+        uint64_t *p = realloc(o->restore_lsns, cap * sizeof(*p));
+        if (p == NULL) {
+            /* A snapshot must not list this restore incompletely: it fails
+             * instead (snapshot.c). */
+            o->restore_lost = true;
+            return;
+        }
+        o->restore_lsns = p;
+        o->restore_cap = cap;
+    }
+    o->restore_lsns[o->nrestore++] = lsn;
 }
 
 bool kv_obj_may_grow(void *ctx, uint64_t bytes) {

@@ -41,6 +41,11 @@ typedef struct kv_obj {
     _Atomic uint64_t value_bytes;
     uint64_t chunks_loaded;   /* loading: chunks received so far */
     uint8_t *chunk_seen;      /* loading: one flag per chunk */
+    /* Loading: the LSNs of the log records of the restore so far, which a
+     * snapshot taken meanwhile lists so that recovery replays them. */
+    uint64_t *restore_lsns;
+    size_t nrestore, restore_cap;
+    bool restore_lost;        /* a LSN could not be kept (out of memory) */
     /* Owners: the entry, plus a snapshot being written (kv_obj_retain);
      * kv_obj_free drops one and frees at zero. */
     _Atomic unsigned refs;
@@ -120,6 +125,10 @@ uint64_t kv_obj_bytes(const kv_obj *o);   /* value bytes counted in used memory 
 /* The libraries' may_allocate hook for growing values (ctx: the kv_obj):
  * reserves bytes within the memory limit and counts them on the object. */
 bool kv_obj_may_grow(void *ctx, uint64_t bytes);
+/* After a restore's record was logged (lsn 0: not logged) on o, under the
+ * key's exclusive lock: keep its LSN while o is still loading, forget the
+ * list once the restore completed. */
+void kv_obj_note_restore(kv_obj *o, uint64_t lsn);
 
 /* Memory accounting: exact bytes of every value plus key and entry overhead. */
 uint64_t ks_used_memory(void);

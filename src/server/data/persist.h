@@ -99,8 +99,10 @@ void wal_log_flush(void);
 /* WAL_BF_MERGE or WAL_PF_MERGE: keys[0] is the destination. */
 void wal_log_merge(uint8_t type, bool created, const char *const *keys, const size_t *lens,
                    size_t n);
-void wal_log_loadchunk(const char *key, size_t klen, long long iter, const void *data,
-                       size_t len);
+/* The restore records return their LSN (0: not logged) for
+ * kv_obj_note_restore. */
+uint64_t wal_log_loadchunk(const char *key, size_t klen, long long iter, const void *data,
+                           size_t len);
 
 /* Windows (t_window.c) and cuckoo filters (t_cuckoo.c). A window add logs
  * the bloomery_hash of each new item with the clock it ran at; a cuckoo op
@@ -113,8 +115,8 @@ void wal_log_win_rotate(const char *key, size_t klen, int64_t start_ms, bool ear
 void wal_log_cf_create(const char *key, size_t klen, const wal_cuckoo *c);
 void wal_log_cf_op(const char *key, size_t klen, uint8_t op, uint32_t max_filters,
                    const uint64_t *hashes, size_t n);
-void wal_log_cf_loadchunk(const char *key, size_t klen, long long iter, const void *data,
-                          size_t len);
+uint64_t wal_log_cf_loadchunk(const char *key, size_t klen, long long iter, const void *data,
+                              size_t len);
 
 /* ---- persistence.c ---- */
 

@@ -78,7 +78,76 @@ static void job_fail(load_job *j, const char *fmt, ...) {
 #define KEYFMT "key '%.*s'"
 #define KEYARG(e) (int)((e)->klen < 200 ? (e)->klen : 200), (const char *)(e)->key
 
+/* Restores (BF.LOADCHUNK, CF.LOADCHUNK) still in progress at the snapshot:
+ * the LSNs of their records below its start, each with the key it loads
+ * now (a restore's key may have been renamed since), sorted by LSN. */
+typedef struct restore_rec {
+    uint64_t lsn;
+    size_t key;
+} restore_rec;
+
+static struct {
+    restore_rec *recs;
+    size_t n;
+    char **keys;
+    size_t *klens, nkeys;
+} restores;
+
+static void restores_free(void) {
+    for (size_t i = 0; i < restores.nkeys; i++) free(restores.keys[i]);
+    free(restores.keys);
+    free(restores.klens);
+    free(restores.recs);
+    memset(&restores, 0, sizeof(restores));
+}
+
+static int cmp_rec(const void *a, const void *b) {
+    uint64_t x = ((const restore_rec *)a)->lsn, y = ((const restore_rec *)b)->lsn;
+    return x < y ? -1 : x > y;
+}
+
+static bool note_restores(const snap_index *ix) {
+    size_t nrec = 0, nkeys = 0;
+    for (uint64_t k = 0; k < ix->nkeys; k++)
+        if (ix->entries[k].kind == SNAP_KIND_RESTORE) {
+            nkeys++;
+            nrec += snap_restore_count(&ix->entries[k]);
+        }
+    if (nkeys == 0) return true;
+    restores.recs = malloc(nrec * sizeof(restore_rec));
+    restores.keys = calloc(nkeys, sizeof(char *));
+    restores.klens = calloc(nkeys, sizeof(size_t));
+    if (!restores.recs || !restores.keys || !restores.klens) return false;
+    for (uint64_t k = 0; k < ix->nkeys; k++) {
+        const snap_entry *e = &ix->entries[k];
+        if (e->kind != SNAP_KIND_RESTORE) continue;
+        size_t id = restores.nkeys;
+        if ((restores.keys[id] = malloc(e->klen ? e->klen : 1)) == NULL) return false;
+        memcpy(restores.keys[id], e->key, e->klen);
+        restores.klens[id] = e->klen;
+        restores.nkeys++;
+        for (uint64_t i = 0; i < snap_restore_count(e); i++)
+            restores.recs[restores.n++] = (restore_rec){snap_restore_lsn(e, i), id};
+    }
+    qsort(restores.recs, restores.n, sizeof(restore_rec), cmp_rec);
+    return true;
+}
+
+/* A record below the snapshot's start: replayed when it loads a restore
+ * that was still in progress, onto the key that restore loads now. */
+static void replay_restore_record(void *ctx, const wal_record *rec, const wal_op *op) {
+    (void)ctx;
+    restore_rec want = {rec->lsn, 0};
+    restore_rec *r = bsearch(&want, restores.recs, restores.n, sizeof(restore_rec), cmp_rec);
+    if (r == NULL) return;
+    wal_op moved = *op;
+    moved.key = (const uint8_t *)restores.keys[r->key];
+    moved.klen = restores.klens[r->key];
+    replay_apply(rec, &moved);
+}
+
 static bool open_entry(load_job *j, uint64_t k) {
+    if (j->ix->entries[k].kind == SNAP_KIND_RESTORE) return true;   /* no image: see above */
     char err[1024];
     j->keys[k].l = datadir_open_entry(j->index_path, &j->ix->entries[k], err, sizeof(err));
     if (j->keys[k].l == NULL) job_fail(j, "%s", err);
@@ -140,8 +209,8 @@ static bool install_entry(load_job *j, uint64_t k) {
 
 #define LOAD_THREADS 2
 
-static bool load_snapshot(const char *dir, uint64_t *start_lsn, bool *found, char *err,
-                          size_t errlen) {
+static bool load_snapshot(const char *dir, uint64_t *start_lsn, uint64_t *from_lsn, bool *found,
+                          char *err, size_t errlen) {
     datadir_snapshot snap;
     int rc = datadir_snapshot_open(dir, &snap, err, errlen);
     *found = rc > 0;
@@ -177,8 +246,13 @@ static bool load_snapshot(const char *dir, uint64_t *start_lsn, bool *found, cha
     free(j.work);
     pthread_mutex_destroy(&j.lock);
     bool ok = !atomic_load(&j.failed);
+    if (ok && !note_restores(ix)) {
+        snprintf(j.err, sizeof(j.err), "out of memory loading the snapshot's restores");
+        ok = false;
+    }
     if (ok) {
         *start_lsn = ix->start_lsn;
+        *from_lsn = snap_index_log_from(ix);
         server_log(LOG_NOTICE, "Loaded snapshot %s: %" PRIu64 " keys, %" PRIu64 " chunks in %.3f s",
                    path, ix->nkeys, ix->nchunks, (double)(mono_us() - t0) / 1e6);
         snapshot_adopt(ix->seq, ix);
@@ -205,10 +279,10 @@ static void replay_record(void *ctx, const wal_record *rec, const wal_op *op) {
     replay_apply(rec, op);
 }
 
-static bool replay_log(const char *dir, uint64_t start, bool have_snapshot, uint64_t *next_lsn,
-                       char *err, size_t errlen) {
-    datadir_log lg = {.start = start, .have_snapshot = have_snapshot, .keep_torn = true,
-                      .fn = replay_record};
+static bool replay_log(const char *dir, uint64_t start, uint64_t from, bool have_snapshot,
+                       uint64_t *next_lsn, char *err, size_t errlen) {
+    datadir_log lg = {.start = start, .from = from, .have_snapshot = have_snapshot,
+                      .keep_torn = true, .fn = replay_record, .below = replay_restore_record};
     int64_t t0 = mono_us();
     bool ok = datadir_scan_log(dir, &lg, err, errlen);
     if (lg.torn && (ok || lg.torn_kept[0])) {
@@ -250,10 +324,11 @@ bool recovery_run(const char *dir, uint64_t *next_lsn, char *err, size_t errlen)
     long long maxmem = atomic_exchange(&cfg.maxmemory, 0);
     persist_replaying = true;
     ks_pause_expiry(true);
-    uint64_t start = 1;
+    uint64_t start = 1, from = 0;
     bool found = false;
-    bool ok = load_snapshot(dir, &start, &found, err, errlen) &&
-              replay_log(dir, start, found, next_lsn, err, errlen);
+    bool ok = load_snapshot(dir, &start, &from, &found, err, errlen) &&
+              replay_log(dir, start, from, found, next_lsn, err, errlen);
+    restores_free();
     ks_pause_expiry(false);
     persist_replaying = false;
     atomic_store(&cfg.maxmemory, maxmem);

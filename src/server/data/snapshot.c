@@ -74,6 +74,7 @@ typedef struct cap_key {
 
 typedef struct snapshot {
     uint64_t seq, start_lsn;
+    uint64_t log_from;       /* the oldest record a restore in progress needs */
     int64_t created_ms;
     uint64_t dirty;          /* changes counted at capture */
     cap_key *keys;
@@ -132,20 +133,53 @@ void snapshot_adopt(uint64_t seq, const snap_index *ix) {
 
 /* ---- capture ---- */
 
-static bool capture_key(snapshot *s, const kv_entry *e) {
-    kv_obj *o = e->obj;
-    uint8_t kind = o->type->snap_kind;
-    if (kind == 0) return true;   /* a LOADCHUNK restore in progress: see PERSISTENCE.md */
-    bloomery_object obj = type_object(o);
+static cap_key *new_key(snapshot *s) {
     if (s->nkeys == s->capkeys) {
         size_t cap = s->capkeys ? s->capkeys * 2 : 64;
         cap_key *k = realloc(s->keys, cap * sizeof(*k));
-        if (k == NULL) return false;
+        if (k == NULL) return NULL;
         s->keys = k;
         s->capkeys = cap;
     }
     cap_key *k = &s->keys[s->nkeys];
     memset(k, 0, sizeof(*k));
+    return k;
+}
+
+/* A LOADCHUNK restore in progress has no image yet: the entry lists the
+ * LSNs of its records, which stay in the log for recovery to replay. */
+static bool capture_restore(snapshot *s, const kv_entry *e) {
+    kv_obj *o = e->obj;
+    if (o->restore_lost) return false;
+    if (o->nrestore == 0) return true;   /* never logged (appendonly no) */
+    cap_key *k = new_key(s);
+    if (k == NULL) return false;
+    k->key = malloc(e->klen ? e->klen : 1);
+    k->header = malloc(8 * o->nrestore);
+    if (!k->key || !k->header) {
+        free(k->key);
+        free(k->header);
+        return false;
+    }
+    memcpy(k->key, e->key, e->klen);
+    k->klen = e->klen;
+    for (size_t i = 0; i < o->nrestore; i++) le_store(k->header + 8 * i, o->restore_lsns[i], 8);
+    k->hlen = 8 * o->nrestore;
+    k->kind = SNAP_KIND_RESTORE;
+    k->expire_ms = e->expire_ms;
+    if (o->restore_lsns[0] < s->log_from) s->log_from = o->restore_lsns[0];
+    s->nkeys++;
+    return true;
+}
+
+static bool capture_key(snapshot *s, const kv_entry *e) {
+    kv_obj *o = e->obj;
+    uint8_t kind = o->type->snap_kind;
+    if (kind == 0) return true;
+    if (kind == SNAP_KIND_RESTORE) return capture_restore(s, e);
+    bloomery_object obj = type_object(o);
+    cap_key *k = new_key(s);
+    if (k == NULL) return false;
     bloomery_image *img;
     if (bloomery_image_create(&img, obj, 0) != BLOOMERY_OK) return false;
     size_t hlen;
@@ -238,6 +272,7 @@ static snapshot *capture(void) {
     pthread_mutex_init(&s->lock, NULL);
     ks_lock_all();
     s->start_lsn = wal_rotate();
+    s->log_from = s->start_lsn;
     s->created_ms = now_ms();
     s->dirty = atomic_load(&persist_dirty);
     ks_foreach_locked(capture_visit, s);
@@ -560,7 +595,7 @@ static void finish(snapshot *s, int64_t t0) {
         /* Only once the new index is durable: older state goes. Log files
          * below L0 go after the rotation reached the disk. */
         collect_garbage(s);
-        if (wal_wait_rotated(s->start_lsn)) wal_delete_below(s->start_lsn);
+        if (wal_wait_rotated(s->start_lsn)) wal_delete_below(s->log_from);
         atomic_fetch_sub(&persist_dirty, s->dirty);
     }
     int64_t ms = (mono_us() - t0) / 1000;

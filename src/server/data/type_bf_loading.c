@@ -11,6 +11,7 @@ static void free_value(void *v) { bloomery_loader_free(v); }
 const value_type bf_loading_type = {
     .name = "Bloom filter being loaded",
     .type_reply = "MBbloom--",
+    .snap_kind = SNAP_KIND_RESTORE,
     .locked = true,
     .filter = true,
     .free_value = free_value,

@@ -35,6 +35,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "datadir.h"
 #include "persist.h"
 #include "config.h"
 #include "log.h"
@@ -467,24 +468,18 @@ bool wal_wait_rotated(uint64_t first_lsn) {
 void wal_delete_below(uint64_t lsn) {
     char logdir[4096];
     snprintf(logdir, sizeof(logdir), "%s", W.logdir);
-    DIR *d = opendir(logdir);
-    if (d == NULL) return;
-    struct dirent *de;
+    uint64_t *files;
+    size_t n = datadir_list(logdir, ".wal", &files);
     bool removed = false;
-    while ((de = readdir(d)) != NULL) {
-        uint64_t first;
-        char tail[8];
-        if (sscanf(de->d_name, "%16" SCNx64 "%7s", &first, tail) != 2 || strcmp(tail, ".wal") != 0)
-            continue;
-        /* Files are named by their first LSN and a new one starts at every
-         * rotation, so a file below lsn ends below it. */
-        if (first < lsn) {
-            char path[8400];
-            snprintf(path, sizeof(path), "%s/%s", logdir, de->d_name);
-            if (unlink(path) == 0) removed = true;
-        }
+    /* Files are named by their first LSN: a file ends below lsn when the
+     * next one starts at or below it (lsn may fall inside a file when a
+     * restore in progress needs older records). The newest file stays. */
+    for (size_t i = 0; i + 1 < n && files[i + 1] <= lsn; i++) {
+        char path[4200];
+        snprintf(path, sizeof(path), "%s/%016" PRIx64 ".wal", logdir, files[i]);
+        if (unlink(path) == 0) removed = true;
     }
-    closedir(d);
+    free(files);
     if (removed) fsync_dir(logdir);
 }
 

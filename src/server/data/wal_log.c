@@ -30,7 +30,7 @@ static bool begin(uint64_t changes) {
     return wal_enabled();
 }
 
-static void emit(uint8_t type, pbuf *b) {
+static uint64_t emit(uint8_t type, pbuf *b) {
     if (b->failed) {
         /* The change is applied and its record cannot be encoded: going on
          * would acknowledge what a crash loses. Redis exits when an
@@ -40,8 +40,9 @@ static void emit(uint8_t type, pbuf *b) {
         fflush(NULL);
         _exit(1);
     }
-    wal_append(type, b->p, b->len);
+    uint64_t lsn = wal_append(type, b->p, b->len);
     free(b->p);
+    return lsn;
 }
 
 void wal_log_bf_add(const char *key, size_t klen, const sbf_t *f, const char *const *items,
@@ -154,12 +155,12 @@ void wal_log_merge(uint8_t type, bool created, const char *const *keys, const si
     emit(type, &b);
 }
 
-void wal_log_loadchunk(const char *key, size_t klen, long long iter, const void *data,
-                       size_t len) {
-    if (!begin(1)) return;
+uint64_t wal_log_loadchunk(const char *key, size_t klen, long long iter, const void *data,
+                           size_t len) {
+    if (!begin(1)) return 0;
     pbuf b = {0};
     wal_enc_loadchunk(&b, key, klen, iter, data, len);
-    emit(WAL_LOADCHUNK, &b);
+    return emit(WAL_LOADCHUNK, &b);
 }
 
 /* ---- windows and cuckoo filters ---- */
@@ -220,10 +221,10 @@ void wal_log_cf_op(const char *key, size_t klen, uint8_t op, uint32_t max_filter
     emit(WAL_CF_OP, &b);
 }
 
-void wal_log_cf_loadchunk(const char *key, size_t klen, long long iter, const void *data,
-                          size_t len) {
-    if (!begin(1)) return;
+uint64_t wal_log_cf_loadchunk(const char *key, size_t klen, long long iter, const void *data,
+                              size_t len) {
+    if (!begin(1)) return 0;
     pbuf b = {0};
     wal_enc_loadchunk(&b, key, klen, iter, data, len);
-    emit(WAL_CF_LOADCHUNK, &b);
+    return emit(WAL_CF_LOADCHUNK, &b);
 }
