@@ -16,6 +16,12 @@
 #define BLOOMERY_VERSION_PATCH 0
 #define BLOOMERY_VERSION_STRING "0.1.0"
 
+#include "bloomery/export.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef enum bloomery_err {
     BLOOMERY_OK = 0,
     BLOOMERY_ENOMEM = -1,    /* allocation failed */
@@ -30,7 +36,11 @@ typedef enum bloomery_err {
 } bloomery_err;
 
 /* A static English description of an error code. */
-const char *bloomery_strerror(int err);
+BLOOMERY_API const char *bloomery_strerror(int err);
+
+#ifdef __cplusplus
+}
+#endif
 
 #include "bloomery/sizing.h"
 #include "bloomery/blocked.h"
