@@ -18,8 +18,8 @@
  * already set are skipped, so adds into a filling filter rarely lock the bus.
  * Readers load lanes relaxed; a reader racing an add sees a subset of that
  * add's bits, which can only make it answer "absent" for an add that has not
- * completed. The AVX2 path reads a block with two 256-bit loads; a torn read
- * is still a subset of the final bits, so the argument holds.
+ * completed. The AVX2 path reads the eight lanes with relaxed loads too and
+ * tests them as two 256-bit vectors.
  */
 #include "bloomery/blocked.h"
 #include "bloomery/bloomery.h"
@@ -100,12 +100,22 @@ __attribute__((target("avx2"))) static inline void masks_avx2(uint32_t seed, __m
     *m1 = _mm256_sllv_epi64(one, _mm256_cvtepu32_epi64(_mm256_extracti128_si256(pos, 1)));
 }
 
+/* Four lanes, each read with a relaxed atomic load: adders OR into them
+ * concurrently, and a plain vector load of them would be a data race. */
+__attribute__((target("avx2"))) static inline __m256i load_lanes(const uint64_t *p)
+{
+    return _mm256_set_epi64x((long long)__atomic_load_n(&p[3], __ATOMIC_RELAXED),
+                             (long long)__atomic_load_n(&p[2], __ATOMIC_RELAXED),
+                             (long long)__atomic_load_n(&p[1], __ATOMIC_RELAXED),
+                             (long long)__atomic_load_n(&p[0], __ATOMIC_RELAXED));
+}
+
 __attribute__((target("avx2"))) static bool block_test_avx2(const uint64_t *blk, uint32_t seed)
 {
     __m256i m0, m1;
     masks_avx2(seed, &m0, &m1);
-    __m256i b0 = _mm256_load_si256((const __m256i *)blk);
-    __m256i b1 = _mm256_load_si256((const __m256i *)(blk + 4));
+    __m256i b0 = load_lanes(blk);
+    __m256i b1 = load_lanes(blk + 4);
     return _mm256_testc_si256(b0, m0) & _mm256_testc_si256(b1, m1);
 }
 

@@ -62,7 +62,6 @@
 
 #include <math.h>
 #include <sched.h>
-#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -102,23 +101,23 @@ struct cbf {
 
 /* One lock per cache line so that unrelated items do not false-share. */
 static struct {
-    _Alignas(64) atomic_uint locked;
+    _Alignas(64) unsigned locked;
 } stripes[STRIPES];
 
-static atomic_uint *stripe_for(cbf_hash h)
+static unsigned *stripe_for(cbf_hash h)
 {
     /* b is a hash seeded with a, so its top bits are as good as any. */
     return &stripes[h.b >> 56 & (STRIPES - 1)].locked;
 }
 
-static void stripe_lock(atomic_uint *l)
+static void stripe_lock(unsigned *l)
 {
     for (;;) {
-        if (!atomic_exchange_explicit(l, 1, memory_order_acquire))
+        if (!__atomic_exchange_n(l, 1, __ATOMIC_ACQUIRE))
             return;
         /* Spin on a plain load so waiters share the line instead of bouncing
          * it; yield eventually in case the holder was preempted. */
-        for (unsigned spins = 0; atomic_load_explicit(l, memory_order_relaxed); spins++) {
+        for (unsigned spins = 0; __atomic_load_n(l, __ATOMIC_RELAXED); spins++) {
             if (spins >= 1000) {
                 sched_yield();
                 spins = 0;
@@ -130,9 +129,9 @@ static void stripe_lock(atomic_uint *l)
     }
 }
 
-static void stripe_unlock(atomic_uint *l)
+static void stripe_unlock(unsigned *l)
 {
-    atomic_store_explicit(l, 0, memory_order_release);
+    __atomic_store_n(l, 0, __ATOMIC_RELEASE);
 }
 
 /* ---- hashing and probing ---- */
@@ -213,7 +212,7 @@ bool cbf_add(cbf_t *f, const void *item, size_t len)
 bool cbf_check_and_add(cbf_t *f, const void *item, size_t len)
 {
     cbf_hash h = cbf_hash_item(item, len);
-    atomic_uint *l = stripe_for(h);
+    unsigned *l = stripe_for(h);
     stripe_lock(l);
     bool added = cbf_add_hashed(f, h);
     stripe_unlock(l);
