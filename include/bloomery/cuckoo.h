@@ -78,7 +78,7 @@
 extern "C" {
 #endif
 
-/* RedisBloom's defaults and ranges (src/config.c), and our fingerprint range. */
+/* RedisBloom's defaults and ranges (from its config.c), and our fingerprint range. */
 #define CF_DEFAULT_CAPACITY 1024
 #define CF_DEFAULT_BUCKET_SIZE 2
 #define CF_MAX_BUCKET_SIZE 255

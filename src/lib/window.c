@@ -15,7 +15,7 @@
  * The ring's FPR is at most the sum over slices, (S+1) * p/(S+1) = p, at
  * capacity. With the memory policy a slice at p/(S+1) uses two blocks per
  * key below p = 5e-4, which is what makes S = 4 cost about 23.5 bits per
- * windowed item at p = 1e-3 (brief, section 6).
+ * windowed item at p = 1e-3.
  */
 #include "bloomery/window.h"
 #include "bloomery/bloomery.h"
