@@ -125,8 +125,8 @@ static void test_single_a(void **state)
         if (j != 12711)
             assert_int_equal(hll_register(h, j), 0);
 
-    static const uint8_t expected[] = {0x48, 0x59, 0x4c, 0x4c, 0x01, 0, 0, 0, 0, 0, 0, 0,
-                                       0, 0, 0, 0x80, 0x71, 0xa6, 0x84, 0x4e, 0x57};
+    static const uint8_t expected[] = {0x48, 0x59, 0x4c, 0x4c, 0x01, 0,    0,    0,    0,    0,   0,
+                                       0,    0,    0,    0,    0x80, 0x71, 0xa6, 0x84, 0x4e, 0x57};
     size_t len;
     const uint8_t *b = hll_bytes(h, &len);
     assert_int_equal(len, sizeof expected);
@@ -148,8 +148,8 @@ static void test_single_a(void **state)
 static void test_new_key(void **state)
 {
     (void)state;
-    static const uint8_t empty[] = {'H', 'Y', 'L', 'L', 1, 0, 0, 0, 0, 0, 0, 0,
-                                    0, 0, 0, 0x80, 0x7f, 0xff};
+    static const uint8_t empty[] = {'H', 'Y', 'L', 'L', 1, 0, 0,    0,    0,
+                                    0,   0,   0,   0,   0, 0, 0x80, 0x7f, 0xff};
     hll_t *h = new_hll();
     size_t len;
     const uint8_t *b = hll_bytes(h, &len);
@@ -361,7 +361,7 @@ static void check_merge(uint64_t na, uint64_t nb, uint64_t nd)
 {
     hll_t *a = new_hll(), *b = new_hll(), *d = new_hll(), *all = new_hll();
     add_range(a, "m:", 0, na);
-    add_range(b, "m:", na / 2, na / 2 + nb);  /* overlaps a */
+    add_range(b, "m:", na / 2, na / 2 + nb);   /* overlaps a */
     add_range(d, "m:", na + nb, na + nb + nd); /* dst's own elements count */
     add_range(all, "m:", 0, na);
     add_range(all, "m:", na / 2, na / 2 + nb);

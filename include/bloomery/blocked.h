@@ -42,7 +42,7 @@ BLOOMERY_API bloomery_hash bloomery_hash_item(const void *item, size_t len, uint
 typedef struct bf bf_t;
 
 typedef struct bf_options {
-    uint64_t seed;          /* hash seed, stored with the filter; default 0 */
+    uint64_t seed;           /* hash seed, stored with the filter; default 0 */
     unsigned blocks_per_key; /* 0: chosen from p under `policy` */
     bloomery_policy policy;
 } bf_options;
@@ -96,12 +96,12 @@ BLOOMERY_API void bf_prefetch(const bf_t *bf, bloomery_hash h, bool for_write);
 
 /* Shape and state. */
 BLOOMERY_API uint64_t bf_nblocks(const bf_t *bf);
-BLOOMERY_API uint64_t bf_bytes(const bf_t *bf);         /* bytes of the bit array */
+BLOOMERY_API uint64_t bf_bytes(const bf_t *bf); /* bytes of the bit array */
 BLOOMERY_API unsigned bf_blocks_per_key(const bf_t *bf);
 BLOOMERY_API uint64_t bf_seed(const bf_t *bf);
 BLOOMERY_API uint64_t bf_capacity(const bf_t *bf);
 BLOOMERY_API double bf_error_rate(const bf_t *bf);
-BLOOMERY_API uint64_t bf_count(const bf_t *bf);         /* items reported new */
+BLOOMERY_API uint64_t bf_count(const bf_t *bf); /* items reported new */
 BLOOMERY_API void bf_set_count(bf_t *bf, uint64_t count);
 
 /* Exact FPR of a random non-member against the bits as they are now: mean over

@@ -56,13 +56,13 @@ BLOOMERY_API int cbf_create(cbf_t **out, uint64_t capacity, double error_rate);
  * Errors: BLOOMERY_EINVAL for an inconsistent shape, BLOOMERY_ETOOBIG for
  * bytes > CBF_MAX_BYTES, BLOOMERY_ENOMEM. */
 typedef struct cbf_shape {
-    uint64_t capacity;   /* "entries" */
+    uint64_t capacity; /* "entries" */
     double error_rate;
-    double bpe;          /* bits per entry as RedisBloom stored it */
+    double bpe; /* bits per entry as RedisBloom stored it */
     unsigned hashes;
     uint64_t bits;
-    uint64_t bytes;      /* bits / 8 */
-    uint8_t n2;          /* log2 size for legacy power-of-two filters, else 0 */
+    uint64_t bytes; /* bits / 8 */
+    uint8_t n2;     /* log2 size for legacy power-of-two filters, else 0 */
 } cbf_shape;
 BLOOMERY_API int cbf_create_shape(cbf_t **out, const cbf_shape *shape);
 BLOOMERY_API void cbf_shape_of(const cbf_t *f, cbf_shape *shape);
@@ -127,7 +127,7 @@ typedef struct cbf_rb_header {
     uint32_t nfilters;
     uint32_t options;
     uint32_t growth;
-    cbf_rb_link *links;  /* nfilters entries */
+    cbf_rb_link *links; /* nfilters entries */
 } cbf_rb_header;
 
 /* Encode into buf (CBF_RB_HEADER_FIXED + nfilters * CBF_RB_HEADER_LINK bytes). */

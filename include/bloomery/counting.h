@@ -52,7 +52,7 @@ BLOOMERY_API unsigned cntbf_blocks_per_key(const cntbf_t *c);
 BLOOMERY_API uint64_t cntbf_seed(const cntbf_t *c);
 BLOOMERY_API uint64_t cntbf_capacity(const cntbf_t *c);
 BLOOMERY_API double cntbf_error_rate(const cntbf_t *c);
-BLOOMERY_API uint64_t cntbf_count(const cntbf_t *c);     /* adds minus deletes */
+BLOOMERY_API uint64_t cntbf_count(const cntbf_t *c); /* adds minus deletes */
 BLOOMERY_API void cntbf_set_count(cntbf_t *c, uint64_t count);
 BLOOMERY_API double cntbf_fpr_estimate(const cntbf_t *c);
 /* Add src's counters into dst's, saturating at 15 (a multiset union). Shapes

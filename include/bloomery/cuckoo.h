@@ -210,13 +210,13 @@ BLOOMERY_API uint64_t cf_occupied(const cf_t *c);
 /* ---- shape and data, for serialization ---- */
 
 typedef struct cf_shape {
-    uint64_t nbuckets;          /* sub-filter 0's, a power of two */
+    uint64_t nbuckets; /* sub-filter 0's, a power of two */
     unsigned bucket_size;
     unsigned fingerprint_bits;
     unsigned max_iterations;
-    unsigned expansion;         /* 0 or a power of two */
+    unsigned expansion; /* 0 or a power of two */
     unsigned max_filters;
-    uint32_t nfilters;          /* >= 1; exactly 1 when expansion is 0 */
+    uint32_t nfilters; /* >= 1; exactly 1 when expansion is 0 */
     uint64_t items, deletes;
 } cf_shape;
 

@@ -42,9 +42,9 @@ typedef struct sbf sbf_t;
 
 typedef struct sbf_options {
     bloomery_layout layout;
-    uint32_t expansion;      /* 0: non-scaling */
-    uint64_t seed;           /* blocked links' hash seed */
-    bloomery_policy policy;  /* blocked links' blocks-per-key policy */
+    uint32_t expansion;     /* 0: non-scaling */
+    uint64_t seed;          /* blocked links' hash seed */
+    bloomery_policy policy; /* blocked links' blocks-per-key policy */
     /* Called before a link is allocated with its size in bytes; returning
      * false refuses the growth (the add fails with BLOOMERY_ENOMEM and nothing
      * changes). May be NULL. */
@@ -85,15 +85,15 @@ BLOOMERY_API void sbf_check_many(const sbf_t *s, const void *const *items, const
                                  size_t n, int *results);
 
 BLOOMERY_API bloomery_layout sbf_layout(const sbf_t *s);
-BLOOMERY_API uint32_t sbf_expansion(const sbf_t *s);      /* 0 for non-scaling */
-BLOOMERY_API double sbf_error_rate(const sbf_t *s);       /* as requested */
+BLOOMERY_API uint32_t sbf_expansion(const sbf_t *s); /* 0 for non-scaling */
+BLOOMERY_API double sbf_error_rate(const sbf_t *s);  /* as requested */
 BLOOMERY_API uint64_t sbf_initial_capacity(const sbf_t *s);
-BLOOMERY_API uint64_t sbf_capacity(const sbf_t *s);       /* sum over links */
-BLOOMERY_API uint64_t sbf_count(const sbf_t *s);          /* sum over links */
-BLOOMERY_API uint64_t sbf_bytes(const sbf_t *s);          /* sum of link bit arrays */
+BLOOMERY_API uint64_t sbf_capacity(const sbf_t *s); /* sum over links */
+BLOOMERY_API uint64_t sbf_count(const sbf_t *s);    /* sum over links */
+BLOOMERY_API uint64_t sbf_bytes(const sbf_t *s);    /* sum of link bit arrays */
 BLOOMERY_API uint64_t sbf_seed(const sbf_t *s);
 BLOOMERY_API size_t sbf_nlinks(const sbf_t *s);
-BLOOMERY_API double sbf_fpr_estimate(const sbf_t *s);     /* 1 - prod(1 - link estimate) */
+BLOOMERY_API double sbf_fpr_estimate(const sbf_t *s); /* 1 - prod(1 - link estimate) */
 
 /* Link i (0 = oldest): exactly one of the two is non-NULL. */
 BLOOMERY_API bf_t *sbf_link_blocked(const sbf_t *s, size_t i);

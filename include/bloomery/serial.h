@@ -39,16 +39,16 @@ extern "C" {
 #endif
 
 #define BLOOMERY_SERIAL_VERSION 1
-#define BLOOMERY_CHUNK_DEFAULT (2u << 20)   /* 2 MiB */
+#define BLOOMERY_CHUNK_DEFAULT (2u << 20) /* 2 MiB */
 #define BLOOMERY_CHUNK_MAX (64u << 20)
 
 typedef enum bloomery_type {
-    BLOOMERY_TYPE_BLOCKED = 1,   /* bf_t */
-    BLOOMERY_TYPE_SCALABLE = 2,  /* sbf_t, blocked or classic links */
-    BLOOMERY_TYPE_COUNTING = 3,  /* cntbf_t */
-    BLOOMERY_TYPE_HLL = 4,       /* hll_t */
-    BLOOMERY_TYPE_CUCKOO = 5,    /* cf_t */
-    BLOOMERY_TYPE_WINDOW = 6,    /* win_t */
+    BLOOMERY_TYPE_BLOCKED = 1,  /* bf_t */
+    BLOOMERY_TYPE_SCALABLE = 2, /* sbf_t, blocked or classic links */
+    BLOOMERY_TYPE_COUNTING = 3, /* cntbf_t */
+    BLOOMERY_TYPE_HLL = 4,      /* hll_t */
+    BLOOMERY_TYPE_CUCKOO = 5,   /* cf_t */
+    BLOOMERY_TYPE_WINDOW = 6,   /* win_t */
 } bloomery_type;
 
 typedef struct bloomery_object {

@@ -76,7 +76,7 @@ BLOOMERY_API unsigned win_advance(win_t *w, int64_t now_ms,
 BLOOMERY_API uint64_t win_capacity(const win_t *w);
 BLOOMERY_API double win_error_rate(const win_t *w);
 BLOOMERY_API uint64_t win_window_ms(const win_t *w);
-BLOOMERY_API unsigned win_slices(const win_t *w);           /* S; the ring holds S+1 */
+BLOOMERY_API unsigned win_slices(const win_t *w); /* S; the ring holds S+1 */
 BLOOMERY_API uint64_t win_slice_capacity(const win_t *w);
 BLOOMERY_API uint64_t win_bytes(const win_t *w);
 BLOOMERY_API uint64_t win_seed(const win_t *w);
