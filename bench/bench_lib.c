@@ -264,7 +264,8 @@ static void run_size(const char *label, uint64_t bytes, int synthetic, uint64_t 
     } else {
         members.n = bcap;
         for (uint64_t i = 0; i < bcap; i += GROUP)
-            bf_add_many(bf, members.ptr + i, members.len + i, bcap - i < GROUP ? bcap - i : GROUP, NULL);
+            bf_add_many(bf, members.ptr + i, members.len + i, bcap - i < GROUP ? bcap - i : GROUP,
+                        NULL);
         members.n = ccap;
         for (uint64_t i = 0; i < ccap; i++)
             cbf_add(cf, members.ptr[i], KEY_LEN);
@@ -273,8 +274,10 @@ static void run_size(const char *label, uint64_t bytes, int synthetic, uint64_t 
     double cbpk = 8.0 * (double)cbf_bytes(cf) / (double)ccap;
     double bfpr = fpr_blocked(bf, &probes), cfpr = fpr_classic(cf, &probes);
     char bsize[64], csize[64];
-    snprintf(bsize, sizeof bsize, "%s (%.0f MiB, %.3g items)", label, bf_bytes(bf) / 1048576.0, (double)bcap);
-    snprintf(csize, sizeof csize, "%s (%.0f MiB, %.3g items)", label, cbf_bytes(cf) / 1048576.0, (double)ccap);
+    snprintf(bsize, sizeof bsize, "%s (%.0f MiB, %.3g items)", label, bf_bytes(bf) / 1048576.0,
+             (double)bcap);
+    snprintf(csize, sizeof csize, "%s (%.0f MiB, %.3g items)", label, cbf_bytes(cf) / 1048576.0,
+             (double)ccap);
 
     /* Lookups of absent items (mostly negatives at p = 1%), then of present
      * ones (every probe is read), then adds of new items. */
@@ -305,7 +308,8 @@ static void run_size(const char *label, uint64_t bytes, int synthetic, uint64_t 
     d.ptr += c.n;
     d.len += c.n;
     d.n = ops - c.n;
-    double s_caa = time_blocked(bf, CHECK_AND_ADD, 0, &c), b_caa = time_blocked(bf, CHECK_AND_ADD, 1, &d);
+    double s_caa = time_blocked(bf, CHECK_AND_ADD, 0, &c),
+           b_caa = time_blocked(bf, CHECK_AND_ADD, 1, &d);
     row(bsize, "blocked", bbpk, bfpr, "check-and-add", s_caa, b_caa);
     row(csize, "classic", cbpk, cfpr, "check-and-add", time_classic(cf, CHECK_AND_ADD, &c), 0);
     c.n = ops;
@@ -333,7 +337,8 @@ int main(int argc, char **argv)
     }
     printf("kernel: %s; p = 0.01; %llu operations per figure; batches of %d\n\n", bf_kernel_name(),
            (unsigned long long)ops, GROUP);
-    printf("| filter | layout | bits/key | measured FPR | operation | ns/op single | M ops/s single | ns/op batched | M ops/s batched |\n");
+    printf("| filter | layout | bits/key | measured FPR | operation | ns/op single | M ops/s "
+           "single | ns/op batched | M ops/s batched |\n");
     printf("|---|---|---|---|---|---|---|---|---|\n");
     run_size("1 MiB", 1 << 20, 0, ops);
     if (!small_only)

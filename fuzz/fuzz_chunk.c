@@ -11,7 +11,8 @@
 #include "../src/persist/chunk_format.h"
 #include "../src/persist/le.h"
 
-static void decode(const uint8_t *buf, size_t len) {
+static void decode(const uint8_t *buf, size_t len)
+{
     uint8_t *out;
     uint32_t rl;
     char err[256];
@@ -24,11 +25,14 @@ static void decode(const uint8_t *buf, size_t len) {
     }
 }
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
     decode(data, size);
-    if (size < CHUNK_HEADER_SIZE || memcmp(data, CHUNK_MAGIC, 8) != 0) return 0;
+    if (size < CHUNK_HEADER_SIZE || memcmp(data, CHUNK_MAGIC, 8) != 0)
+        return 0;
     uint8_t *copy = malloc(size);
-    if (!copy) return 0;
+    if (!copy)
+        return 0;
     memcpy(copy, data, size);
     /* Keep the declared raw length small enough for quick runs. */
     uint32_t rl = (uint32_t)le_load(copy + 12, 4) & 0xfffff;

@@ -88,7 +88,7 @@ static void run_ops(const uint8_t *data, size_t size)
     cf_options o;
     cf_options_init(&o);
     o.bucket_size = 1 + (data[0] & 3);
-    o.expansion = (data[0] >> 2) & 7;   /* 0..7, rounded up to 0, 1, 2, 4, 8 */
+    o.expansion = (data[0] >> 2) & 7; /* 0..7, rounded up to 0, 1, 2, 4, 8 */
     o.fingerprint_bits = 8 + data[1] % 25;
     o.max_iterations = 1 + data[2] % 40;
     uint64_t capacity = 2 * o.bucket_size + data[3] % 64;
@@ -141,9 +141,7 @@ static void run_ops(const uint8_t *data, size_t size)
                 require(cf_items(c) == items);
             }
             break;
-        case 4:
-            require(cf_count(c, key, len) >= (counts[k] ? 1u : 0u));
-            break;
+        case 4: require(cf_count(c, key, len) >= (counts[k] ? 1u : 0u)); break;
         case 5:
             cf_compact(c);
             require(cf_deletes(c) == 0);
@@ -159,9 +157,7 @@ static void run_ops(const uint8_t *data, size_t size)
             bloomery_object_free(&back);
             break;
         }
-        case 7:
-            require(cf_set_max_filters(c, 1 + k % 12) == BLOOMERY_OK);
-            break;
+        case 7: require(cf_set_max_filters(c, 1 + k % 12) == BLOOMERY_OK); break;
         }
         /* Full checks after every op while the tables are small. */
         if (cf_slots(c) <= 4096 || ++since_check == 32 || at + 3 >= size) {

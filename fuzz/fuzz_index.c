@@ -10,11 +10,13 @@
 
 #include "../src/persist/snapshot_index.h"
 
-static void parse(const uint8_t *buf, size_t len) {
+static void parse(const uint8_t *buf, size_t len)
+{
     snap_index ix;
     char err[256];
     size_t off;
-    if (!snap_index_parse(buf, len, &ix, err, sizeof(err), &off)) return;
+    if (!snap_index_parse(buf, len, &ix, err, sizeof(err), &off))
+        return;
     static uint8_t out[1 << 16];
     for (uint64_t k = 0; k < ix.nkeys; k++) {
         snap_entry *e = &ix.entries[k];
@@ -29,11 +31,14 @@ static void parse(const uint8_t *buf, size_t len) {
     snap_index_free(&ix);
 }
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
     parse(data, size);
-    if (size < SNAP_HEADER_SIZE + 8 || memcmp(data, SNAP_MAGIC, 8) != 0) return 0;
+    if (size < SNAP_HEADER_SIZE + 8 || memcmp(data, SNAP_MAGIC, 8) != 0)
+        return 0;
     uint8_t *copy = malloc(size);
-    if (!copy) return 0;
+    if (!copy)
+        return 0;
     memcpy(copy, data, size);
     le_store(copy + size - 8, XXH3_64bits(copy, size - 8), 8);
     parse(copy, size);

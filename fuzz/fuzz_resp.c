@@ -16,9 +16,11 @@
 
 #include "../src/server/base/resp.h"
 
-static void run(const uint8_t *data, size_t size, size_t piece, bool authed) {
+static void run(const uint8_t *data, size_t size, size_t piece, bool authed)
+{
     char *buf = malloc(size + 1);
-    if (buf == NULL) return;
+    if (buf == NULL)
+        return;
     resp_parser p;
     resp_parser_init(&p);
     resp_limits lim = {.max_bulk = 1 << 20, .max_args = 4096, .authenticated = authed};
@@ -34,7 +36,8 @@ static void run(const uint8_t *data, size_t size, size_t piece, bool authed) {
                 assert(p.error != NULL && p.error[0] != '\0');
                 goto done;
             }
-            if (st == RESP_AGAIN) break;
+            if (st == RESP_AGAIN)
+                break;
             assert(p.pos > 0 && p.pos <= len - start);
             for (size_t i = 0; i < p.argc; i++) {
                 assert(p.argv[i].off <= p.pos);
@@ -47,15 +50,18 @@ static void run(const uint8_t *data, size_t size, size_t piece, bool authed) {
         memmove(buf, buf + start, len - start);
         len -= start;
         start = 0;
-        if (n == 0) break;   /* all fed and nothing more completes */
+        if (n == 0)
+            break; /* all fed and nothing more completes */
     }
 done:
     resp_parser_free(&p);
     free(buf);
 }
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-    if (size == 0) return 0;
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    if (size == 0)
+        return 0;
     size_t piece = (size_t)(data[0] % 64) + 1;
     bool authed = data[0] & 0x80;
     run(data + 1, size - 1, piece, authed);
@@ -79,7 +85,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         resp_parser p;
         resp_parser_init(&p);
         if (resp_split_line(&p, line, size)) {
-            for (size_t i = 0; i < p.argc; i++) assert(p.argv[i].off + p.argv[i].len <= size);
+            for (size_t i = 0; i < p.argc; i++)
+                assert(p.argv[i].off + p.argv[i].len <= size);
         }
         resp_parser_free(&p);
         free(line);

@@ -152,7 +152,8 @@ static void measure_fpr(double p, uint64_t n, uint64_t q)
     double rate = (double)fp / (double)q;
     double bound = tu_fpr_bound(p, q);
     double est = bf_fpr_estimate(bf);
-    printf("# blocked p=%g n=%llu q=%llu: measured %.3g (bound %.3g), live estimate %.3g, %.2f bits/key, b=%u\n",
+    printf("# blocked p=%g n=%llu q=%llu: measured %.3g (bound %.3g), live estimate %.3g, %.2f "
+           "bits/key, b=%u\n",
            p, (unsigned long long)n, (unsigned long long)q, rate, bound, est,
            8.0 * (double)bf_bytes(bf) / (double)n, bf_blocks_per_key(bf));
     assert_true(rate <= bound);

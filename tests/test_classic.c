@@ -37,11 +37,11 @@ typedef struct vcase {
     double p;
     uint64_t capacity;
     bool nonscaling;
-    uint32_t expansion;      /* as RedisBloom records it: 2 unless EXPANSION n */
+    uint32_t expansion; /* as RedisBloom records it: 2 unless EXPANSION n */
     size_t nitems;
     blob *items;
     int *madd;
-    size_t nchunks;          /* chunk 0 is the header */
+    size_t nchunks; /* chunk 0 is the header */
     long long *iters;
     blob *chunks;
     long long info_capacity, info_size, info_filters, info_items, info_expansion; /* -1: nil */
@@ -213,7 +213,7 @@ static int vectors_teardown(void **state)
 #define MAX_LINKS 16
 
 typedef struct chain {
-    sbf_t *sbf;                 /* NULL: emulated */
+    sbf_t *sbf; /* NULL: emulated */
     cbf_t *links[MAX_LINKS];
     size_t n;
     bool nonscaling;
@@ -249,10 +249,7 @@ static void chain_free(chain *ch)
         cbf_free(ch->links[i]);
 }
 
-static size_t chain_nlinks(const chain *ch)
-{
-    return ch->sbf ? sbf_nlinks(ch->sbf) : ch->n;
-}
+static size_t chain_nlinks(const chain *ch) { return ch->sbf ? sbf_nlinks(ch->sbf) : ch->n; }
 
 static cbf_t *chain_link(const chain *ch, size_t i)
 {
@@ -306,8 +303,8 @@ static size_t chain_header(const chain *ch, uint8_t **out)
     cbf_rb_header h = {
         .total_items = chain_count(ch),
         .nfilters = (uint32_t)n,
-        .options = CBF_RB_OPT_NOROUND | CBF_RB_OPT_FORCE64 |
-                   (ch->nonscaling ? CBF_RB_OPT_NO_SCALING : 0),
+        .options =
+            CBF_RB_OPT_NOROUND | CBF_RB_OPT_FORCE64 | (ch->nonscaling ? CBF_RB_OPT_NO_SCALING : 0),
         .growth = ch->growth,
         .links = calloc(n, sizeof(cbf_rb_link)),
     };
@@ -550,8 +547,16 @@ static void putf(uint8_t *p, double d)
 }
 
 /* Link field offsets inside a 53-byte link. */
-enum { L_BYTES = 0, L_BITS = 8, L_ITEMS = 16, L_ERROR = 24, L_BPE = 32, L_HASHES = 40,
-       L_CAP = 44, L_N2 = 52 };
+enum {
+    L_BYTES = 0,
+    L_BITS = 8,
+    L_ITEMS = 16,
+    L_ERROR = 24,
+    L_BPE = 32,
+    L_HASHES = 40,
+    L_CAP = 44,
+    L_N2 = 52
+};
 
 static uint8_t *link_at(uint8_t *hdr, size_t k)
 {
@@ -571,9 +576,9 @@ static void expect_corrupt(const blob *b, int expected, void (*mutate)(uint8_t *
 }
 
 typedef struct fieldset {
-    size_t link;      /* SIZE_MAX: fixed part */
+    size_t link; /* SIZE_MAX: fixed part */
     size_t off;
-    int width;        /* 1, 4, 8 or 'd' */
+    int width; /* 1, 4, 8 or 'd' */
     uint64_t u;
     double d;
 } fieldset;
@@ -755,8 +760,8 @@ static void test_create_args(void **state)
     assert_true(cbf_check(f, "a", 1));
     cbf_free(f);
 
-    cbf_shape s = {.capacity = 10, .error_rate = 0.1, .bpe = 4.79, .hashes = 4, .bits = 64,
-                   .bytes = 8};
+    cbf_shape s = {
+        .capacity = 10, .error_rate = 0.1, .bpe = 4.79, .hashes = 4, .bits = 64, .bytes = 8};
     assert_int_equal(cbf_create_shape(&f, &s), BLOOMERY_OK);
     cbf_free(f);
     cbf_shape bad = s;
@@ -784,8 +789,13 @@ static void test_probe_positions(void **state)
             uint64_t bytes = sizes[si];
             if (n2 && (bytes * 8 < (uint64_t)1 << n2))
                 continue;
-            cbf_shape s = {.capacity = 100, .error_rate = 1e-6, .bpe = 28.75, .hashes = 20,
-                           .bits = bytes * 8, .bytes = bytes, .n2 = (uint8_t)n2};
+            cbf_shape s = {.capacity = 100,
+                           .error_rate = 1e-6,
+                           .bpe = 28.75,
+                           .hashes = 20,
+                           .bits = bytes * 8,
+                           .bytes = bytes,
+                           .n2 = (uint8_t)n2};
             uint64_t m = n2 ? (uint64_t)1 << n2 : bytes * 8;
             cbf_t *f;
             assert_int_equal(cbf_create_shape(&f, &s), BLOOMERY_OK);
@@ -872,7 +882,7 @@ typedef struct race {
     const uint64_t *keys;
     size_t n;
     unsigned char *fresh;
-    atomic_size_t done;          /* items this thread has finished */
+    atomic_size_t done; /* items this thread has finished */
     atomic_size_t *other_done;
 } race;
 
@@ -907,8 +917,8 @@ static void test_concurrent_check_and_add(void **state)
         race r[2];
         pthread_t t[2];
         for (int k = 0; k < 2; k++) {
-            r[k] = (race){.f = f, .keys = keys, .n = n, .fresh = calloc(n, 1),
-                          .other_done = &r[1 - k].done};
+            r[k] = (race){
+                .f = f, .keys = keys, .n = n, .fresh = calloc(n, 1), .other_done = &r[1 - k].done};
             atomic_init(&r[k].done, 0);
         }
         for (int k = 0; k < 2; k++)
@@ -971,6 +981,8 @@ static void test_merge_clear_estimate(void **state)
 
 int main(void)
 {
+    /* One test per line. */
+    /* clang-format off */
     const struct CMUnitTest vector_tests[] = {
         cmocka_unit_test(test_vectors_sizing),
         cmocka_unit_test(test_vectors_build_links),
@@ -981,6 +993,7 @@ int main(void)
         cmocka_unit_test(test_header_corrupt),
         cmocka_unit_test(test_header_limits),
     };
+    /* clang-format on */
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_create_args),
         cmocka_unit_test(test_probe_positions),

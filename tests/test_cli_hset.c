@@ -12,10 +12,7 @@
 #include "../src/cli/hset.c"
 
 /* Three keys per hash value (spread over the table like real hashes). */
-static uint64_t weak(unsigned i)
-{
-    return (uint64_t)(i / 3) * 0x9e3779b97f4a7c15ULL;
-}
+static uint64_t weak(unsigned i) { return (uint64_t)(i / 3) * 0x9e3779b97f4a7c15ULL; }
 
 static void test_insert_find_grow(void **state)
 {

@@ -63,8 +63,12 @@ static void test_types(void **state)
 static void test_every_prefix_is_incomplete(void **state)
 {
     (void)state;
-    const char *replies[] = {"+OK\r\n", ":12345\r\n", "-ERR x y\r\n", "$3\r\nabc\r\n",
-                             "*3\r\n:1\r\n$2\r\nhi\r\n*1\r\n-E\r\n", "$0\r\n\r\n"};
+    const char *replies[] = {"+OK\r\n",
+                             ":12345\r\n",
+                             "-ERR x y\r\n",
+                             "$3\r\nabc\r\n",
+                             "*3\r\n:1\r\n$2\r\nhi\r\n*1\r\n-E\r\n",
+                             "$0\r\n\r\n"};
     for (size_t i = 0; i < sizeof replies / sizeof replies[0]; i++) {
         size_t n = strlen(replies[i]), used;
         for (size_t k = 0; k < n; k++) {
@@ -80,8 +84,9 @@ static void test_every_prefix_is_incomplete(void **state)
 static void test_malformed(void **state)
 {
     (void)state;
-    const char *bad[] = {"?x\r\n", ":abc\r\n", ":\r\n", "$-2\r\n", "$3\r\nabcd\r\n",
-                         "*-5\r\n", "*1\r\n?\r\n", ":99999999999999999999999\r\n"};
+    const char *bad[] = {
+        "?x\r\n",         ":abc\r\n", ":\r\n",       "$-2\r\n",
+        "$3\r\nabcd\r\n", "*-5\r\n",  "*1\r\n?\r\n", ":99999999999999999999999\r\n"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         rc_reply r = {0};
         size_t used;

@@ -88,9 +88,9 @@ static void test_fpr_at_capacity(void **state)
         for (uint64_t i = 0; i < q; i++)
             fp += cntbf_check(c, key, tu_key(key, "x:", i));
         double rate = (double)fp / (double)q;
-        printf("# counting p=%g: measured %.3g (bound %.3g), estimate %.3g, %.1f bits/key, b=%u\n", ps[k],
-               rate, tu_fpr_bound(ps[k], q), cntbf_fpr_estimate(c), 8.0 * (double)cntbf_bytes(c) / (double)n,
-               cntbf_blocks_per_key(c));
+        printf("# counting p=%g: measured %.3g (bound %.3g), estimate %.3g, %.1f bits/key, b=%u\n",
+               ps[k], rate, tu_fpr_bound(ps[k], q), cntbf_fpr_estimate(c),
+               8.0 * (double)cntbf_bytes(c) / (double)n, cntbf_blocks_per_key(c));
         assert_true(rate <= tu_fpr_bound(ps[k], q));
         cntbf_free(c);
     }

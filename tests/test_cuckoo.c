@@ -82,7 +82,8 @@ static void test_defaults_and_info(void **state)
     cf_free(c);
 
     /* Expansion is rounded up to a power of two; 0 stays 0. */
-    unsigned in[] = {0, 1, 2, 3, 5, 1000, 20000, 32768}, want[] = {0, 1, 2, 4, 8, 1024, 32768, 32768};
+    unsigned in[] = {0, 1, 2, 3, 5, 1000, 20000, 32768},
+             want[] = {0, 1, 2, 4, 8, 1024, 32768, 32768};
     for (int i = 0; i < 8; i++) {
         o = opts_with(2, in[i], 20, 8);
         assert_int_equal(cf_create(&c, 1000, &o), BLOOMERY_OK);
@@ -111,7 +112,7 @@ static void test_limits(void **state)
     } cases[] = {
         {1, 1, 20, 8, 32, 2, 1},        {255, 1, 20, 8, 32, 510, 1},
         {0, 1, 20, 8, 32, 1000, 0},     {256, 1, 20, 8, 32, 1000, 0},
-        {2, 1, 20, 8, 32, 4, 1},        {2, 1, 20, 8, 32, 3, 0},   /* capacity >= 2b */
+        {2, 1, 20, 8, 32, 4, 1},        {2, 1, 20, 8, 32, 3, 0}, /* capacity >= 2b */
         {255, 1, 20, 8, 32, 509, 0},    {2, 1, 1, 8, 32, 1000, 1},
         {2, 1, 65535, 8, 32, 1000, 1},  {2, 1, 0, 8, 32, 1000, 0},
         {2, 1, 65536, 8, 32, 1000, 0},  {2, 32768, 20, 8, 32, 1000, 1},
@@ -375,9 +376,8 @@ static void test_no_false_negatives_with_growth(void **state)
     assert_int_equal(missing, 0);
     assert_int_equal(cf_items(c), n);
     assert_int_equal(cf_occupied(c), n);
-    printf("# %llu items: %u sub-filters, %.2f bits per item, load %.3f\n",
-           (unsigned long long)n, cf_nfilters(c), 8.0 * (double)cf_bytes(c) / (double)n,
-           (double)n / (double)cf_slots(c));
+    printf("# %llu items: %u sub-filters, %.2f bits per item, load %.3f\n", (unsigned long long)n,
+           cf_nfilters(c), 8.0 * (double)cf_bytes(c) / (double)n, (double)n / (double)cf_slots(c));
 
     /* Delete every odd item (compactions happen on the way); the even ones
      * must all remain. */
@@ -582,8 +582,8 @@ static void test_fpr_matches_formula(void **state)
         double rate = (double)fp / (double)q;
         double eps = 1 - pow(1 - 1 / (ldexp(1, (int)f) - 1), 2 * 4 * load);
         double sigma = sqrt(eps * (1 - eps) / (double)q);
-        printf("# f=%u b=4 load %.3f: FPR %.3e, formula %.3e (+-3 sigma %.1e), %.2f bits/item\n",
-               f, load, rate, eps, 3 * sigma, 8.0 * (double)cf_bytes(c) / (double)n);
+        printf("# f=%u b=4 load %.3f: FPR %.3e, formula %.3e (+-3 sigma %.1e), %.2f bits/item\n", f,
+               load, rate, eps, 3 * sigma, 8.0 * (double)cf_bytes(c) / (double)n);
         assert_true(fabs(rate - eps) <= 3 * sigma);
         cf_free(c);
     }

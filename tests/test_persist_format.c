@@ -19,7 +19,8 @@
 /* ---- log ---- */
 
 /* A log file with one record of each type; offsets[i] is record i's start. */
-static uint8_t *make_log(size_t *len, size_t *offsets, size_t *nrec) {
+static uint8_t *make_log(size_t *len, size_t *offsets, size_t *nrec)
+{
     pbuf file = {0};
     uint8_t h[WAL_HEADER_SIZE];
     wal_header_encode(h, 100);
@@ -35,24 +36,58 @@ static uint8_t *make_log(size_t *len, size_t *offsets, size_t *nrec) {
         wal_create c = {WAL_KIND_SCALABLE, 1, 2, 1000, 0.01, 1700000000000LL};
         uint8_t type;
         switch (t) {
-        case 0: type = WAL_BF_ADD; wal_enc_hashes(&p, "bf", 2, hashes, 3, isnew); break;
-        case 1: type = WAL_CNT_ADD; wal_enc_hashes(&p, "cnt", 3, hashes, 2, NULL); break;
-        case 2: type = WAL_CNT_DEL; wal_enc_hashes(&p, "cnt", 3, hashes, 1, NULL); break;
-        case 3: type = WAL_PF_ADD; wal_enc_pf_add(&p, "hll", 3, true, hashes, 4); break;
-        case 4: type = WAL_CREATE; wal_enc_create(&p, "bf", 2, &c); break;
-        case 5: type = WAL_DEL; wal_enc_keys(&p, -1, keys, lens, 3); break;
-        case 6: type = WAL_EXPIRE; wal_enc_expire(&p, "bf", 2, 1800000000000LL); break;
-        case 7: type = WAL_RENAME; wal_enc_rename(&p, "a", 1, "bcd", 3); break;
+        case 0:
+            type = WAL_BF_ADD;
+            wal_enc_hashes(&p, "bf", 2, hashes, 3, isnew);
+            break;
+        case 1:
+            type = WAL_CNT_ADD;
+            wal_enc_hashes(&p, "cnt", 3, hashes, 2, NULL);
+            break;
+        case 2:
+            type = WAL_CNT_DEL;
+            wal_enc_hashes(&p, "cnt", 3, hashes, 1, NULL);
+            break;
+        case 3:
+            type = WAL_PF_ADD;
+            wal_enc_pf_add(&p, "hll", 3, true, hashes, 4);
+            break;
+        case 4:
+            type = WAL_CREATE;
+            wal_enc_create(&p, "bf", 2, &c);
+            break;
+        case 5:
+            type = WAL_DEL;
+            wal_enc_keys(&p, -1, keys, lens, 3);
+            break;
+        case 6:
+            type = WAL_EXPIRE;
+            wal_enc_expire(&p, "bf", 2, 1800000000000LL);
+            break;
+        case 7:
+            type = WAL_RENAME;
+            wal_enc_rename(&p, "a", 1, "bcd", 3);
+            break;
         case 8: type = WAL_FLUSH; break;
-        case 9: type = WAL_BF_MERGE; wal_enc_keys(&p, 1, keys, lens, 3); break;
-        case 10: type = WAL_PF_MERGE; wal_enc_keys(&p, 0, keys, lens, 2); break;
-        default: type = WAL_LOADCHUNK; wal_enc_loadchunk(&p, "bf", 2, 7, "chunkdata", 9); break;
+        case 9:
+            type = WAL_BF_MERGE;
+            wal_enc_keys(&p, 1, keys, lens, 3);
+            break;
+        case 10:
+            type = WAL_PF_MERGE;
+            wal_enc_keys(&p, 0, keys, lens, 2);
+            break;
+        default:
+            type = WAL_LOADCHUNK;
+            wal_enc_loadchunk(&p, "bf", 2, 7, "chunkdata", 9);
+            break;
         }
         assert_false(p.failed);
         size_t at = file.len;
         offsets[n++] = at;
         pbuf_reserve(&file, wal_record_size(p.len));
-        if (p.len) memcpy(file.p + at + WAL_PREFIX, p.p, p.len);
+        if (p.len)
+            memcpy(file.p + at + WAL_PREFIX, p.p, p.len);
         wal_record_seal(file.p + at, type, lsn++, p.len);
         file.len += wal_record_size(p.len);
         free(p.p);
@@ -63,13 +98,14 @@ static uint8_t *make_log(size_t *len, size_t *offsets, size_t *nrec) {
 }
 
 typedef struct scan_result {
-    size_t ok;            /* records read and parsed */
-    wal_status end;       /* END, TORN or BAD */
+    size_t ok;      /* records read and parsed */
+    wal_status end; /* END, TORN or BAD */
     bool header_bad;
     bool lsn_bad;
 } scan_result;
 
-static scan_result scan(const uint8_t *buf, size_t len) {
+static scan_result scan(const uint8_t *buf, size_t len)
+{
     scan_result s = {0, WAL_REC_END, false, false};
     char err[256];
     uint64_t first;
@@ -100,7 +136,8 @@ static scan_result scan(const uint8_t *buf, size_t len) {
     }
 }
 
-static void test_log_round_trip(void **state) {
+static void test_log_round_trip(void **state)
+{
     (void)state;
     size_t len, offs[16], n;
     uint8_t *buf = make_log(&len, offs, &n);
@@ -131,7 +168,8 @@ static void test_log_round_trip(void **state) {
     size_t cur = 0, kl;
     const uint8_t *k;
     int nk = 0;
-    while (wal_op_next_key(&op, &cur, &k, &kl)) nk++;
+    while (wal_op_next_key(&op, &cur, &k, &kl))
+        nk++;
     assert_int_equal(nk, 3);
     assert_int_equal(wal_record_next(buf, len, offs[11], &rec, err, sizeof(err)), WAL_REC_OK);
     assert_true(wal_op_parse(rec.type, rec.payload, rec.len, &op, err, sizeof(err)));
@@ -142,7 +180,8 @@ static void test_log_round_trip(void **state) {
 
 /* Every byte flip is refused, the last record's too: a complete record
  * with a wrong checksum is damage, never a torn tail. */
-static void test_log_every_flip(void **state) {
+static void test_log_every_flip(void **state)
+{
     (void)state;
     size_t len, offs[16], n;
     uint8_t *buf = make_log(&len, offs, &n);
@@ -151,8 +190,9 @@ static void test_log_every_flip(void **state) {
             buf[i] ^= (uint8_t)(1u << bit);
             scan_result s = scan(buf, len);
             bool detected = s.header_bad || s.lsn_bad || s.end == WAL_REC_BAD;
-            if (!detected) fail_msg("flip at byte %zu bit %d not detected (ok=%zu end=%d)", i, bit,
-                                    s.ok, s.end);
+            if (!detected)
+                fail_msg("flip at byte %zu bit %d not detected (ok=%zu end=%d)", i, bit, s.ok,
+                         s.end);
             buf[i] ^= (uint8_t)(1u << bit);
         }
     }
@@ -161,7 +201,8 @@ static void test_log_every_flip(void **state) {
 
 /* Every truncation reads the records before the cut and reports the cut
  * record as torn. */
-static void test_log_every_truncation(void **state) {
+static void test_log_every_truncation(void **state)
+{
     (void)state;
     size_t len, offs[16], n;
     uint8_t *buf = make_log(&len, offs, &n);
@@ -172,7 +213,9 @@ static void test_log_every_truncation(void **state) {
             continue;
         }
         size_t whole = 0;
-        while (whole < n && offs[whole] + (whole + 1 < n ? offs[whole + 1] - offs[whole] : len - offs[whole]) <= cut)
+        while (whole < n &&
+               offs[whole] + (whole + 1 < n ? offs[whole + 1] - offs[whole] : len - offs[whole]) <=
+                   cut)
             whole++;
         assert_int_equal(s.ok, whole);
         bool at_boundary = cut == WAL_HEADER_SIZE || (whole < n && cut == offs[whole]);
@@ -183,7 +226,8 @@ static void test_log_every_truncation(void **state) {
 
 /* A zero-filled tail (a file system extended the file but the data never
  * arrived) is a torn tail, not damage. */
-static void test_log_zero_tail(void **state) {
+static void test_log_zero_tail(void **state)
+{
     (void)state;
     size_t len, offs[16], n;
     uint8_t *buf = make_log(&len, offs, &n);
@@ -201,7 +245,8 @@ static void test_log_zero_tail(void **state) {
     free(buf);
 }
 
-static void test_log_payload_checks(void **state) {
+static void test_log_payload_checks(void **state)
+{
     (void)state;
     char err[128];
     wal_op op;
@@ -225,7 +270,8 @@ static void test_log_payload_checks(void **state) {
 
 /* Window and cuckoo records round-trip field by field; bad parameters are
  * refused. */
-static void test_log_window_cuckoo(void **state) {
+static void test_log_window_cuckoo(void **state)
+{
     (void)state;
     char err[128];
     wal_op op;
@@ -304,7 +350,8 @@ static void test_log_window_cuckoo(void **state) {
 
 /* ---- snapshot index ---- */
 
-static uint8_t *make_index(size_t *len, uint8_t **frame_out) {
+static uint8_t *make_index(size_t *len, uint8_t **frame_out)
+{
     pbuf b = {0};
     static const uint8_t zeros[4096];
     uint8_t *frame;
@@ -315,8 +362,13 @@ static uint8_t *make_index(size_t *len, uint8_t **frame_out) {
     snap_index_entry(&b, "alpha", 5, SNAP_KIND_BLOOM, 0, hdr, sizeof(hdr), 2);
     snap_chunk c = {SNAP_CHUNK_FILE, 2 << 20, 0x1111, {1, 2}, NULL, 0, 0};
     snap_index_chunk(&b, &c);
-    c = (snap_chunk){SNAP_CHUNK_INLINE, sizeof(zeros), 0x2222, chunk_hash_of(zeros, sizeof(zeros)),
-                     frame, flen, 0};
+    c = (snap_chunk){SNAP_CHUNK_INLINE,
+                     sizeof(zeros),
+                     0x2222,
+                     chunk_hash_of(zeros, sizeof(zeros)),
+                     frame,
+                     flen,
+                     0};
     snap_index_chunk(&b, &c);
     snap_index_entry(&b, "", 0, SNAP_KIND_HLL, 1800000000000LL, hdr, 4, 1);
     c = (snap_chunk){SNAP_CHUNK_FILE, 12304, 0x3333, {5, 6}, NULL, 0, 0};
@@ -330,7 +382,8 @@ static uint8_t *make_index(size_t *len, uint8_t **frame_out) {
     return b.p;
 }
 
-static void test_index_round_trip(void **state) {
+static void test_index_round_trip(void **state)
+{
     (void)state;
     size_t len, off;
     uint8_t *frame;
@@ -358,7 +411,8 @@ static void test_index_round_trip(void **state) {
     free(buf);
 }
 
-static void test_index_every_flip_and_truncation(void **state) {
+static void test_index_every_flip_and_truncation(void **state)
+{
     (void)state;
     size_t len, off;
     uint8_t *frame;
@@ -382,10 +436,12 @@ static void test_index_every_flip_and_truncation(void **state) {
 
 /* ---- chunk files ---- */
 
-static uint8_t *make_chunk_file(size_t *len, chunk_hash *h) {
+static uint8_t *make_chunk_file(size_t *len, chunk_hash *h)
+{
     uint8_t raw[10000];
     uint64_t st = 42;
-    for (size_t i = 0; i < sizeof(raw); i++) raw[i] = i % 3 ? 0 : (uint8_t)tu_next(&st);
+    for (size_t i = 0; i < sizeof(raw); i++)
+        raw[i] = i % 3 ? 0 : (uint8_t)tu_next(&st);
     *h = chunk_hash_of(raw, sizeof(raw));
     uint8_t *frame;
     size_t flen;
@@ -398,7 +454,8 @@ static uint8_t *make_chunk_file(size_t *len, chunk_hash *h) {
     return buf;
 }
 
-static void test_chunk_file(void **state) {
+static void test_chunk_file(void **state)
+{
     (void)state;
     size_t len, off;
     chunk_hash h;
@@ -432,7 +489,8 @@ static void test_chunk_file(void **state) {
     free(buf);
 }
 
-int main(void) {
+int main(void)
+{
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_log_round_trip),
         cmocka_unit_test(test_log_every_flip),

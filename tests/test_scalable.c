@@ -117,7 +117,8 @@ static void chain_fpr(bloomery_layout layout, double p, uint64_t cap0, uint64_t 
             fp += res[j];
     }
     double rate = (double)fp / (double)q;
-    printf("# %s chain p=%g cap0=%llu n=%llu links=%zu: measured %.3g (bound %.3g), estimate %.3g, %.2f bits/item\n",
+    printf("# %s chain p=%g cap0=%llu n=%llu links=%zu: measured %.3g (bound %.3g), estimate %.3g, "
+           "%.2f bits/item\n",
            layout == BLOOMERY_LAYOUT_CLASSIC ? "classic" : "blocked", p, (unsigned long long)cap0,
            (unsigned long long)n, sbf_nlinks(s), rate, tu_fpr_bound(p, q), sbf_fpr_estimate(s),
            8.0 * (double)sbf_bytes(s) / (double)n);
@@ -313,10 +314,12 @@ static void test_hashed_replay(void **state)
         assert_int_equal(sbf_count(a), sbf_count(b));
         for (size_t i = 0; i < sbf_nlinks(a); i++) {
             if (layout)
-                assert_memory_equal(cbf_data(sbf_link_classic(a, i)), cbf_data(sbf_link_classic(b, i)),
+                assert_memory_equal(cbf_data(sbf_link_classic(a, i)),
+                                    cbf_data(sbf_link_classic(b, i)),
                                     cbf_bytes(sbf_link_classic(a, i)));
             else
-                assert_memory_equal(bf_data(sbf_link_blocked(a, i)), bf_data(sbf_link_blocked(b, i)),
+                assert_memory_equal(bf_data(sbf_link_blocked(a, i)),
+                                    bf_data(sbf_link_blocked(b, i)),
                                     bf_bytes(sbf_link_blocked(a, i)));
         }
         sbf_free(a);

@@ -35,7 +35,8 @@ static bloomery_object make(bloomery_type type, int variant)
         break;
     case BLOOMERY_TYPE_SCALABLE: {
         sbf_options opt = {.layout = variant ? BLOOMERY_LAYOUT_CLASSIC : BLOOMERY_LAYOUT_BLOCKED,
-                           .expansion = 2, .seed = 77};
+                           .expansion = 2,
+                           .seed = 77};
         assert_int_equal(sbf_create(&o.u.sbf, 50, 0.01, &opt), BLOOMERY_OK);
         for (uint64_t i = 0; i < 300; i++) /* three links */
             sbf_add(o.u.sbf, key, tu_key(key, "s:", i));
@@ -49,7 +50,8 @@ static bloomery_object make(bloomery_type type, int variant)
         break;
     case BLOOMERY_TYPE_WINDOW:
         /* A ring that has rotated, so slices hold different items. */
-        assert_int_equal(win_create(&o.u.win, 400, 0.01, 1000, variant ? 2 : 4, 0, NULL), BLOOMERY_OK);
+        assert_int_equal(win_create(&o.u.win, 400, 0.01, 1000, variant ? 2 : 4, 0, NULL),
+                         BLOOMERY_OK);
         for (uint64_t i = 0; i < 300; i++) {
             int64_t now = (int64_t)(i * 2);
             win_advance(o.u.win, now, NULL, NULL);
@@ -95,8 +97,7 @@ static void same_answers(bloomery_object a, bloomery_object b)
         case BLOOMERY_TYPE_SCALABLE:
             assert_int_equal(sbf_check(a.u.sbf, key, len), sbf_check(b.u.sbf, key, len));
             break;
-        case BLOOMERY_TYPE_HLL:
-            break;
+        case BLOOMERY_TYPE_HLL: break;
         case BLOOMERY_TYPE_WINDOW:
             assert_int_equal(win_check(a.u.win, key, len, 600), win_check(b.u.win, key, len, 600));
             break;
@@ -140,9 +141,9 @@ static void same_answers(bloomery_object a, bloomery_object b)
     }
 }
 
-static const bloomery_type types[] = {BLOOMERY_TYPE_BLOCKED, BLOOMERY_TYPE_COUNTING,
+static const bloomery_type types[] = {BLOOMERY_TYPE_BLOCKED,  BLOOMERY_TYPE_COUNTING,
                                       BLOOMERY_TYPE_SCALABLE, BLOOMERY_TYPE_HLL,
-                                      BLOOMERY_TYPE_CUCKOO, BLOOMERY_TYPE_WINDOW};
+                                      BLOOMERY_TYPE_CUCKOO,   BLOOMERY_TYPE_WINDOW};
 #define NTYPES (int)(sizeof types / sizeof types[0])
 
 static void test_round_trip(void **state)
@@ -201,7 +202,8 @@ static void test_every_flip_and_truncation(void **state)
                 bloomery_object_free(&back);
             }
         }
-        printf("# type %d: %zu bytes, %zu byte changes and %zu truncations tried\n", types[t], len, 255 * len, len);
+        printf("# type %d: %zu bytes, %zu byte changes and %zu truncations tried\n", types[t], len,
+               255 * len, len);
         assert_int_equal(accepted, 0);
         free(copy);
         free(blob);
@@ -234,9 +236,10 @@ static void test_loader_chunks(void **state)
             size_t pl;
             const uint8_t *prev = bloomery_image_chunk(img, k - 1, &pl);
             if (pl == cl)
-                assert_int_equal(bloomery_loader_chunk(l, k, prev, pl,
-                                                       bloomery_image_chunk_checksum(img, k - 1, prev, pl)),
-                                 BLOOMERY_ECORRUPT);
+                assert_int_equal(
+                    bloomery_loader_chunk(l, k, prev, pl,
+                                          bloomery_image_chunk_checksum(img, k - 1, prev, pl)),
+                    BLOOMERY_ECORRUPT);
         }
         if (k == 1) {
             bloomery_object none;
@@ -285,10 +288,10 @@ static void test_cuckoo_forged_shapes(void **state)
         int width;
         uint64_t value;
     } bad[] = {
-        {0, 8, 0},  {0, 8, 3},  {0, 8, 32}, {8, 4, 0},   {8, 4, 256}, {8, 4, 3},
-        {12, 4, 7}, {12, 4, 33}, {12, 4, 9}, {16, 4, 0}, {16, 4, 65536}, {20, 4, 3},
-        {20, 4, 0}, {20, 4, 65536}, {24, 4, 0}, {28, 4, 0}, {28, 4, nreg + 1},
-        {24 + plen, 8, 0}, /* first region length */
+        {0, 8, 0},      {0, 8, 3},         {0, 8, 32},        {8, 4, 0},      {8, 4, 256},
+        {8, 4, 3},      {12, 4, 7},        {12, 4, 33},       {12, 4, 9},     {16, 4, 0},
+        {16, 4, 65536}, {20, 4, 3},        {20, 4, 0},        {20, 4, 65536}, {24, 4, 0},
+        {28, 4, 0},     {28, 4, nreg + 1}, {24 + plen, 8, 0}, /* first region length */
     };
     uint8_t *copy = malloc(len);
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
@@ -335,6 +338,8 @@ static void test_garbage(void **state)
 
 int main(void)
 {
+    /* One test per line. */
+    /* clang-format off */
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_round_trip),
         cmocka_unit_test(test_every_flip_and_truncation),
@@ -342,5 +347,6 @@ int main(void)
         cmocka_unit_test(test_cuckoo_forged_shapes),
         cmocka_unit_test(test_garbage),
     };
+    /* clang-format on */
     return cmocka_run_group_tests_name("serial", tests, NULL, NULL);
 }

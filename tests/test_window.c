@@ -132,8 +132,9 @@ static void test_fpr_at_capacity(void **state)
             for (uint64_t i = 0; i < q; i++)
                 fp += win_check(w, key, tu_key(key, "x:", i), now);
             double rate = (double)fp / (double)q;
-            printf("# window p=%g S=%u: measured %.3g (bound %.3g), %.1f bits per windowed item\n", ps[a], s,
-                   rate, tu_fpr_bound(ps[a], q), 8.0 * (double)win_bytes(w) / (double)cap);
+            printf("# window p=%g S=%u: measured %.3g (bound %.3g), %.1f bits per windowed item\n",
+                   ps[a], s, rate, tu_fpr_bound(ps[a], q),
+                   8.0 * (double)win_bytes(w) / (double)cap);
             assert_true(rate <= tu_fpr_bound(ps[a], q));
             win_free(w);
         }

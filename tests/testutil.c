@@ -24,15 +24,9 @@ int tu_quick(void)
     return q && *q && strcmp(q, "0") != 0;
 }
 
-uint64_t tu_scale(uint64_t full, uint64_t quick_value)
-{
-    return tu_quick() ? quick_value : full;
-}
+uint64_t tu_scale(uint64_t full, uint64_t quick_value) { return tu_quick() ? quick_value : full; }
 
-double tu_fpr_bound(double p, uint64_t q)
-{
-    return p + 3.0 * sqrt(p * (1.0 - p) / (double)q);
-}
+double tu_fpr_bound(double p, uint64_t q) { return p + 3.0 * sqrt(p * (1.0 - p) / (double)q); }
 
 const char *tu_vector_path(const char *name)
 {

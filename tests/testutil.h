@@ -28,8 +28,6 @@ const char *tu_vector_path(const char *name);
 /* Reads a whole file; NULL on error. */
 char *tu_read_file(const char *path, size_t *len);
 
-
-
 /* Flattened vectors (tests/vectors/flatten.py): load "<name>.flat" from
  * BLOOMERY_VECTORS, then look values up by path. */
 typedef struct tu_flat tu_flat;
@@ -37,8 +35,8 @@ tu_flat *tu_flat_load(const char *name);
 void tu_flat_free(tu_flat *f);
 /* Kind character of path ('s','i','f','b','n','a','o') or 0 if absent. */
 char tu_flat_kind(const tu_flat *f, const char *path);
-long long tu_flat_int(const tu_flat *f, const char *path);     /* i, b, a, o */
-double tu_flat_double(const tu_flat *f, const char *path);     /* i, f */
+long long tu_flat_int(const tu_flat *f, const char *path); /* i, b, a, o */
+double tu_flat_double(const tu_flat *f, const char *path); /* i, f */
 /* String bytes (hex-decoded) into a malloc'd buffer; *len receives the length. */
 unsigned char *tu_flat_str(const tu_flat *f, const char *path, size_t *len);
 /* Decodes a hex string value into bytes (for "hex data" fields). */

@@ -16,22 +16,32 @@
 #define BLOOMERY_VERSION_PATCH 0
 #define BLOOMERY_VERSION_STRING "0.1.0"
 
+#include "bloomery/export.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef enum bloomery_err {
     BLOOMERY_OK = 0,
-    BLOOMERY_ENOMEM = -1,    /* allocation failed */
-    BLOOMERY_EINVAL = -2,    /* argument out of range */
-    BLOOMERY_EFULL = -3,     /* non-scaling filter reached its capacity */
-    BLOOMERY_ECORRUPT = -4,  /* serialized data fails a check */
-    BLOOMERY_ETRUNC = -5,    /* serialized data ends early */
-    BLOOMERY_ETOOBIG = -6,   /* a size exceeds what may be allocated */
-    BLOOMERY_EVERSION = -7,  /* serialized by an unknown format version */
-    BLOOMERY_ETYPE = -8,     /* serialized data holds another type */
-    BLOOMERY_ESTATE = -9,    /* call out of order (e.g. chunk before header) */
+    BLOOMERY_ENOMEM = -1,   /* allocation failed */
+    BLOOMERY_EINVAL = -2,   /* argument out of range */
+    BLOOMERY_EFULL = -3,    /* non-scaling filter reached its capacity */
+    BLOOMERY_ECORRUPT = -4, /* serialized data fails a check */
+    BLOOMERY_ETRUNC = -5,   /* serialized data ends early */
+    BLOOMERY_ETOOBIG = -6,  /* a size exceeds what may be allocated */
+    BLOOMERY_EVERSION = -7, /* serialized by an unknown format version */
+    BLOOMERY_ETYPE = -8,    /* serialized data holds another type */
+    BLOOMERY_ESTATE = -9,   /* call out of order (e.g. chunk before header) */
     BLOOMERY_EREFUSED = -10, /* the caller's may_allocate hook refused memory */
 } bloomery_err;
 
 /* A static English description of an error code. */
-const char *bloomery_strerror(int err);
+BLOOMERY_API const char *bloomery_strerror(int err);
+
+#ifdef __cplusplus
+}
+#endif
 
 #include "bloomery/sizing.h"
 #include "bloomery/blocked.h"

@@ -17,6 +17,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "bloomery/export.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef struct cbf cbf_t;
 
 /* RedisBloom's pair of hashes for an item; computed once per item and reused
@@ -25,7 +31,7 @@ typedef struct cbf_hash {
     uint64_t a, b;
 } cbf_hash;
 
-cbf_hash cbf_hash_item(const void *item, size_t len);
+BLOOMERY_API cbf_hash cbf_hash_item(const void *item, size_t len);
 
 /* Limits. No valid error rate yields more hashes than CBF_MAX_HASHES (the
  * smallest positive double gives ceil(ln 2 * 1549.5) = 1075), and a link's
@@ -38,7 +44,7 @@ cbf_hash cbf_hash_item(const void *item, size_t len);
  * bloom_init(entries = capacity, error = p, FORCE64|NOROUND).
  * Errors: BLOOMERY_EINVAL, BLOOMERY_ETOOBIG (array over CBF_MAX_BYTES),
  * BLOOMERY_ENOMEM. */
-int cbf_create(cbf_t **out, uint64_t capacity, double error_rate);
+BLOOMERY_API int cbf_create(cbf_t **out, uint64_t capacity, double error_rate);
 
 /* An explicit shape as found in a RedisBloom dump header, checked as
  * RedisBloom checks a loaded link: bytes > 0, bits == 8 * bytes, error in
@@ -50,55 +56,55 @@ int cbf_create(cbf_t **out, uint64_t capacity, double error_rate);
  * Errors: BLOOMERY_EINVAL for an inconsistent shape, BLOOMERY_ETOOBIG for
  * bytes > CBF_MAX_BYTES, BLOOMERY_ENOMEM. */
 typedef struct cbf_shape {
-    uint64_t capacity;   /* "entries" */
+    uint64_t capacity; /* "entries" */
     double error_rate;
-    double bpe;          /* bits per entry as RedisBloom stored it */
+    double bpe; /* bits per entry as RedisBloom stored it */
     unsigned hashes;
     uint64_t bits;
-    uint64_t bytes;      /* bits / 8 */
-    uint8_t n2;          /* log2 size for legacy power-of-two filters, else 0 */
+    uint64_t bytes; /* bits / 8 */
+    uint8_t n2;     /* log2 size for legacy power-of-two filters, else 0 */
 } cbf_shape;
-int cbf_create_shape(cbf_t **out, const cbf_shape *shape);
-void cbf_shape_of(const cbf_t *f, cbf_shape *shape);
+BLOOMERY_API int cbf_create_shape(cbf_t **out, const cbf_shape *shape);
+BLOOMERY_API void cbf_shape_of(const cbf_t *f, cbf_shape *shape);
 
-void cbf_free(cbf_t *f);
+BLOOMERY_API void cbf_free(cbf_t *f);
 
 /* Bytes cbf_create would allocate (0 if invalid). */
-uint64_t cbf_bytes_for(uint64_t capacity, double error_rate);
+BLOOMERY_API uint64_t cbf_bytes_for(uint64_t capacity, double error_rate);
 
 /* cbf_add returns true when any bit flipped, and then counts the item. Two
  * threads racing to add one new item may both see a flip; cbf_check_and_add
  * serializes adds of one item (striped lock on its hash) so exactly one of
  * them returns true. */
-bool cbf_check(const cbf_t *f, const void *item, size_t len);
-bool cbf_add(cbf_t *f, const void *item, size_t len);
-bool cbf_check_and_add(cbf_t *f, const void *item, size_t len);
-bool cbf_check_hashed(const cbf_t *f, cbf_hash h);
-bool cbf_add_hashed(cbf_t *f, cbf_hash h);
+BLOOMERY_API bool cbf_check(const cbf_t *f, const void *item, size_t len);
+BLOOMERY_API bool cbf_add(cbf_t *f, const void *item, size_t len);
+BLOOMERY_API bool cbf_check_and_add(cbf_t *f, const void *item, size_t len);
+BLOOMERY_API bool cbf_check_hashed(const cbf_t *f, cbf_hash h);
+BLOOMERY_API bool cbf_add_hashed(cbf_t *f, cbf_hash h);
 
-uint64_t cbf_bits(const cbf_t *f);
-uint64_t cbf_bytes(const cbf_t *f);
-unsigned cbf_hashes(const cbf_t *f);
-uint64_t cbf_capacity(const cbf_t *f);
-double cbf_error_rate(const cbf_t *f);
-uint64_t cbf_count(const cbf_t *f);
-void cbf_set_count(cbf_t *f, uint64_t count);
+BLOOMERY_API uint64_t cbf_bits(const cbf_t *f);
+BLOOMERY_API uint64_t cbf_bytes(const cbf_t *f);
+BLOOMERY_API unsigned cbf_hashes(const cbf_t *f);
+BLOOMERY_API uint64_t cbf_capacity(const cbf_t *f);
+BLOOMERY_API double cbf_error_rate(const cbf_t *f);
+BLOOMERY_API uint64_t cbf_count(const cbf_t *f);
+BLOOMERY_API void cbf_set_count(cbf_t *f, uint64_t count);
 
 /* Fraction of bits set, to the power k: the FPR of a random non-member. */
-double cbf_fpr_estimate(const cbf_t *f);
+BLOOMERY_API double cbf_fpr_estimate(const cbf_t *f);
 
 /* OR src into dst. Requires equal bits, bytes, hashes and n2, else
  * BLOOMERY_EINVAL (capacity and error rate are not compared). dst's count
  * becomes the sum of both counts (saturating): an upper bound, so a chain
  * grows early rather than overfills. */
-int cbf_merge(cbf_t *dst, const cbf_t *src);
+BLOOMERY_API int cbf_merge(cbf_t *dst, const cbf_t *src);
 /* Zero every bit and the count; not atomic with respect to concurrent adds. */
-void cbf_clear(cbf_t *f);
+BLOOMERY_API void cbf_clear(cbf_t *f);
 /* The bit array as RedisBloom's byte array (cbf_bytes() bytes): a SCANDUMP
  * data chunk, or the place to copy one when loading. Writes through
  * cbf_data_mut are plain stores: do not load while other threads add. */
-const uint8_t *cbf_data(const cbf_t *f);
-uint8_t *cbf_data_mut(cbf_t *f);
+BLOOMERY_API const uint8_t *cbf_data(const cbf_t *f);
+BLOOMERY_API uint8_t *cbf_data_mut(cbf_t *f);
 
 /* RedisBloom's SCANDUMP header for a chain of classic links (little-endian,
  * packed): u64 total items, u32 nfilters, u32 options, u32 growth, then per
@@ -121,12 +127,12 @@ typedef struct cbf_rb_header {
     uint32_t nfilters;
     uint32_t options;
     uint32_t growth;
-    cbf_rb_link *links;  /* nfilters entries */
+    cbf_rb_link *links; /* nfilters entries */
 } cbf_rb_header;
 
 /* Encode into buf (CBF_RB_HEADER_FIXED + nfilters * CBF_RB_HEADER_LINK bytes). */
-size_t cbf_rb_header_size(uint32_t nfilters);
-void cbf_rb_header_encode(const cbf_rb_header *h, uint8_t *buf);
+BLOOMERY_API size_t cbf_rb_header_size(uint32_t nfilters);
+BLOOMERY_API void cbf_rb_header_encode(const cbf_rb_header *h, uint8_t *buf);
 
 /* Decode and validate as RedisBloom does (sizes consistent, k matches bpe,
  * error in (0,1), items sum to the total, only FORCE64 filters), and also reject
@@ -138,8 +144,12 @@ void cbf_rb_header_encode(const cbf_rb_header *h, uint8_t *buf);
  * Errors: BLOOMERY_ETRUNC (shorter than the header nfilters announces),
  * BLOOMERY_ECORRUPT (longer, or a field fails a check), BLOOMERY_ETOOBIG
  * (max_bytes or CBF_MAX_BYTES exceeded), BLOOMERY_ENOMEM. */
-int cbf_rb_header_decode(const uint8_t *buf, size_t len, uint64_t max_bytes,
-                         cbf_rb_header *h);
-void cbf_rb_header_release(cbf_rb_header *h);
+BLOOMERY_API int cbf_rb_header_decode(const uint8_t *buf, size_t len, uint64_t max_bytes,
+                                      cbf_rb_header *h);
+BLOOMERY_API void cbf_rb_header_release(cbf_rb_header *h);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -19,40 +19,50 @@
 #include <stdint.h>
 
 #include "bloomery/blocked.h"
+#include "bloomery/export.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
 
 typedef struct cntbf cntbf_t;
 
-int cntbf_create(cntbf_t **out, uint64_t capacity, double error_rate, const bf_options *opts);
-int cntbf_create_shape(cntbf_t **out, uint64_t nblocks, unsigned b, uint64_t seed,
-                       uint64_t capacity, double error_rate);
-void cntbf_free(cntbf_t *c);
-uint64_t cntbf_bytes_for(uint64_t capacity, double error_rate, const bf_options *opts);
+BLOOMERY_API int cntbf_create(cntbf_t **out, uint64_t capacity, double error_rate,
+                              const bf_options *opts);
+BLOOMERY_API int cntbf_create_shape(cntbf_t **out, uint64_t nblocks, unsigned b, uint64_t seed,
+                                    uint64_t capacity, double error_rate);
+BLOOMERY_API void cntbf_free(cntbf_t *c);
+BLOOMERY_API uint64_t cntbf_bytes_for(uint64_t capacity, double error_rate, const bf_options *opts);
 
 /* Returns true if the item was absent before this add (it is added either way). */
-bool cntbf_add(cntbf_t *c, const void *item, size_t len);
-bool cntbf_check(const cntbf_t *c, const void *item, size_t len);
+BLOOMERY_API bool cntbf_add(cntbf_t *c, const void *item, size_t len);
+BLOOMERY_API bool cntbf_check(const cntbf_t *c, const void *item, size_t len);
 /* Returns true if the item was present and its counters were decremented;
  * false (nothing changed) if it was absent. */
-bool cntbf_delete(cntbf_t *c, const void *item, size_t len);
+BLOOMERY_API bool cntbf_delete(cntbf_t *c, const void *item, size_t len);
 
 /* The same for an item hashed with bloomery_hash_item(.., cntbf_seed(c)). */
-bool cntbf_add_hashed(cntbf_t *c, bloomery_hash h);
-bool cntbf_check_hashed(const cntbf_t *c, bloomery_hash h);
-bool cntbf_delete_hashed(cntbf_t *c, bloomery_hash h);
+BLOOMERY_API bool cntbf_add_hashed(cntbf_t *c, bloomery_hash h);
+BLOOMERY_API bool cntbf_check_hashed(const cntbf_t *c, bloomery_hash h);
+BLOOMERY_API bool cntbf_delete_hashed(cntbf_t *c, bloomery_hash h);
 
-uint64_t cntbf_nblocks(const cntbf_t *c);
-uint64_t cntbf_bytes(const cntbf_t *c);
-unsigned cntbf_blocks_per_key(const cntbf_t *c);
-uint64_t cntbf_seed(const cntbf_t *c);
-uint64_t cntbf_capacity(const cntbf_t *c);
-double cntbf_error_rate(const cntbf_t *c);
-uint64_t cntbf_count(const cntbf_t *c);     /* adds minus deletes */
-void cntbf_set_count(cntbf_t *c, uint64_t count);
-double cntbf_fpr_estimate(const cntbf_t *c);
+BLOOMERY_API uint64_t cntbf_nblocks(const cntbf_t *c);
+BLOOMERY_API uint64_t cntbf_bytes(const cntbf_t *c);
+BLOOMERY_API unsigned cntbf_blocks_per_key(const cntbf_t *c);
+BLOOMERY_API uint64_t cntbf_seed(const cntbf_t *c);
+BLOOMERY_API uint64_t cntbf_capacity(const cntbf_t *c);
+BLOOMERY_API double cntbf_error_rate(const cntbf_t *c);
+BLOOMERY_API uint64_t cntbf_count(const cntbf_t *c); /* adds minus deletes */
+BLOOMERY_API void cntbf_set_count(cntbf_t *c, uint64_t count);
+BLOOMERY_API double cntbf_fpr_estimate(const cntbf_t *c);
 /* Add src's counters into dst's, saturating at 15 (a multiset union). Shapes
  * (nblocks, b, seed) must match, else BLOOMERY_EINVAL. */
-int cntbf_merge(cntbf_t *dst, const cntbf_t *src);
-const uint8_t *cntbf_data(const cntbf_t *c);
-uint8_t *cntbf_data_mut(cntbf_t *c);
+BLOOMERY_API int cntbf_merge(cntbf_t *dst, const cntbf_t *src);
+BLOOMERY_API const uint8_t *cntbf_data(const cntbf_t *c);
+BLOOMERY_API uint8_t *cntbf_data_mut(cntbf_t *c);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

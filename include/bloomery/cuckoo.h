@@ -72,7 +72,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* RedisBloom's defaults and ranges (src/config.c), and our fingerprint range. */
+#include "bloomery/export.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* RedisBloom's defaults and ranges (from its config.c), and our fingerprint range. */
 #define CF_DEFAULT_CAPACITY 1024
 #define CF_DEFAULT_BUCKET_SIZE 2
 #define CF_MAX_BUCKET_SIZE 255
@@ -108,22 +114,22 @@ typedef struct cf_options {
 
 /* Fills o with RedisBloom's defaults: b 2, 20 iterations, expansion 1,
  * 32 sub-filters, f 8, no allocation veto. */
-void cf_options_init(cf_options *o);
+BLOOMERY_API void cf_options_init(cf_options *o);
 
 /* A filter for `capacity` items, 2b <= capacity <= CF_MAX_CAPACITY. opts may
  * be NULL for the defaults; otherwise every field is taken as given.
  * Errors: BLOOMERY_EINVAL (a parameter out of range), BLOOMERY_ETOOBIG,
  * BLOOMERY_ENOMEM, BLOOMERY_EREFUSED (a veto from may_allocate). */
-int cf_create(cf_t **out, uint64_t capacity, const cf_options *opts);
-void cf_free(cf_t *c);
+BLOOMERY_API int cf_create(cf_t **out, uint64_t capacity, const cf_options *opts);
+BLOOMERY_API void cf_free(cf_t *c);
 
 /* Bytes of the first sub-filter's table for these parameters (0 if invalid),
  * so a caller can enforce a memory limit before creating. */
-uint64_t cf_bytes_for(uint64_t capacity, const cf_options *opts);
+BLOOMERY_API uint64_t cf_bytes_for(uint64_t capacity, const cf_options *opts);
 
 /* The item hash every operation starts from: MurmurHash64A, seed 0. A
  * write-ahead log can record it and replay with the _hashed calls. */
-uint64_t cf_hash(const void *item, size_t len);
+BLOOMERY_API uint64_t cf_hash(const void *item, size_t len);
 
 /* Add (CF.ADD): 1 when stored; duplicates are stored again. Errors, with
  * nothing changed:
@@ -135,93 +141,105 @@ uint64_t cf_hash(const void *item, size_t len);
  *   BLOOMERY_ENOMEM   the new sub-filter could not be allocated (BLOOMERY_EREFUSED: vetoed);
  *                     BLOOMERY_ETOOBIG also when it would exceed
  *                     CF_MAX_FILTER_BYTES. */
-int cf_add(cf_t *c, const void *item, size_t len);
+BLOOMERY_API int cf_add(cf_t *c, const void *item, size_t len);
 /* Add unless present (CF.ADDNX): 1 added, 0 already (probably) present, or
  * the errors of cf_add (the sub-filter limit is checked first). */
-int cf_add_nx(cf_t *c, const void *item, size_t len);
+BLOOMERY_API int cf_add_nx(cf_t *c, const void *item, size_t len);
 /* Membership (CF.EXISTS): false means certainly absent. */
-bool cf_exists(const cf_t *c, const void *item, size_t len);
+BLOOMERY_API bool cf_exists(const cf_t *c, const void *item, size_t len);
 /* Matching fingerprints in the item's buckets over all sub-filters (CF.COUNT):
  * an upper bound of the copies stored. As in RedisBloom, a bucket is counted
  * twice when both of an item's buckets are the same one. */
-uint64_t cf_count(const cf_t *c, const void *item, size_t len);
+BLOOMERY_API uint64_t cf_count(const cf_t *c, const void *item, size_t len);
 /* Delete one copy (CF.DEL): true if a matching fingerprint was removed, false
  * (nothing changed) if none was found. May compact (see above). */
-bool cf_delete(cf_t *c, const void *item, size_t len);
+BLOOMERY_API bool cf_delete(cf_t *c, const void *item, size_t len);
 
 /* The same for h = cf_hash(item, len). */
-int cf_add_hashed(cf_t *c, uint64_t h);
-int cf_add_nx_hashed(cf_t *c, uint64_t h);
-bool cf_exists_hashed(const cf_t *c, uint64_t h);
-uint64_t cf_count_hashed(const cf_t *c, uint64_t h);
-bool cf_delete_hashed(cf_t *c, uint64_t h);
+BLOOMERY_API int cf_add_hashed(cf_t *c, uint64_t h);
+BLOOMERY_API int cf_add_nx_hashed(cf_t *c, uint64_t h);
+BLOOMERY_API bool cf_exists_hashed(const cf_t *c, uint64_t h);
+BLOOMERY_API uint64_t cf_count_hashed(const cf_t *c, uint64_t h);
+BLOOMERY_API bool cf_delete_hashed(cf_t *c, uint64_t h);
 
 /* The fingerprint h gets in this filter (1 .. 2^f - 1). */
-uint32_t cf_fingerprint(const cf_t *c, uint64_t h);
+BLOOMERY_API uint32_t cf_fingerprint(const cf_t *c, uint64_t h);
 
 /* Move fingerprints into older sub-filters and free emptied newest ones, as
  * the automatic compaction does but going on past a sub-filter that cannot
  * be emptied (RedisBloom's CF.COMPACT). Resets the delete count. */
-void cf_compact(cf_t *c);
+BLOOMERY_API void cf_compact(cf_t *c);
 
-/* CF.INFO, field by field as RedisBloom computes them. */
-uint64_t cf_info_size(const cf_t *c);  /* "Size": 40 + 16 * filters + table bytes
-                                          (RedisBloom's struct sizes; with f = 8
-                                          its exact value) */
-uint64_t cf_nbuckets(const cf_t *c);   /* "Number of buckets": sub-filter 0's */
-uint32_t cf_nfilters(const cf_t *c);   /* "Number of filters" */
-uint64_t cf_items(const cf_t *c);      /* "Number of items inserted": adds minus deletes */
-uint64_t cf_deletes(const cf_t *c);    /* "Number of items deleted": since the last compaction */
-unsigned cf_bucket_size(const cf_t *c);    /* "Bucket size" */
-unsigned cf_expansion(const cf_t *c);      /* "Expansion rate": rounded up to a power of two */
-unsigned cf_max_iterations(const cf_t *c); /* "Max iterations" */
+/* CF.INFO, field by field as RedisBloom computes them:
+ * - "Size": 40 + 16 * filters + table bytes (RedisBloom's struct sizes; with
+ *   f = 8 its exact value)
+ * - "Number of buckets": sub-filter 0's
+ * - "Number of filters"
+ * - "Number of items inserted": adds minus deletes
+ * - "Number of items deleted": since the last compaction
+ * - "Bucket size"
+ * - "Expansion rate": rounded up to a power of two
+ * - "Max iterations" */
+BLOOMERY_API uint64_t cf_info_size(const cf_t *c);
+BLOOMERY_API uint64_t cf_nbuckets(const cf_t *c);
+BLOOMERY_API uint32_t cf_nfilters(const cf_t *c);
+BLOOMERY_API uint64_t cf_items(const cf_t *c);
+BLOOMERY_API uint64_t cf_deletes(const cf_t *c);
+BLOOMERY_API unsigned cf_bucket_size(const cf_t *c);
+BLOOMERY_API unsigned cf_expansion(const cf_t *c);
+BLOOMERY_API unsigned cf_max_iterations(const cf_t *c);
 
-unsigned cf_fingerprint_bits(const cf_t *c);
-unsigned cf_max_filters(const cf_t *c);
+BLOOMERY_API unsigned cf_fingerprint_bits(const cf_t *c);
+BLOOMERY_API unsigned cf_max_filters(const cf_t *c);
 /* RedisBloom's cf-max-expansions is server configuration read by every add:
  * a server applies its current value here before adding. 1..65536, else
  * BLOOMERY_EINVAL. */
-int cf_set_max_filters(cf_t *c, unsigned max_filters);
+BLOOMERY_API int cf_set_max_filters(cf_t *c, unsigned max_filters);
 /* Install or replace the growth veto (see cf_options.may_allocate), e.g. for
  * filters built by cf_create_shape. */
-void cf_set_may_allocate(cf_t *c, bool (*may_allocate)(void *ctx, uint64_t bytes), void *ctx);
+BLOOMERY_API void cf_set_may_allocate(cf_t *c, bool (*may_allocate)(void *ctx, uint64_t bytes),
+                                      void *ctx);
 
-uint64_t cf_bytes(const cf_t *c);      /* sum of the sub-filter tables */
-uint64_t cf_slots(const cf_t *c);      /* sum of nbuckets * b */
+BLOOMERY_API uint64_t cf_bytes(const cf_t *c); /* sum of the sub-filter tables */
+BLOOMERY_API uint64_t cf_slots(const cf_t *c); /* sum of nbuckets * b */
 /* Nonzero slots over all sub-filters (reads every table; for tests and
  * debugging): equals cf_items() unless a false deletion or a loaded image
  * broke the relation. */
-uint64_t cf_occupied(const cf_t *c);
+BLOOMERY_API uint64_t cf_occupied(const cf_t *c);
 
 /* ---- shape and data, for serialization ---- */
 
 typedef struct cf_shape {
-    uint64_t nbuckets;          /* sub-filter 0's, a power of two */
+    uint64_t nbuckets; /* sub-filter 0's, a power of two */
     unsigned bucket_size;
     unsigned fingerprint_bits;
     unsigned max_iterations;
-    unsigned expansion;         /* 0 or a power of two */
+    unsigned expansion; /* 0 or a power of two */
     unsigned max_filters;
-    uint32_t nfilters;          /* >= 1; exactly 1 when expansion is 0 */
+    uint32_t nfilters; /* >= 1; exactly 1 when expansion is 0 */
     uint64_t items, deletes;
 } cf_shape;
 
-void cf_shape_of(const cf_t *c, cf_shape *out);
+BLOOMERY_API void cf_shape_of(const cf_t *c, cf_shape *out);
 /* A filter of that shape with every slot empty, to be filled through
  * cf_filter_data_mut. Errors: BLOOMERY_EINVAL (a field out of range),
  * BLOOMERY_ETOOBIG (sizes overflow or exceed CF_MAX_FILTER_BYTES),
  * BLOOMERY_ENOMEM. */
-int cf_create_shape(cf_t **out, const cf_shape *shape);
+BLOOMERY_API int cf_create_shape(cf_t **out, const cf_shape *shape);
 /* Table bytes of sub-filter i for a shape (0 if i or the shape is invalid). */
-uint64_t cf_shape_filter_bytes(const cf_shape *shape, uint32_t i);
+BLOOMERY_API uint64_t cf_shape_filter_bytes(const cf_shape *shape, uint32_t i);
 
 /* Sub-filter i (0 = oldest): its buckets and its table, slots packed
  * f bits each from bit 0 of byte 0 (little-endian), slot s of bucket j at
  * bit (j * b + s) * f; bits past the last slot are written as zero and never
  * read. Writable access is for loading only. */
-uint64_t cf_filter_nbuckets(const cf_t *c, uint32_t i);
-uint64_t cf_filter_bytes(const cf_t *c, uint32_t i);
-const uint8_t *cf_filter_data(const cf_t *c, uint32_t i);
-uint8_t *cf_filter_data_mut(cf_t *c, uint32_t i);
+BLOOMERY_API uint64_t cf_filter_nbuckets(const cf_t *c, uint32_t i);
+BLOOMERY_API uint64_t cf_filter_bytes(const cf_t *c, uint32_t i);
+BLOOMERY_API const uint8_t *cf_filter_data(const cf_t *c, uint32_t i);
+BLOOMERY_API uint8_t *cf_filter_data_mut(cf_t *c, uint32_t i);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -10,6 +10,16 @@
 #include <stddef.h>
 #include <stdint.h>
 
-uint64_t bloomery_murmur64a(const void *key, size_t len, uint64_t seed);
+#include "bloomery/export.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+BLOOMERY_API uint64_t bloomery_murmur64a(const void *key, size_t len, uint64_t seed);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -24,6 +24,11 @@
 
 #include "bloomery/blocked.h"
 #include "bloomery/classic.h"
+#include "bloomery/export.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
 
 typedef enum bloomery_layout {
     BLOOMERY_LAYOUT_BLOCKED = 0,
@@ -37,9 +42,9 @@ typedef struct sbf sbf_t;
 
 typedef struct sbf_options {
     bloomery_layout layout;
-    uint32_t expansion;      /* 0: non-scaling */
-    uint64_t seed;           /* blocked links' hash seed */
-    bloomery_policy policy;  /* blocked links' blocks-per-key policy */
+    uint32_t expansion;     /* 0: non-scaling */
+    uint64_t seed;          /* blocked links' hash seed */
+    bloomery_policy policy; /* blocked links' blocks-per-key policy */
     /* Called before a link is allocated with its size in bytes; returning
      * false refuses the growth (the add fails with BLOOMERY_EREFUSED and nothing
      * changes). May be NULL. */
@@ -48,16 +53,18 @@ typedef struct sbf_options {
 } sbf_options;
 
 /* opts may be NULL: blocked layout, expansion 2, seed 0. */
-int sbf_create(sbf_t **out, uint64_t capacity, double error_rate, const sbf_options *opts);
-void sbf_free(sbf_t *s);
+BLOOMERY_API int sbf_create(sbf_t **out, uint64_t capacity, double error_rate,
+                            const sbf_options *opts);
+BLOOMERY_API void sbf_free(sbf_t *s);
 
 /* Bytes of the first link for these parameters (0 if invalid). */
-uint64_t sbf_bytes_for(uint64_t capacity, double error_rate, const sbf_options *opts);
+BLOOMERY_API uint64_t sbf_bytes_for(uint64_t capacity, double error_rate, const sbf_options *opts);
 
-/* 1: added (new), 0: may already exist, < 0: BLOOMERY_EFULL, BLOOMERY_ENOMEM or BLOOMERY_EREFUSED. */
-int sbf_add(sbf_t *s, const void *item, size_t len);
+/* 1: added (new), 0: may already exist, < 0: BLOOMERY_EFULL, BLOOMERY_ENOMEM or
+ * BLOOMERY_EREFUSED. */
+BLOOMERY_API int sbf_add(sbf_t *s, const void *item, size_t len);
 /* 1: may exist, 0: certainly absent. */
-int sbf_check(const sbf_t *s, const void *item, size_t len);
+BLOOMERY_API int sbf_check(const sbf_t *s, const void *item, size_t len);
 
 /* An item's hash as the chain uses it (XXH3-128 with the chain's seed for
  * blocked links, RedisBloom's MurmurHash pair for classic ones). Computing it
@@ -66,44 +73,50 @@ int sbf_check(const sbf_t *s, const void *item, size_t len);
 typedef struct sbf_hash {
     uint64_t h1, h2;
 } sbf_hash;
-sbf_hash sbf_hash_item(const sbf_t *s, const void *item, size_t len);
-int sbf_add_hashed(sbf_t *s, sbf_hash h);
-int sbf_check_hashed(const sbf_t *s, sbf_hash h);
+BLOOMERY_API sbf_hash sbf_hash_item(const sbf_t *s, const void *item, size_t len);
+BLOOMERY_API int sbf_add_hashed(sbf_t *s, sbf_hash h);
+BLOOMERY_API int sbf_check_hashed(const sbf_t *s, sbf_hash h);
 
 /* Batches. results[i] as the single calls. sbf_add_many stops at the first
  * error, stores it in results[i] and returns the number of results written
  * (i + 1); otherwise returns n. */
-size_t sbf_add_many(sbf_t *s, const void *const *items, const size_t *lens, size_t n,
-                    int *results);
-void sbf_check_many(const sbf_t *s, const void *const *items, const size_t *lens, size_t n,
-                    int *results);
+BLOOMERY_API size_t sbf_add_many(sbf_t *s, const void *const *items, const size_t *lens, size_t n,
+                                 int *results);
+BLOOMERY_API void sbf_check_many(const sbf_t *s, const void *const *items, const size_t *lens,
+                                 size_t n, int *results);
 
-bloomery_layout sbf_layout(const sbf_t *s);
-uint32_t sbf_expansion(const sbf_t *s);      /* 0 for non-scaling */
-double sbf_error_rate(const sbf_t *s);       /* as requested */
-uint64_t sbf_initial_capacity(const sbf_t *s);
-uint64_t sbf_capacity(const sbf_t *s);       /* sum over links */
-uint64_t sbf_count(const sbf_t *s);          /* sum over links */
-uint64_t sbf_bytes(const sbf_t *s);          /* sum of link bit arrays */
-uint64_t sbf_seed(const sbf_t *s);
-size_t sbf_nlinks(const sbf_t *s);
-double sbf_fpr_estimate(const sbf_t *s);     /* 1 - prod(1 - link estimate) */
+BLOOMERY_API bloomery_layout sbf_layout(const sbf_t *s);
+BLOOMERY_API uint32_t sbf_expansion(const sbf_t *s); /* 0 for non-scaling */
+BLOOMERY_API double sbf_error_rate(const sbf_t *s);  /* as requested */
+BLOOMERY_API uint64_t sbf_initial_capacity(const sbf_t *s);
+BLOOMERY_API uint64_t sbf_capacity(const sbf_t *s); /* sum over links */
+BLOOMERY_API uint64_t sbf_count(const sbf_t *s);    /* sum over links */
+BLOOMERY_API uint64_t sbf_bytes(const sbf_t *s);    /* sum of link bit arrays */
+BLOOMERY_API uint64_t sbf_seed(const sbf_t *s);
+BLOOMERY_API size_t sbf_nlinks(const sbf_t *s);
+BLOOMERY_API double sbf_fpr_estimate(const sbf_t *s); /* 1 - prod(1 - link estimate) */
 
 /* Link i (0 = oldest): exactly one of the two is non-NULL. */
-bf_t *sbf_link_blocked(const sbf_t *s, size_t i);
-cbf_t *sbf_link_classic(const sbf_t *s, size_t i);
+BLOOMERY_API bf_t *sbf_link_blocked(const sbf_t *s, size_t i);
+BLOOMERY_API cbf_t *sbf_link_classic(const sbf_t *s, size_t i);
 
 /* Build a chain from links made elsewhere (a loader). Takes ownership of the
  * links on success. */
-int sbf_assemble(sbf_t **out, bloomery_layout layout, uint64_t capacity, double error_rate,
-                 uint32_t expansion, uint64_t seed, void **links, size_t nlinks);
+BLOOMERY_API int sbf_assemble(sbf_t **out, bloomery_layout layout, uint64_t capacity,
+                              double error_rate, uint32_t expansion, uint64_t seed, void **links,
+                              size_t nlinks);
 
 /* Install or replace the growth veto (see sbf_options.may_allocate), for
  * chains built by sbf_assemble. Not synchronized with concurrent growth:
  * call before the chain is shared. */
-void sbf_set_may_allocate(sbf_t *s, bool (*may_allocate)(void *ctx, uint64_t bytes), void *ctx);
+BLOOMERY_API void sbf_set_may_allocate(sbf_t *s, bool (*may_allocate)(void *ctx, uint64_t bytes),
+                                       void *ctx);
 
 /* OR src into dst: same layout, expansion, link count and link shapes. */
-int sbf_merge(sbf_t *dst, const sbf_t *src);
+BLOOMERY_API int sbf_merge(sbf_t *dst, const sbf_t *src);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

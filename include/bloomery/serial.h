@@ -32,18 +32,23 @@
 #include "bloomery/hll.h"
 #include "bloomery/scalable.h"
 #include "bloomery/window.h"
+#include "bloomery/export.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
 
 #define BLOOMERY_SERIAL_VERSION 1
-#define BLOOMERY_CHUNK_DEFAULT (2u << 20)   /* 2 MiB */
+#define BLOOMERY_CHUNK_DEFAULT (2u << 20) /* 2 MiB */
 #define BLOOMERY_CHUNK_MAX (64u << 20)
 
 typedef enum bloomery_type {
-    BLOOMERY_TYPE_BLOCKED = 1,   /* bf_t */
-    BLOOMERY_TYPE_SCALABLE = 2,  /* sbf_t, blocked or classic links */
-    BLOOMERY_TYPE_COUNTING = 3,  /* cntbf_t */
-    BLOOMERY_TYPE_HLL = 4,       /* hll_t */
-    BLOOMERY_TYPE_CUCKOO = 5,    /* cf_t */
-    BLOOMERY_TYPE_WINDOW = 6,    /* win_t */
+    BLOOMERY_TYPE_BLOCKED = 1,  /* bf_t */
+    BLOOMERY_TYPE_SCALABLE = 2, /* sbf_t, blocked or classic links */
+    BLOOMERY_TYPE_COUNTING = 3, /* cntbf_t */
+    BLOOMERY_TYPE_HLL = 4,      /* hll_t */
+    BLOOMERY_TYPE_CUCKOO = 5,   /* cf_t */
+    BLOOMERY_TYPE_WINDOW = 6,   /* win_t */
 } bloomery_type;
 
 typedef struct bloomery_object {
@@ -59,7 +64,7 @@ typedef struct bloomery_object {
     } u;
 } bloomery_object;
 
-void bloomery_object_free(bloomery_object *o);
+BLOOMERY_API void bloomery_object_free(bloomery_object *o);
 
 /* ---- writing ---- */
 
@@ -67,19 +72,22 @@ typedef struct bloomery_image bloomery_image;
 
 /* chunk_size 0 means BLOOMERY_CHUNK_DEFAULT. The object must outlive the
  * image and keep its shape (no growth) while the image is in use. */
-int bloomery_image_create(bloomery_image **out, bloomery_object obj, uint32_t chunk_size);
-void bloomery_image_free(bloomery_image *img);
+BLOOMERY_API int bloomery_image_create(bloomery_image **out, bloomery_object obj,
+                                       uint32_t chunk_size);
+BLOOMERY_API void bloomery_image_free(bloomery_image *img);
 
-const uint8_t *bloomery_image_header(const bloomery_image *img, size_t *len);
-uint64_t bloomery_image_nchunks(const bloomery_image *img);
+BLOOMERY_API const uint8_t *bloomery_image_header(const bloomery_image *img, size_t *len);
+BLOOMERY_API uint64_t bloomery_image_nchunks(const bloomery_image *img);
 /* Pointer into the object and length of chunk i. */
-const uint8_t *bloomery_image_chunk(const bloomery_image *img, uint64_t i, size_t *len);
+BLOOMERY_API const uint8_t *bloomery_image_chunk(const bloomery_image *img, uint64_t i,
+                                                 size_t *len);
 /* Checksum of chunk i's bytes (from a copy of them, as they were copied). */
-uint64_t bloomery_image_chunk_checksum(const bloomery_image *img, uint64_t i,
-                                       const uint8_t *data, size_t len);
+BLOOMERY_API uint64_t bloomery_image_chunk_checksum(const bloomery_image *img, uint64_t i,
+                                                    const uint8_t *data, size_t len);
 
 /* The whole object as one malloc'd blob. */
-int bloomery_serialize(bloomery_object obj, uint32_t chunk_size, uint8_t **out, size_t *len);
+BLOOMERY_API int bloomery_serialize(bloomery_object obj, uint32_t chunk_size, uint8_t **out,
+                                    size_t *len);
 
 /* ---- reading ---- */
 
@@ -89,24 +97,28 @@ typedef struct bloomery_loader bloomery_loader;
  * length) and allocate the zeroed object, refusing objects whose data would
  * exceed max_bytes (0: no limit). On failure *out may still hold a loader,
  * whose bloomery_loader_error() says why; free it with bloomery_loader_free. */
-int bloomery_loader_open(bloomery_loader **out, const uint8_t *buf, size_t len,
-                         uint64_t max_bytes, size_t *used);
-uint64_t bloomery_loader_nchunks(const bloomery_loader *l);
+BLOOMERY_API int bloomery_loader_open(bloomery_loader **out, const uint8_t *buf, size_t len,
+                                      uint64_t max_bytes, size_t *used);
+BLOOMERY_API uint64_t bloomery_loader_nchunks(const bloomery_loader *l);
 /* The type the opened header describes. */
-bloomery_type bloomery_loader_type(const bloomery_loader *l);
-size_t bloomery_loader_chunk_len(const bloomery_loader *l, uint64_t i);
+BLOOMERY_API bloomery_type bloomery_loader_type(const bloomery_loader *l);
+BLOOMERY_API size_t bloomery_loader_chunk_len(const bloomery_loader *l, uint64_t i);
 /* Verify and copy chunk i. */
-int bloomery_loader_chunk(bloomery_loader *l, uint64_t i, const uint8_t *data, size_t len,
-                          uint64_t checksum);
+BLOOMERY_API int bloomery_loader_chunk(bloomery_loader *l, uint64_t i, const uint8_t *data,
+                                       size_t len, uint64_t checksum);
 /* All chunks must have been loaded; hands over the object. */
-int bloomery_loader_finish(bloomery_loader *l, bloomery_object *out);
+BLOOMERY_API int bloomery_loader_finish(bloomery_loader *l, bloomery_object *out);
 /* Why the last call failed: a message naming the field or chunk. */
-const char *bloomery_loader_error(const bloomery_loader *l);
-void bloomery_loader_free(bloomery_loader *l);
+BLOOMERY_API const char *bloomery_loader_error(const bloomery_loader *l);
+BLOOMERY_API void bloomery_loader_free(bloomery_loader *l);
 
 /* Load a blob made by bloomery_serialize. On error *msg (if not NULL) points
  * to a static or thread-local message. */
-int bloomery_deserialize(const uint8_t *buf, size_t len, uint64_t max_bytes,
-                         bloomery_object *out, const char **msg);
+BLOOMERY_API int bloomery_deserialize(const uint8_t *buf, size_t len, uint64_t max_bytes,
+                                      bloomery_object *out, const char **msg);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -11,6 +11,12 @@
 
 #include <stdint.h>
 
+#include "bloomery/export.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 #define BLOOMERY_BLOCK_BITS 512
 #define BLOOMERY_BLOCK_BYTES 64
 #define BLOOMERY_LANES 8
@@ -25,29 +31,33 @@ typedef enum bloomery_policy {
 } bloomery_policy;
 
 /* Blocks per key chosen from the error rate under a policy. */
-unsigned bloomery_blocks_per_key(double p, bloomery_policy policy);
+BLOOMERY_API unsigned bloomery_blocks_per_key(double p, bloomery_policy policy);
 
 /* Model FPR of a split-block filter with `bits_per_key` bits per key and b
  * blocks per key (lanes of `lane_bits` positions, 8 lanes per block); the
  * Bloom filter uses lane_bits = 64, the counting filter 16. */
-double bloomery_model_fpr_split(double bits_per_key, unsigned b, unsigned lane_bits);
+BLOOMERY_API double bloomery_model_fpr_split(double bits_per_key, unsigned b, unsigned lane_bits);
 
 /* Smallest bits per key whose model FPR is <= target (bisection). */
-double bloomery_bits_per_key_split(double target, unsigned b, unsigned lane_bits);
+BLOOMERY_API double bloomery_bits_per_key_split(double target, unsigned b, unsigned lane_bits);
 
 /* Blocks for n keys at error p and b blocks per key (never 0). Returns 0 when
  * the arguments are out of range (n == 0, p outside (0, 1), b outside
  * 1..BLOOMERY_MAX_BLOCKS_PER_KEY) or the result would not fit 64 bits. */
-uint64_t bloomery_blocked_nblocks(uint64_t n, double p, unsigned b);
+BLOOMERY_API uint64_t bloomery_blocked_nblocks(uint64_t n, double p, unsigned b);
 
 /* RedisBloom classic sizing. bits is floor(n * bpe) rounded up to a multiple
  * of 64 (never below 64); hashes = ceil(ln 2 * bpe). */
-double bloomery_classic_bpe(double p);
-unsigned bloomery_classic_hashes(double p);
-uint64_t bloomery_classic_bits(uint64_t n, double p);
+BLOOMERY_API double bloomery_classic_bpe(double p);
+BLOOMERY_API unsigned bloomery_classic_hashes(double p);
+BLOOMERY_API uint64_t bloomery_classic_bits(uint64_t n, double p);
 
 /* FPR of a classic filter with m/n bits per key and k hashes:
  * (1 - e^(-k n / m))^k. */
-double bloomery_classic_fpr(double bits_per_key, unsigned k);
+BLOOMERY_API double bloomery_classic_fpr(double bits_per_key, unsigned k);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -43,8 +43,8 @@ int block_array_plan(uint64_t capacity, double p, const bf_options *opts, unsign
     return BLOOMERY_OK;
 }
 
-int block_array_init(block_array *a, uint64_t nblocks, unsigned b, uint64_t seed,
-                     uint64_t capacity, double error_rate)
+int block_array_init(block_array *a, uint64_t nblocks, unsigned b, uint64_t seed, uint64_t capacity,
+                     double error_rate)
 {
     *a = (block_array){0};
     if (nblocks == 0 || b == 0 || b > BLOOMERY_MAX_BLOCKS_PER_KEY)

@@ -12,13 +12,13 @@
 #include "bloomery/blocked.h"
 
 typedef struct block_array {
-    uint64_t *lanes;      /* nblocks * 8 lanes */
+    uint64_t *lanes; /* nblocks * 8 lanes */
     uint64_t nblocks;
-    unsigned b;           /* blocks per key */
+    unsigned b; /* blocks per key */
     uint64_t seed;
     uint64_t capacity;
     double error_rate;
-    uint64_t count;       /* atomic */
+    uint64_t count; /* atomic */
     size_t bytes;
 } block_array;
 
@@ -30,8 +30,8 @@ int block_array_plan(uint64_t capacity, double p, const bf_options *opts, unsign
                      bloomery_policy fallback, uint64_t *nblocks, unsigned *b);
 
 /* Allocates the zeroed array for an explicit shape. */
-int block_array_init(block_array *a, uint64_t nblocks, unsigned b, uint64_t seed,
-                     uint64_t capacity, double error_rate);
+int block_array_init(block_array *a, uint64_t nblocks, unsigned b, uint64_t seed, uint64_t capacity,
+                     double error_rate);
 void block_array_release(block_array *a);
 
 #endif

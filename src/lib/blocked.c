@@ -18,8 +18,8 @@
  * already set are skipped, so adds into a filling filter rarely lock the bus.
  * Readers load lanes relaxed; a reader racing an add sees a subset of that
  * add's bits, which can only make it answer "absent" for an add that has not
- * completed. The AVX2 path reads a block with two 256-bit loads; a torn read
- * is still a subset of the final bits, so the argument holds.
+ * completed. The AVX2 path reads the eight lanes with relaxed loads too and
+ * tests them as two 256-bit vectors.
  */
 #include "bloomery/blocked.h"
 #include "bloomery/bloomery.h"
@@ -72,10 +72,7 @@ static inline int use_avx2(void)
 #endif
 }
 
-const char *bf_kernel_name(void)
-{
-    return use_avx2() ? "avx2" : "portable";
-}
+const char *bf_kernel_name(void) { return use_avx2() ? "avx2" : "portable"; }
 
 void bf_force_portable(bool on)
 {
@@ -91,7 +88,8 @@ static inline void masks_portable(uint32_t seed, uint64_t m[8])
 }
 
 #ifdef BLOOMERY_HAVE_AVX2
-__attribute__((target("avx2"))) static inline void masks_avx2(uint32_t seed, __m256i *m0, __m256i *m1)
+__attribute__((target("avx2"))) static inline void masks_avx2(uint32_t seed, __m256i *m0,
+                                                              __m256i *m1)
 {
     __m256i odd = _mm256_load_si256((const __m256i *)bk_odd);
     __m256i pos = _mm256_srli_epi32(_mm256_mullo_epi32(_mm256_set1_epi32((int)seed), odd), 26);
@@ -100,12 +98,22 @@ __attribute__((target("avx2"))) static inline void masks_avx2(uint32_t seed, __m
     *m1 = _mm256_sllv_epi64(one, _mm256_cvtepu32_epi64(_mm256_extracti128_si256(pos, 1)));
 }
 
+/* Four lanes, each read with a relaxed atomic load: adders OR into them
+ * concurrently, and a plain vector load of them would be a data race. */
+__attribute__((target("avx2"))) static inline __m256i load_lanes(const uint64_t *p)
+{
+    return _mm256_set_epi64x((long long)__atomic_load_n(&p[3], __ATOMIC_RELAXED),
+                             (long long)__atomic_load_n(&p[2], __ATOMIC_RELAXED),
+                             (long long)__atomic_load_n(&p[1], __ATOMIC_RELAXED),
+                             (long long)__atomic_load_n(&p[0], __ATOMIC_RELAXED));
+}
+
 __attribute__((target("avx2"))) static bool block_test_avx2(const uint64_t *blk, uint32_t seed)
 {
     __m256i m0, m1;
     masks_avx2(seed, &m0, &m1);
-    __m256i b0 = _mm256_load_si256((const __m256i *)blk);
-    __m256i b1 = _mm256_load_si256((const __m256i *)(blk + 4));
+    __m256i b0 = load_lanes(blk);
+    __m256i b1 = load_lanes(blk + 4);
     return _mm256_testc_si256(b0, m0) & _mm256_testc_si256(b1, m1);
 }
 
@@ -157,10 +165,7 @@ static inline bool block_set(uint64_t *blk, uint32_t seed)
     return flipped;
 }
 
-static inline uint64_t *block_ptr(const bf_t *bf, uint64_t idx)
-{
-    return bf->a.lanes + idx * 8;
-}
+static inline uint64_t *block_ptr(const bf_t *bf, uint64_t idx) { return bf->a.lanes + idx * 8; }
 
 /* ---- lifecycle ---- */
 
@@ -174,8 +179,8 @@ uint64_t bf_bytes_for(uint64_t capacity, double error_rate, const bf_options *op
     return nb * BLOOMERY_BLOCK_BYTES;
 }
 
-int bf_create_shape(bf_t **out, uint64_t nblocks, unsigned b, uint64_t seed,
-                    uint64_t capacity, double error_rate)
+int bf_create_shape(bf_t **out, uint64_t nblocks, unsigned b, uint64_t seed, uint64_t capacity,
+                    double error_rate)
 {
     *out = NULL;
     bf_t *bf = calloc(1, sizeof *bf);
@@ -379,10 +384,7 @@ double bf_error_rate(const bf_t *bf) { return bf->a.error_rate; }
 const uint8_t *bf_data(const bf_t *bf) { return (const uint8_t *)bf->a.lanes; }
 uint8_t *bf_data_mut(bf_t *bf) { return (uint8_t *)bf->a.lanes; }
 
-uint64_t bf_count(const bf_t *bf)
-{
-    return __atomic_load_n(&bf->a.count, __ATOMIC_RELAXED);
-}
+uint64_t bf_count(const bf_t *bf) { return __atomic_load_n(&bf->a.count, __ATOMIC_RELAXED); }
 
 void bf_set_count(bf_t *bf, uint64_t count)
 {

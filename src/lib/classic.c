@@ -62,7 +62,6 @@
 
 #include <math.h>
 #include <sched.h>
-#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -84,16 +83,16 @@ _Static_assert(sizeof(size_t) >= sizeof(uint64_t), "64-bit platforms only, as Re
 
 struct cbf {
     uint64_t *words;
-    uint64_t mod;      /* probe modulus: bits, or 2^n2 for a legacy filter */
+    uint64_t mod; /* probe modulus: bits, or 2^n2 for a legacy filter */
     uint64_t bits;
     uint64_t bytes;
-    uint64_t alloc;    /* bytes allocated (bytes rounded up to whole words) */
+    uint64_t alloc; /* bytes allocated (bytes rounded up to whole words) */
     uint64_t capacity;
     double error_rate;
     double bpe;
     unsigned hashes;
     uint8_t n2;
-    uint64_t count;    /* atomic */
+    uint64_t count; /* atomic */
 };
 
 /* ---- striped lock for cbf_check_and_add ---- */
@@ -102,23 +101,23 @@ struct cbf {
 
 /* One lock per cache line so that unrelated items do not false-share. */
 static struct {
-    _Alignas(64) atomic_uint locked;
+    _Alignas(64) unsigned locked;
 } stripes[STRIPES];
 
-static atomic_uint *stripe_for(cbf_hash h)
+static unsigned *stripe_for(cbf_hash h)
 {
     /* b is a hash seeded with a, so its top bits are as good as any. */
     return &stripes[h.b >> 56 & (STRIPES - 1)].locked;
 }
 
-static void stripe_lock(atomic_uint *l)
+static void stripe_lock(unsigned *l)
 {
     for (;;) {
-        if (!atomic_exchange_explicit(l, 1, memory_order_acquire))
+        if (!__atomic_exchange_n(l, 1, __ATOMIC_ACQUIRE))
             return;
         /* Spin on a plain load so waiters share the line instead of bouncing
          * it; yield eventually in case the holder was preempted. */
-        for (unsigned spins = 0; atomic_load_explicit(l, memory_order_relaxed); spins++) {
+        for (unsigned spins = 0; __atomic_load_n(l, __ATOMIC_RELAXED); spins++) {
             if (spins >= 1000) {
                 sched_yield();
                 spins = 0;
@@ -130,10 +129,7 @@ static void stripe_lock(atomic_uint *l)
     }
 }
 
-static void stripe_unlock(atomic_uint *l)
-{
-    atomic_store_explicit(l, 0, memory_order_release);
-}
+static void stripe_unlock(unsigned *l) { __atomic_store_n(l, 0, __ATOMIC_RELEASE); }
 
 /* ---- hashing and probing ---- */
 
@@ -213,7 +209,7 @@ bool cbf_add(cbf_t *f, const void *item, size_t len)
 bool cbf_check_and_add(cbf_t *f, const void *item, size_t len)
 {
     cbf_hash h = cbf_hash_item(item, len);
-    atomic_uint *l = stripe_for(h);
+    unsigned *l = stripe_for(h);
     stripe_lock(l);
     bool added = cbf_add_hashed(f, h);
     stripe_unlock(l);
@@ -343,10 +339,7 @@ unsigned cbf_hashes(const cbf_t *f) { return f->hashes; }
 uint64_t cbf_capacity(const cbf_t *f) { return f->capacity; }
 double cbf_error_rate(const cbf_t *f) { return f->error_rate; }
 
-uint64_t cbf_count(const cbf_t *f)
-{
-    return __atomic_load_n(&f->count, __ATOMIC_RELAXED);
-}
+uint64_t cbf_count(const cbf_t *f) { return __atomic_load_n(&f->count, __ATOMIC_RELAXED); }
 
 void cbf_set_count(cbf_t *f, uint64_t count)
 {
@@ -396,15 +389,9 @@ void cbf_clear(cbf_t *f)
     cbf_set_count(f, 0);
 }
 
-const uint8_t *cbf_data(const cbf_t *f)
-{
-    return (const uint8_t *)f->words;
-}
+const uint8_t *cbf_data(const cbf_t *f) { return (const uint8_t *)f->words; }
 
-uint8_t *cbf_data_mut(cbf_t *f)
-{
-    return (uint8_t *)f->words;
-}
+uint8_t *cbf_data_mut(cbf_t *f) { return (uint8_t *)f->words; }
 
 /* ---- RedisBloom SCANDUMP header ---- */
 
@@ -473,7 +460,7 @@ void cbf_rb_header_encode(const cbf_rb_header *h, uint8_t *buf)
     }
 }
 
-#define RB_KNOWN_OPTIONS                                                                          \
+#define RB_KNOWN_OPTIONS                                                                           \
     (CBF_RB_OPT_NOROUND | CBF_RB_OPT_ENTS_IS_BITS | CBF_RB_OPT_FORCE64 | CBF_RB_OPT_NO_SCALING)
 
 int cbf_rb_header_decode(const uint8_t *buf, size_t len, uint64_t max_bytes, cbf_rb_header *h)

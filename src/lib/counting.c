@@ -119,10 +119,7 @@ static void bump(cntbf_t *c, bloomery_hash h, int delta)
     }
 }
 
-bool cntbf_check_hashed(const cntbf_t *c, bloomery_hash h)
-{
-    return present(c, h);
-}
+bool cntbf_check_hashed(const cntbf_t *c, bloomery_hash h) { return present(c, h); }
 
 bool cntbf_add_hashed(cntbf_t *c, bloomery_hash h)
 {
@@ -145,8 +142,8 @@ bool cntbf_delete_hashed(cntbf_t *c, bloomery_hash h)
     bloomery_stripe_unlock(key);
     if (found) {
         uint64_t n = __atomic_load_n(&c->a.count, __ATOMIC_RELAXED);
-        while (n > 0 && !__atomic_compare_exchange_n(&c->a.count, &n, n - 1, true,
-                                                     __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+        while (n > 0 && !__atomic_compare_exchange_n(&c->a.count, &n, n - 1, true, __ATOMIC_RELAXED,
+                                                     __ATOMIC_RELAXED))
             ;
     }
     return found;
@@ -176,10 +173,7 @@ double cntbf_error_rate(const cntbf_t *c) { return c->a.error_rate; }
 const uint8_t *cntbf_data(const cntbf_t *c) { return (const uint8_t *)c->a.lanes; }
 uint8_t *cntbf_data_mut(cntbf_t *c) { return (uint8_t *)c->a.lanes; }
 
-uint64_t cntbf_count(const cntbf_t *c)
-{
-    return __atomic_load_n(&c->a.count, __ATOMIC_RELAXED);
-}
+uint64_t cntbf_count(const cntbf_t *c) { return __atomic_load_n(&c->a.count, __ATOMIC_RELAXED); }
 
 void cntbf_set_count(cntbf_t *c, uint64_t count)
 {

@@ -46,7 +46,7 @@ struct cf {
     uint32_t nfilters, cap;
     uint64_t nbuckets; /* sub-filter 0's */
     unsigned b, f, max_iter, expansion, max_filters;
-    uint32_t fpmask;   /* 2^f - 1: the slot mask and the fingerprint modulus */
+    uint32_t fpmask; /* 2^f - 1: the slot mask and the fingerprint modulus */
     uint64_t items, deletes;
     bool (*may_allocate)(void *ctx, uint64_t bytes);
     void *may_allocate_ctx;
@@ -122,20 +122,11 @@ static inline uint32_t fingerprint(const cf_t *c, uint64_t h)
     return (uint32_t)(h % c->fpmask) + 1;
 }
 
-static inline uint64_t alt_index(uint64_t i, uint32_t fp)
-{
-    return i ^ ((uint64_t)fp * ALT_MULT);
-}
+static inline uint64_t alt_index(uint64_t i, uint32_t fp) { return i ^ ((uint64_t)fp * ALT_MULT); }
 
-uint64_t cf_hash(const void *item, size_t len)
-{
-    return bloomery_murmur64a(item, len, 0);
-}
+uint64_t cf_hash(const void *item, size_t len) { return bloomery_murmur64a(item, len, 0); }
 
-uint32_t cf_fingerprint(const cf_t *c, uint64_t h)
-{
-    return fingerprint(c, h);
-}
+uint32_t cf_fingerprint(const cf_t *c, uint64_t h) { return fingerprint(c, h); }
 
 /* ---- shapes ---- */
 
@@ -270,7 +261,8 @@ int cf_create_shape(cf_t **out, const cf_shape *s)
     if (!valid_params(s->bucket_size, s->fingerprint_bits, s->max_iterations, s->max_filters) ||
         s->nbuckets == 0 || (s->nbuckets & (s->nbuckets - 1)) != 0 ||
         s->expansion > CF_MAX_EXPANSION || (s->expansion & (s->expansion - 1)) != 0 ||
-        s->nfilters == 0 || s->nfilters > CF_MAX_MAX_FILTERS || (s->expansion == 0 && s->nfilters != 1))
+        s->nfilters == 0 || s->nfilters > CF_MAX_MAX_FILTERS ||
+        (s->expansion == 0 && s->nfilters != 1))
         return BLOOMERY_EINVAL;
     cf_t *c = calloc(1, sizeof *c);
     if (!c)
@@ -499,10 +491,7 @@ static void compact(cf_t *c, bool go_on)
     c->deletes = 0;
 }
 
-void cf_compact(cf_t *c)
-{
-    compact(c, true);
-}
+void cf_compact(cf_t *c) { compact(c, true); }
 
 bool cf_delete_hashed(cf_t *c, uint64_t h)
 {
@@ -533,10 +522,7 @@ bool cf_delete_hashed(cf_t *c, uint64_t h)
 
 /* ---- item forms ---- */
 
-int cf_add(cf_t *c, const void *item, size_t len)
-{
-    return cf_add_hashed(c, cf_hash(item, len));
-}
+int cf_add(cf_t *c, const void *item, size_t len) { return cf_add_hashed(c, cf_hash(item, len)); }
 
 int cf_add_nx(cf_t *c, const void *item, size_t len)
 {

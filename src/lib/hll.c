@@ -84,13 +84,15 @@
 #define HASH_SEED 0xadc83b19ULL
 #define HLL_Q (64 - HLL_P) /* hash bits left for the run length */
 #define REG_MASK (HLL_REGISTERS - 1)
-#define HISTO_SIZE 64       /* a 6-bit register may hold up to 63 */
+#define HISTO_SIZE 64 /* a 6-bit register may hold up to 63 */
 
 #define ZERO_MAX_LEN 64
 #define XZERO_MAX_LEN 16384
 #define VAL_MAX_VALUE 32
 #define VAL_MAX_LEN 4
 
+/* clang-format 14 would take "(b) & mask" below for a cast and drop the spaces. */
+/* clang-format off */
 #define OP_IS_ZERO(b) (((b) & 0xc0) == 0)
 #define OP_IS_XZERO(b) (((b) & 0xc0) == 0x40)
 #define OP_IS_VAL(b) (((b) & 0x80) != 0)
@@ -98,6 +100,7 @@
 #define XZERO_LEN(b0, b1) (((((unsigned)(b0) & 0x3f) << 8) | (unsigned)(b1)) + 1)
 #define VAL_VALUE(b) ((((unsigned)(b) >> 2) & 0x1f) + 1)
 #define VAL_LEN(b) (((unsigned)(b) & 0x3) + 1)
+/* clang-format on */
 
 struct hll {
     uint8_t *buf; /* the Redis string value */
@@ -158,20 +161,11 @@ static int dense_set_max(uint8_t *regs, unsigned j, unsigned v)
 
 /* ---- header ---- */
 
-static int is_dense(const hll_t *h)
-{
-    return h->buf[ENC_OFF] == ENC_DENSE;
-}
+static int is_dense(const hll_t *h) { return h->buf[ENC_OFF] == ENC_DENSE; }
 
-static void invalidate_cache(hll_t *h)
-{
-    h->buf[CARD_OFF + 7] |= 0x80;
-}
+static void invalidate_cache(hll_t *h) { h->buf[CARD_OFF + 7] |= 0x80; }
 
-static int cache_valid(const hll_t *h)
-{
-    return (h->buf[CARD_OFF + 7] & 0x80) == 0;
-}
+static int cache_valid(const hll_t *h) { return (h->buf[CARD_OFF + 7] & 0x80) == 0; }
 
 static uint64_t cache_get(const hll_t *h)
 {
@@ -384,9 +378,9 @@ struct sparse_cursor {
 };
 
 struct sparse_loc {
-    struct sparse_op pos;    /* the opcode covering the register */
-    unsigned span;           /* registers it covers */
-    size_t oplen;            /* its size in bytes */
+    struct sparse_op pos; /* the opcode covering the register */
+    unsigned span;        /* registers it covers */
+    size_t oplen;         /* its size in bytes */
     struct sparse_op prev, pprev;
     int has_prev, has_pprev;
 };

@@ -28,8 +28,7 @@ uint64_t bloomery_murmur64a(const void *key, size_t len, uint64_t seed)
     case 4: h ^= (uint64_t)p[3] << 24; /* fall through */
     case 3: h ^= (uint64_t)p[2] << 16; /* fall through */
     case 2: h ^= (uint64_t)p[1] << 8;  /* fall through */
-    case 1: h ^= (uint64_t)p[0];
-            h *= m;
+    case 1: h ^= (uint64_t)p[0]; h *= m;
     }
     h ^= h >> r;
     h *= m;

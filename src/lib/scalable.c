@@ -41,10 +41,10 @@ struct sbf {
     void *may_allocate_ctx;
 
     pthread_mutex_t grow;
-    void **links;        /* atomic pointer; bf_t* or cbf_t* per layout */
-    size_t nlinks;       /* atomic */
-    size_t cap_links;    /* under grow */
-    retired *retired;    /* under grow */
+    void **links;     /* atomic pointer; bf_t* or cbf_t* per layout */
+    size_t nlinks;    /* atomic */
+    size_t cap_links; /* under grow */
+    retired *retired; /* under grow */
 };
 
 /* One hash per item serves every link: blocked links share the chain seed,
@@ -240,10 +240,7 @@ static sbf_t *chain_new(bloomery_layout layout, uint64_t capacity, double error_
     return s;
 }
 
-static double first_error(uint32_t expansion, double p)
-{
-    return expansion ? p * 0.5 : p;
-}
+static double first_error(uint32_t expansion, double p) { return expansion ? p * 0.5 : p; }
 
 uint64_t sbf_bytes_for(uint64_t capacity, double error_rate, const sbf_options *opts)
 {
@@ -347,10 +344,7 @@ static int add_hashed(sbf_t *s, item_hash h)
     return rc;
 }
 
-int sbf_add(sbf_t *s, const void *item, size_t len)
-{
-    return add_hashed(s, hash_of(s, item, len));
-}
+int sbf_add(sbf_t *s, const void *item, size_t len) { return add_hashed(s, hash_of(s, item, len)); }
 
 int sbf_check(const sbf_t *s, const void *item, size_t len)
 {
@@ -381,15 +375,9 @@ sbf_hash sbf_hash_item(const sbf_t *s, const void *item, size_t len)
     return to_public(s, hash_of(s, item, len));
 }
 
-int sbf_add_hashed(sbf_t *s, sbf_hash h)
-{
-    return add_hashed(s, from_public(s, h));
-}
+int sbf_add_hashed(sbf_t *s, sbf_hash h) { return add_hashed(s, from_public(s, h)); }
 
-int sbf_check_hashed(const sbf_t *s, sbf_hash h)
-{
-    return chain_has(s, from_public(s, h));
-}
+int sbf_check_hashed(const sbf_t *s, sbf_hash h) { return chain_has(s, from_public(s, h)); }
 
 static void prefetch(const sbf_t *s, item_hash h, bool for_write)
 {
@@ -401,8 +389,7 @@ static void prefetch(const sbf_t *s, item_hash h, bool for_write)
         bf_prefetch(links[i], h.blocked, for_write);
 }
 
-size_t sbf_add_many(sbf_t *s, const void *const *items, const size_t *lens, size_t n,
-                    int *results)
+size_t sbf_add_many(sbf_t *s, const void *const *items, const size_t *lens, size_t n, int *results)
 {
     item_hash h[BATCH];
     for (size_t base = 0; base < n; base += BATCH) {
@@ -495,8 +482,8 @@ void sbf_set_may_allocate(sbf_t *s, bool (*may_allocate)(void *ctx, uint64_t byt
 int sbf_merge(sbf_t *dst, const sbf_t *src)
 {
     size_t n = load_nlinks(dst);
-    if (dst->layout != src->layout || dst->expansion != src->expansion ||
-        dst->seed != src->seed || n != load_nlinks(src))
+    if (dst->layout != src->layout || dst->expansion != src->expansion || dst->seed != src->seed ||
+        n != load_nlinks(src))
         return BLOOMERY_EINVAL;
     void **d = load_links(dst), **s = load_links(src);
     for (size_t i = 0; i < n; i++) {
@@ -513,7 +500,8 @@ int sbf_merge(sbf_t *dst, const sbf_t *src)
         }
     }
     for (size_t i = 0; i < n; i++) {
-        int rc = dst->layout == BLOOMERY_LAYOUT_CLASSIC ? cbf_merge(d[i], s[i]) : bf_merge(d[i], s[i]);
+        int rc =
+            dst->layout == BLOOMERY_LAYOUT_CLASSIC ? cbf_merge(d[i], s[i]) : bf_merge(d[i], s[i]);
         if (rc != BLOOMERY_OK)
             return rc;
     }

@@ -159,10 +159,7 @@ struct bloomery_image {
     uint64_t *first_chunk; /* nregions + 1 prefix counts */
 };
 
-static uint64_t chunks_of(uint64_t len, uint32_t cs)
-{
-    return len / cs + (len % cs != 0);
-}
+static uint64_t chunks_of(uint64_t len, uint32_t cs) { return len / cs + (len % cs != 0); }
 
 static uint64_t chunk_sum(uint64_t header_sum, uint64_t i, const uint8_t *data, size_t len)
 {
@@ -188,8 +185,8 @@ static int describe(bloomery_object obj, wbuf *params, region **regions, uint32_
     switch (obj.type) {
     case BLOOMERY_TYPE_BLOCKED: {
         const bf_t *f = obj.u.bf;
-        put_blocked_params(params, bf_nblocks(f), bf_blocks_per_key(f), bf_seed(f),
-                           bf_capacity(f), bf_error_rate(f), bf_count(f));
+        put_blocked_params(params, bf_nblocks(f), bf_blocks_per_key(f), bf_seed(f), bf_capacity(f),
+                           bf_error_rate(f), bf_count(f));
         *regions = malloc(sizeof **regions);
         if (!*regions)
             return BLOOMERY_ENOMEM;
@@ -334,7 +331,8 @@ int bloomery_image_create(bloomery_image **out, bloomery_object obj, uint32_t ch
     if (rc == BLOOMERY_OK) {
         img->first_chunk[0] = 0;
         for (uint32_t r = 0; r < img->nregions; r++)
-            img->first_chunk[r + 1] = img->first_chunk[r] + chunks_of(img->regions[r].len, chunk_size);
+            img->first_chunk[r + 1] =
+                img->first_chunk[r] + chunks_of(img->regions[r].len, chunk_size);
         put(&h, MAGIC, 8);
         put_u16(&h, BLOOMERY_SERIAL_VERSION);
         put_u16(&h, (uint16_t)obj.type);
@@ -419,8 +417,8 @@ const uint8_t *bloomery_image_chunk(const bloomery_image *img, uint64_t i, size_
     return img->regions[r].data + off;
 }
 
-uint64_t bloomery_image_chunk_checksum(const bloomery_image *img, uint64_t i,
-                                       const uint8_t *data, size_t len)
+uint64_t bloomery_image_chunk_checksum(const bloomery_image *img, uint64_t i, const uint8_t *data,
+                                       size_t len)
 {
     return chunk_sum(img->header_sum, i, data, len);
 }
@@ -465,16 +463,17 @@ struct bloomery_loader {
     uint32_t chunk_size;
     uint32_t nregions;
     uint64_t *lens;
-    uint8_t **dest;        /* where each region's bytes go */
+    uint8_t **dest; /* where each region's bytes go */
     uint64_t *first_chunk;
-    uint8_t *loaded;       /* one flag per chunk */
+    uint8_t *loaded; /* one flag per chunk */
     uint64_t nchunks, nloaded;
-    bloomery_object obj;   /* zeroed object being filled; HLL: NULL until finish */
+    bloomery_object obj; /* zeroed object being filled; HLL: NULL until finish */
     uint8_t *hll_buf;
     char err[160];
 };
 
-static int fail(bloomery_loader *l, int rc, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int fail(bloomery_loader *l, int rc, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 
 static int fail(bloomery_loader *l, int rc, const char *fmt, ...)
 {
@@ -485,10 +484,7 @@ static int fail(bloomery_loader *l, int rc, const char *fmt, ...)
     return rc;
 }
 
-static int valid_error(double e)
-{
-    return e > 0 && e < 1;
-}
+static int valid_error(double e) { return e > 0 && e < 1; }
 
 /* Creates the zeroed object the header describes and points dest at its
  * regions. The params reader must be consumed exactly. */
@@ -514,7 +510,8 @@ static int build_object(bloomery_loader *l, rbuf *p, uint64_t max_bytes)
         uint64_t count = get_u64(p);
         if (p->short_read || p->off != p->len)
             return fail(l, BLOOMERY_ECORRUPT, "parameters have the wrong length");
-        if (l->nregions != 1 || nblocks == 0 || nblocks > UINT64_MAX / 64 || l->lens[0] != nblocks * 64)
+        if (l->nregions != 1 || nblocks == 0 || nblocks > UINT64_MAX / 64 ||
+            l->lens[0] != nblocks * 64)
             return fail(l, BLOOMERY_ECORRUPT, "data size does not match %llu blocks",
                         (unsigned long long)nblocks);
         if (b == 0 || b > BLOOMERY_MAX_BLOCKS_PER_KEY || !valid_error(error) || capacity == 0)
@@ -711,8 +708,8 @@ static int build_object(bloomery_loader *l, rbuf *p, uint64_t max_bytes)
     return fail(l, BLOOMERY_ETYPE, "unknown object type %u", (unsigned)l->type);
 }
 
-int bloomery_loader_open(bloomery_loader **out, const uint8_t *buf, size_t len,
-                         uint64_t max_bytes, size_t *used)
+int bloomery_loader_open(bloomery_loader **out, const uint8_t *buf, size_t len, uint64_t max_bytes,
+                         size_t *used)
 {
     *out = NULL;
     bloomery_loader *l = calloc(1, sizeof *l);
@@ -775,15 +772,9 @@ int bloomery_loader_open(bloomery_loader **out, const uint8_t *buf, size_t len,
     return BLOOMERY_OK;
 }
 
-bloomery_type bloomery_loader_type(const bloomery_loader *l)
-{
-    return l->type;
-}
+bloomery_type bloomery_loader_type(const bloomery_loader *l) { return l->type; }
 
-uint64_t bloomery_loader_nchunks(const bloomery_loader *l)
-{
-    return l->nchunks;
-}
+uint64_t bloomery_loader_nchunks(const bloomery_loader *l) { return l->nchunks; }
 
 size_t bloomery_loader_chunk_len(const bloomery_loader *l, uint64_t i)
 {
@@ -832,7 +823,8 @@ int bloomery_loader_finish(bloomery_loader *l, bloomery_object *out)
         hll_t *h;
         int rc = hll_from_bytes(&h, l->hll_buf, (size_t)l->lens[0], 0);
         if (rc != BLOOMERY_OK)
-            return fail(l, BLOOMERY_ECORRUPT, "invalid HyperLogLog value: %s", bloomery_strerror(rc));
+            return fail(l, BLOOMERY_ECORRUPT, "invalid HyperLogLog value: %s",
+                        bloomery_strerror(rc));
         l->obj.type = BLOOMERY_TYPE_HLL;
         l->obj.u.hll = h;
     }
@@ -879,8 +871,8 @@ void bloomery_loader_free(bloomery_loader *l)
 
 static _Thread_local char deser_msg[160];
 
-int bloomery_deserialize(const uint8_t *buf, size_t len, uint64_t max_bytes,
-                         bloomery_object *out, const char **msg)
+int bloomery_deserialize(const uint8_t *buf, size_t len, uint64_t max_bytes, bloomery_object *out,
+                         const char **msg)
 {
     out->u.any = NULL;
     bloomery_loader *l;

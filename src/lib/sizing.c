@@ -95,10 +95,7 @@ uint64_t bloomery_blocked_nblocks(uint64_t n, double p, unsigned b)
 #define RB_LN2_SQUARED 0.480453013918201
 #define RB_LN2 0.693147180559945
 
-double bloomery_classic_bpe(double p)
-{
-    return -(log(p) / RB_LN2_SQUARED);
-}
+double bloomery_classic_bpe(double p) { return -(log(p) / RB_LN2_SQUARED); }
 
 unsigned bloomery_classic_hashes(double p)
 {

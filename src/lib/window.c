@@ -15,7 +15,7 @@
  * The ring's FPR is at most the sum over slices, (S+1) * p/(S+1) = p, at
  * capacity. With the memory policy a slice at p/(S+1) uses two blocks per
  * key below p = 5e-4, which is what makes S = 4 cost about 23.5 bits per
- * windowed item at p = 1e-3 (brief, section 6).
+ * windowed item at p = 1e-3.
  */
 #include "bloomery/window.h"
 #include "bloomery/bloomery.h"
@@ -29,8 +29,8 @@
 #define BATCH 16
 
 struct win {
-    pthread_rwlock_t lock;   /* write: rotation; read: everything else */
-    unsigned s;              /* S; the ring has s + 1 slots */
+    pthread_rwlock_t lock; /* write: rotation; read: everything else */
+    unsigned s;            /* S; the ring has s + 1 slots */
     unsigned cur;
     bf_t *ring[WIN_MAX_SLICES + 1];
     int64_t start[WIN_MAX_SLICES + 1];
@@ -126,8 +126,8 @@ int win_create(win_t **out, uint64_t capacity, double error_rate, uint64_t windo
 }
 
 int win_assemble(win_t **out, uint64_t capacity, double error_rate, uint64_t window_ms,
-                 unsigned slices, bf_t **filters, const int64_t *starts,
-                 uint64_t rotations, uint64_t early_rotations)
+                 unsigned slices, bf_t **filters, const int64_t *starts, uint64_t rotations,
+                 uint64_t early_rotations)
 {
     *out = NULL;
     if (check_args(capacity, error_rate, &slices) != BLOOMERY_OK || window_ms == 0)
@@ -225,8 +225,8 @@ bool win_check(const win_t *w, const void *item, size_t len, int64_t now_ms)
     return win_check_hashed(w, bloomery_hash_item(item, len, w->seed), now_ms);
 }
 
-static void run_many(win_t *w, const void *const *items, const size_t *lens, size_t n,
-                     int64_t now, uint8_t *out, bool add)
+static void run_many(win_t *w, const void *const *items, const size_t *lens, size_t n, int64_t now,
+                     uint8_t *out, bool add)
 {
     bloomery_hash h[BATCH];
     pthread_rwlock_rdlock(&w->lock);
@@ -237,7 +237,8 @@ static void run_many(win_t *w, const void *const *items, const size_t *lens, siz
             prefetch(w, h[i], now, add);
         }
         for (size_t i = 0; i < g; i++)
-            out[base + i] = (uint8_t)(add ? check_and_add_locked(w, h[i], now) : seen(w, h[i], now));
+            out[base + i] =
+                (uint8_t)(add ? check_and_add_locked(w, h[i], now) : seen(w, h[i], now));
     }
     pthread_rwlock_unlock(&w->lock);
 }
@@ -336,10 +337,7 @@ uint64_t win_seed(const win_t *w) { return w->seed; }
 uint64_t win_rotations(const win_t *w) { return w->rotations; }
 uint64_t win_early_rotations(const win_t *w) { return w->early_rotations; }
 
-uint64_t win_bytes(const win_t *w)
-{
-    return bf_bytes(w->ring[0]) * (w->s + 1);
-}
+uint64_t win_bytes(const win_t *w) { return bf_bytes(w->ring[0]) * (w->s + 1); }
 
 int64_t win_slice_start(const win_t *w, unsigned i)
 {
@@ -351,10 +349,7 @@ uint64_t win_slice_count(const win_t *w, unsigned i)
     return i <= w->s ? bf_count(w->ring[slot_of(w, i)]) : 0;
 }
 
-bf_t *win_slice(const win_t *w, unsigned i)
-{
-    return i <= w->s ? w->ring[slot_of(w, i)] : NULL;
-}
+bf_t *win_slice(const win_t *w, unsigned i) { return i <= w->s ? w->ring[slot_of(w, i)] : NULL; }
 
 uint64_t win_count(const win_t *w, int64_t now_ms)
 {

@@ -43,7 +43,7 @@ def first_occurrences(records, key=lambda r: r):
 
 
 def sort_uniq(path):
-    """The reference the issue names: `sort | uniq`."""
+    """The reference result: `sort | uniq`."""
     p = subprocess.run("LC_ALL=C sort '%s' | LC_ALL=C uniq" % path, shell=True,
                        stdout=subprocess.PIPE, check=True)
     return p.stdout.split(b"\n")[:-1]

@@ -4,8 +4,8 @@ Each suite runs against a server this file starts itself: $BLOOMERYD on a
 free port with a temporary --dir. The shared server lives for the whole
 session; tests that need special settings start their own with
 ``start_server(...)``. At teardown every server is stopped with SIGTERM and
-must exit 0 with no sanitizer report, so a leak or a data race caught by an
-ASan/UBSan build fails the suite.
+must exit 0 with no sanitizer report, so a leak, undefined behaviour or a
+data race caught by an ASan/UBSan or TSan build fails the suite.
 
 BLOOMERY_QUICK=1 (set for the sanitizer run) shrinks the large loops.
 """
@@ -94,6 +94,7 @@ class Server:
         assert "ERROR: AddressSanitizer" not in out, out
         assert "ERROR: LeakSanitizer" not in out, out
         assert "runtime error:" not in out, out
+        assert "WARNING: ThreadSanitizer" not in out, out
         assert self.proc.returncode == 0, "exit status %s\n%s" % (self.proc.returncode, out)
 
 

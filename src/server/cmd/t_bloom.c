@@ -2,7 +2,7 @@
  * libbloomery's scalable (sbf_t) and counting (cntbf_t) filters.
  *
  * Replies and errors are RedisBloom's, quirks included (see
- * ../shared/reference/redisbloom-compat.md and docs/COMMANDS.md): BF.EXISTS
+ * docs/COMMANDS.md): BF.EXISTS
  * answers 0 for a missing or wrong-type key, some errors have no ERR prefix,
  * BF.MADD/BF.INSERT end their array at the first "full" error, BF.INFO
  * reports Size as RedisBloom counts it (32-byte chain + 64 bytes per link +

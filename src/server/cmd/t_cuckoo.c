@@ -1,6 +1,5 @@
 /* CF.* commands over libbloomery's cuckoo filter (cuckoo.h), with
- * RedisBloom's syntax, defaults, replies and errors
- * (../shared/reference/redisbloom-compat.md, section 3; docs/COMMANDS.md),
+ * RedisBloom's syntax, defaults, replies and errors (docs/COMMANDS.md),
  * plus our FINGERPRINT option on CF.RESERVE.
  *
  * Locking: inserts kick fingerprints between buckets and deletes compact,
