@@ -123,6 +123,7 @@ typedef struct snapshot {
     _Atomic uint64_t bytes_written, chunks_written, chunks_reused, chunks_inline;
     int64_t capture_us, chunks_us;   /* phase durations, for the log */
     bool hooked;             /* write barriers installed */
+    int64_t unhook_us;       /* the all-stripes pause that removed them */
     /* Copy-on-write: pages saved, bytes held now and at most. */
     _Atomic uint64_t cow_pages, cow_bytes, cow_peak;
 } snapshot;
@@ -298,13 +299,16 @@ static void cow_read(cow *w, uint64_t i, uint8_t *buf) {
 static void cow_install(snapshot *s) {
     for (size_t i = 0; i < s->nkeys; i++) {
         cap_key *k = &s->keys[i];
-        if (k->cow) k->obj->type->set_write_hook(k->obj->v, cow_before_write, k->cow);
+        if (k->cow) {
+            k->obj->type->set_write_hook(k->obj->v, cow_before_write, k->cow);
+            s->hooked = true;
+        }
     }
-    s->hooked = true;
 }
 
 static void cow_remove(snapshot *s) {
     if (s->hooked) {
+        int64_t t0 = mono_us();
         ks_lock_all();
         for (size_t i = 0; i < s->nkeys; i++) {
             cap_key *k = &s->keys[i];
@@ -312,6 +316,7 @@ static void cow_remove(snapshot *s) {
         }
         ks_unlock_all();
         s->hooked = false;
+        s->unhook_us = mono_us() - t0;
     }
     for (size_t i = 0; i < s->nkeys; i++) {
         cow_free(s->keys[i].cow);
@@ -788,11 +793,13 @@ static void finish(snapshot *s, int64_t t0) {
     if (ok)
         server_log(LOG_NOTICE, "Snapshot %" PRIu64 " saved in %lld ms (capture %.1f ms, chunks "
                    "%.1f ms): %zu keys, %zu chunks (%llu written, %llu reused, %llu inline), %llu "
-                   "bytes written; copy-on-write: %llu pages saved, at most %llu bytes held",
+                   "bytes written; copy-on-write: %llu pages saved, at most %llu bytes held, "
+                   "barriers removed in %.1f ms",
                    s->seq, (long long)ms, s->capture_us / 1e3, s->chunks_us / 1e3, s->nkeys, s->nwork,
                    (unsigned long long)s->chunks_written, (unsigned long long)s->chunks_reused,
                    (unsigned long long)s->chunks_inline, (unsigned long long)s->bytes_written,
-                   (unsigned long long)s->cow_pages, (unsigned long long)s->cow_peak);
+                   (unsigned long long)s->cow_pages, (unsigned long long)s->cow_peak,
+                   s->unhook_us / 1e3);
     else
         server_log(LOG_WARNING, "Snapshot failed: %s", s->err);
     snapshot_free(s);
