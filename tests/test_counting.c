@@ -8,6 +8,7 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "bloomery/bloomery.h"
 #include "testutil.h"
@@ -173,6 +174,83 @@ static void test_merge(void **state)
     cntbf_free(c);
 }
 
+/* The write barrier, used as a snapshot uses it: the hook saves each block
+ * it is told about, once, as it is then; the saved blocks over the live
+ * array must give back the array as it was when the hook was set, after
+ * adds, deletes (of present and absent items, up to saturation) and a
+ * merge. A change without a hook call before it shows up as a byte that
+ * differs. */
+typedef struct shadow {
+    const cntbf_t *c;
+    uint64_t len;
+    uint8_t *orig, *saved, *mark;
+    uint64_t calls;
+} shadow;
+
+static void shadow_hook(void *ctx, uint32_t region, uint64_t off, uint64_t len)
+{
+    shadow *sh = ctx;
+    sh->calls++;
+    assert_int_equal(region, 0);
+    assert_int_equal(len, 64);
+    assert_int_equal(off % 64, 0);
+    assert_true(off + len <= sh->len);
+    const uint8_t *live = cntbf_data(sh->c);
+    for (uint64_t b = off; b < off + len; b++)
+        if (!sh->mark[b]) {
+            sh->saved[b] = live[b];
+            sh->mark[b] = 1;
+        }
+}
+
+static void test_write_hook(void **state)
+{
+    (void)state;
+    cntbf_t *c, *other;
+    assert_int_equal(cntbf_create(&c, 20000, 0.01, NULL), BLOOMERY_OK);
+    assert_int_equal(cntbf_create(&other, 20000, 0.01, NULL), BLOOMERY_OK);
+    char key[32];
+    for (uint64_t i = 0; i < 5000; i++)
+        cntbf_add(c, key, tu_key(key, "a:", i));
+    for (uint64_t i = 0; i < 300; i++)
+        cntbf_add(other, key, tu_key(key, "o:", i));
+    shadow sh = {.c = c, .len = cntbf_bytes(c)};
+    sh.orig = malloc(sh.len);
+    sh.saved = malloc(sh.len);
+    sh.mark = calloc(sh.len, 1);
+    assert_non_null(sh.orig);
+    assert_non_null(sh.saved);
+    assert_non_null(sh.mark);
+    memcpy(sh.orig, cntbf_data(c), sh.len);
+    cntbf_set_write_hook(c, shadow_hook, &sh);
+    for (uint64_t i = 0; i < 2000; i++)
+        assert_true(cntbf_delete(c, key, tu_key(key, "a:", i)));
+    for (uint64_t i = 0; i < 2000; i++)
+        cntbf_delete(c, key, tu_key(key, "absent:", i));
+    for (uint64_t i = 0; i < 3000; i++)
+        cntbf_add(c, key, tu_key(key, "b:", i));
+    for (int r = 0; r < 20; r++) /* saturates */
+        cntbf_add(c, "hot", 3);
+    assert_int_equal(cntbf_merge(c, other), BLOOMERY_OK);
+    uint64_t saved = 0;
+    const uint8_t *live = cntbf_data(c);
+    for (uint64_t b = 0; b < sh.len; b++) {
+        saved += sh.mark[b];
+        if ((sh.mark[b] ? sh.saved[b] : live[b]) != sh.orig[b])
+            fail_msg("byte %llu changed without the hook", (unsigned long long)b);
+    }
+    assert_true(saved > 0 && saved < sh.len);
+    uint64_t calls = sh.calls;
+    cntbf_set_write_hook(c, NULL, NULL);
+    cntbf_add(c, "x", 1);
+    assert_int_equal(sh.calls, calls);
+    free(sh.orig);
+    free(sh.saved);
+    free(sh.mark);
+    cntbf_free(c);
+    cntbf_free(other);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -183,6 +261,7 @@ int main(void)
         cmocka_unit_test(test_saturation),
         cmocka_unit_test(test_merge),
         cmocka_unit_test(test_concurrent_counters),
+        cmocka_unit_test(test_write_hook),
     };
     return cmocka_run_group_tests_name("counting", tests, NULL, NULL);
 }

@@ -589,6 +589,137 @@ static void test_fpr_matches_formula(void **state)
     }
 }
 
+/* The write barrier, used as a snapshot uses it: the hook saves the bytes
+ * it is told about, once, as they are then; at the end the saved bytes over
+ * the live tables must give back the tables as they were when the hook was
+ * set, through kicks, deletes, growth, compaction that frees sub-filters
+ * and regrowth in their place. A store without a hook call before it, or a
+ * freed table not announced, shows up as a byte that differs. */
+#define SHADOW_MAX 16
+
+typedef struct shadow {
+    const cf_t *c;
+    uint32_t n;                    /* sub-filters when the hook was set */
+    uint64_t len[SHADOW_MAX];
+    uint8_t *orig[SHADOW_MAX], *saved[SHADOW_MAX], *mark[SHADOW_MAX];
+    uint64_t calls, outside, whole;
+} shadow;
+
+static void shadow_hook(void *ctx, uint32_t i, uint64_t off, uint64_t len)
+{
+    shadow *sh = ctx;
+    sh->calls++;
+    assert_true(i < cf_nfilters(sh->c));
+    assert_true(len > 0 && off + len <= cf_filter_bytes(sh->c, i));
+    if (off == 0 && len == cf_filter_bytes(sh->c, i))
+        sh->whole++;
+    if (i >= sh->n || off >= sh->len[i]) {
+        sh->outside++;
+        return;
+    }
+    const uint8_t *live = cf_filter_data(sh->c, i);
+    for (uint64_t b = off; b < off + len && b < sh->len[i]; b++)
+        if (!sh->mark[i][b]) {
+            sh->saved[i][b] = live[b];
+            sh->mark[i][b] = 1;
+        }
+}
+
+static void shadow_start(shadow *sh, cf_t *c)
+{
+    memset(sh, 0, sizeof *sh);
+    sh->c = c;
+    sh->n = cf_nfilters(c);
+    assert_true(sh->n <= SHADOW_MAX);
+    for (uint32_t i = 0; i < sh->n; i++) {
+        sh->len[i] = cf_filter_bytes(c, i);
+        sh->orig[i] = malloc(sh->len[i]);
+        sh->saved[i] = malloc(sh->len[i]);
+        sh->mark[i] = calloc(sh->len[i], 1);
+        assert_non_null(sh->orig[i]);
+        assert_non_null(sh->saved[i]);
+        assert_non_null(sh->mark[i]);
+        memcpy(sh->orig[i], cf_filter_data(c, i), sh->len[i]);
+    }
+    cf_set_write_hook(c, shadow_hook, sh);
+}
+
+/* Rebuilds the start's tables from saved and live bytes; returns the
+ * bytes saved. */
+static uint64_t shadow_check(shadow *sh)
+{
+    uint64_t saved = 0;
+    for (uint32_t i = 0; i < sh->n; i++) {
+        /* A sub-filter freed since (or freed and grown again) must have
+         * been saved whole before it went. */
+        bool live = i < cf_nfilters(sh->c) && cf_filter_data(sh->c, i) != NULL;
+        for (uint64_t b = 0; b < sh->len[i]; b++) {
+            saved += sh->mark[i][b];
+            if (!sh->mark[i][b] && !live)
+                fail_msg("sub-filter %u byte %llu: freed without the hook", i,
+                         (unsigned long long)b);
+            uint8_t v = sh->mark[i][b] ? sh->saved[i][b] : cf_filter_data(sh->c, i)[b];
+            if (v != sh->orig[i][b])
+                fail_msg("sub-filter %u byte %llu changed without the hook", i,
+                         (unsigned long long)b);
+        }
+        free(sh->orig[i]);
+        free(sh->saved[i]);
+        free(sh->mark[i]);
+    }
+    return saved;
+}
+
+static void test_write_hook(void **state)
+{
+    (void)state;
+    static const unsigned widths[] = {8, 12, 13, 16};
+    char key[32];
+    for (size_t wi = 0; wi < sizeof widths / sizeof widths[0]; wi++) {
+        cf_options o = opts_with(2, 1, 20, widths[wi]);
+        cf_t *c;
+        assert_int_equal(cf_create(&c, 1024, &o), BLOOMERY_OK);
+        uint64_t n = 0;
+        while (cf_nfilters(c) < 4)
+            assert_int_equal(cf_add(c, key, tu_key(key, "h:", n++)), 1);
+        shadow sh;
+        shadow_start(&sh, c);
+        uint32_t grown = cf_nfilters(c), least = grown;
+        /* Adds (kicks, growth), then deletes of 7 items in 8, which
+         * compacts and frees emptied newest sub-filters, then adds again,
+         * growing in their place. */
+        uint64_t more = n + 2000;
+        for (; n < more; n++)
+            assert_int_equal(cf_add(c, key, tu_key(key, "h:", n)), 1);
+        if (cf_nfilters(c) > grown)
+            grown = cf_nfilters(c);
+        for (uint64_t i = 0; i < n; i++) {
+            if (i % 8 == 7)
+                continue;
+            assert_true(cf_delete(c, key, tu_key(key, "h:", i)));
+            if (cf_nfilters(c) < least)
+                least = cf_nfilters(c);
+        }
+        for (uint64_t i = 0; i < 1500; i++)
+            assert_int_equal(cf_add(c, key, tu_key(key, "g:", i)), 1);
+        cf_compact(c);
+        for (uint64_t i = 7; i < n; i += 8)
+            assert_true(cf_exists(c, key, tu_key(key, "h:", i)));
+        printf("# f=%u: %u sub-filters, %u at most, %u at least; %llu hook calls\n", widths[wi],
+               sh.n, grown, least, (unsigned long long)sh.calls);
+        uint64_t calls = sh.calls, saved = shadow_check(&sh);
+        assert_true(saved > 0);
+        assert_true(least < sh.n);  /* a sub-filter of the start was freed */
+        assert_true(sh.whole > 0);
+        assert_true(sh.outside > 0); /* and tables grown later were written */
+        /* Removed: no more calls. */
+        cf_set_write_hook(c, NULL, NULL);
+        assert_int_equal(cf_add(c, "x", 1), 1);
+        assert_int_equal(sh.calls, calls);
+        cf_free(c);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -606,6 +737,7 @@ int main(void)
         cmocka_unit_test(test_model_every_width),
         cmocka_unit_test(test_hashed_replay),
         cmocka_unit_test(test_fpr_matches_formula),
+        cmocka_unit_test(test_write_hook),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

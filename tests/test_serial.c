@@ -336,6 +336,47 @@ static void test_garbage(void **state)
     }
 }
 
+/* bloomery_image_chunk_at locates a write barrier's byte: the chunk and
+ * offset it names point at that byte of that region; bytes the image does
+ * not have give UINT64_MAX. */
+static void test_chunk_at(void **state)
+{
+    (void)state;
+    cf_options o;
+    cf_options_init(&o);
+    o.fingerprint_bits = 12;
+    cf_t *c;
+    assert_int_equal(cf_create(&c, 20000, &o), BLOOMERY_OK);
+    char key[32];
+    for (uint64_t n = 0; cf_nfilters(c) < 3; n++)
+        assert_true(cf_add(c, key, tu_key(key, "k:", n)) == 1);
+    bloomery_object obj = {.type = BLOOMERY_TYPE_CUCKOO, .u.cf = c};
+    bloomery_image *img;
+    assert_int_equal(bloomery_image_create(&img, obj, 4096), BLOOMERY_OK);
+    uint64_t seen = 0;
+    for (uint32_t r = 0; r < 3; r++) {
+        uint64_t bytes = cf_filter_bytes(c, r);
+        for (uint64_t off = 0; off < bytes; off += 777) {
+            size_t at, len;
+            uint64_t i = bloomery_image_chunk_at(img, r, off, &at);
+            assert_true(i < bloomery_image_nchunks(img));
+            const uint8_t *p = bloomery_image_chunk(img, i, &len);
+            assert_true(at < len);
+            assert_ptr_equal(p + at, cf_filter_data(c, r) + off);
+            seen++;
+        }
+        size_t at;
+        uint64_t last = bloomery_image_chunk_at(img, r, bytes - 1, &at);
+        assert_ptr_equal(bloomery_image_chunk(img, last, &(size_t){0}) + at,
+                         cf_filter_data(c, r) + bytes - 1);
+        assert_int_equal(bloomery_image_chunk_at(img, r, bytes, &at), UINT64_MAX);
+    }
+    assert_true(seen > 100);
+    assert_int_equal(bloomery_image_chunk_at(img, 3, 0, NULL), UINT64_MAX);
+    bloomery_image_free(img);
+    cf_free(c);
+}
+
 int main(void)
 {
     /* One test per line. */
@@ -346,6 +387,7 @@ int main(void)
         cmocka_unit_test(test_loader_chunks),
         cmocka_unit_test(test_cuckoo_forged_shapes),
         cmocka_unit_test(test_garbage),
+        cmocka_unit_test(test_chunk_at),
     };
     /* clang-format on */
     return cmocka_run_group_tests_name("serial", tests, NULL, NULL);

@@ -65,4 +65,14 @@ BLOOMERY_API uint8_t *cntbf_data_mut(cntbf_t *c);
 }
 #endif
 
+/* Write barrier, for copy-on-write snapshots: once set, hook(ctx, 0, offset,
+ * len) runs before an add, a delete or a merge may change bytes [offset,
+ * offset + len) of the counter array (as cntbf_data shows it: serial.h
+ * region 0), one 64-byte block at a time, on the calling thread and before
+ * the call takes any lock of its own. A range may cover bytes that end up
+ * unchanged (a delete of an absent item, a saturated counter). Set or remove
+ * (NULL) it only while no other call on the filter runs. */
+typedef void (*cntbf_write_hook)(void *ctx, uint32_t region, uint64_t offset, uint64_t len);
+BLOOMERY_API void cntbf_set_write_hook(cntbf_t *c, cntbf_write_hook hook, void *ctx);
+
 #endif

@@ -200,6 +200,18 @@ BLOOMERY_API int cf_set_max_filters(cf_t *c, unsigned max_filters);
 BLOOMERY_API void cf_set_may_allocate(cf_t *c, bool (*may_allocate)(void *ctx, uint64_t bytes),
                                       void *ctx);
 
+/* Write barrier, for copy-on-write snapshots: once set, hook(ctx, i, offset,
+ * len) runs before any call changes bytes [offset, offset + len) of
+ * sub-filter i's table (as cf_filter_data shows it; i is also the table's
+ * serial.h region), and with the whole table before a sub-filter is freed by
+ * compaction, so the hook can save the bytes it still needs. It runs on the
+ * calling thread, inside the call; a range may cover bytes that end up
+ * unchanged. Growth adds tables without calling it (nothing existing
+ * changes). cf_free does not call it. Set or remove (NULL) it only while no
+ * other call on the filter runs. */
+typedef void (*cf_write_hook)(void *ctx, uint32_t filter, uint64_t offset, uint64_t len);
+BLOOMERY_API void cf_set_write_hook(cf_t *c, cf_write_hook hook, void *ctx);
+
 BLOOMERY_API uint64_t cf_bytes(const cf_t *c); /* sum of the sub-filter tables */
 BLOOMERY_API uint64_t cf_slots(const cf_t *c); /* sum of nbuckets * b */
 /* Nonzero slots over all sub-filters (reads every table; for tests and

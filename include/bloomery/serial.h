@@ -13,7 +13,11 @@
  *
  * Chunk pointers point into the live object. Bloom bits only go from 0 to 1,
  * so copying them while writers run yields a state between the start and the
- * end of the copy; the other types must not be written during a copy.
+ * end of the copy; the other types must not be written during a copy, unless
+ * their writers first save what they change (the write barriers of cuckoo.h
+ * and counting.h, located with bloomery_image_chunk_at). An image keeps the
+ * region pointers and sizes it was made with and never reads through them
+ * itself.
  *
  * Loading checks everything before trusting it: sizes against the type's
  * rules and a caller-supplied maximum, every checksum, every chunk present
@@ -81,6 +85,12 @@ BLOOMERY_API uint64_t bloomery_image_nchunks(const bloomery_image *img);
 /* Pointer into the object and length of chunk i. */
 BLOOMERY_API const uint8_t *bloomery_image_chunk(const bloomery_image *img, uint64_t i,
                                                  size_t *len);
+/* The chunk holding byte `offset` of data region r (a write barrier's
+ * position: cf_set_write_hook, cntbf_set_write_hook), with the byte's offset
+ * in that chunk in *at; UINT64_MAX when the image has no such byte (a region
+ * or an offset the object did not have when the image was made). */
+BLOOMERY_API uint64_t bloomery_image_chunk_at(const bloomery_image *img, uint32_t r,
+                                              uint64_t offset, size_t *at);
 /* Checksum of chunk i's bytes (from a copy of them, as they were copied). */
 BLOOMERY_API uint64_t bloomery_image_chunk_checksum(const bloomery_image *img, uint64_t i,
                                                     const uint8_t *data, size_t len);

@@ -59,6 +59,10 @@ BLOOMERY_API void win_check_and_add_many(win_t *w, const void *const *items, con
                                          size_t n, int64_t now_ms, uint8_t *out);
 BLOOMERY_API void win_check_many(const win_t *w, const void *const *items, const size_t *lens,
                                  size_t n, int64_t now_ms, uint8_t *out);
+/* The replay of an add that reported the item new: set its bits in the
+ * current slice and count it there, whatever the slices hold already (a
+ * snapshot whose slices were read while writers ran may have its bits). */
+BLOOMERY_API void win_add_hashed(win_t *w, bloomery_hash h);
 
 /* Rotation. win_rotation_due: WIN_DUE_NONE, WIN_DUE_TIME (the current slice's
  * time is up) or WIN_DUE_FULL (it reached its capacity); *start receives the

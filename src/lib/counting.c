@@ -27,6 +27,8 @@
 
 struct cntbf {
     block_array a;
+    cntbf_write_hook write_hook;
+    void *write_hook_ctx;
 };
 
 /* Memory is this structure's weak side, so without options it picks the
@@ -119,10 +121,20 @@ static void bump(cntbf_t *c, bloomery_hash h, int delta)
     }
 }
 
+/* The write barrier (cntbf_set_write_hook) for the item's blocks. */
+static void before_write(const cntbf_t *c, bloomery_hash h)
+{
+    for (unsigned j = 0; j < c->a.b; j++)
+        c->write_hook(c->write_hook_ctx, 0, bk_block(h, j, c->a.nblocks) * BLOOMERY_BLOCK_BYTES,
+                      BLOOMERY_BLOCK_BYTES);
+}
+
 bool cntbf_check_hashed(const cntbf_t *c, bloomery_hash h) { return present(c, h); }
 
 bool cntbf_add_hashed(cntbf_t *c, bloomery_hash h)
 {
+    if (c->write_hook)
+        before_write(c, h);
     uint64_t key = (uint64_t)(uintptr_t)block_ptr(c, h, 0);
     bloomery_stripe_lock(key);
     bool fresh = !present(c, h);
@@ -134,6 +146,8 @@ bool cntbf_add_hashed(cntbf_t *c, bloomery_hash h)
 
 bool cntbf_delete_hashed(cntbf_t *c, bloomery_hash h)
 {
+    if (c->write_hook)
+        before_write(c, h);
     uint64_t key = (uint64_t)(uintptr_t)block_ptr(c, h, 0);
     bloomery_stripe_lock(key);
     bool found = present(c, h);
@@ -172,6 +186,12 @@ uint64_t cntbf_capacity(const cntbf_t *c) { return c->a.capacity; }
 double cntbf_error_rate(const cntbf_t *c) { return c->a.error_rate; }
 const uint8_t *cntbf_data(const cntbf_t *c) { return (const uint8_t *)c->a.lanes; }
 uint8_t *cntbf_data_mut(cntbf_t *c) { return (uint8_t *)c->a.lanes; }
+
+void cntbf_set_write_hook(cntbf_t *c, cntbf_write_hook hook, void *ctx)
+{
+    c->write_hook = hook;
+    c->write_hook_ctx = ctx;
+}
 
 uint64_t cntbf_count(const cntbf_t *c) { return __atomic_load_n(&c->a.count, __ATOMIC_RELAXED); }
 
@@ -213,11 +233,16 @@ int cntbf_merge(cntbf_t *dst, const cntbf_t *src)
 {
     if (dst->a.nblocks != src->a.nblocks || dst->a.b != src->a.b || dst->a.seed != src->a.seed)
         return BLOOMERY_EINVAL;
-    uint64_t words = dst->a.nblocks * 8;
+    uint64_t words = dst->a.nblocks * 8, hooked = UINT64_MAX;
     for (uint64_t i = 0; i < words; i++) {
         uint64_t add = __atomic_load_n(&src->a.lanes[i], __ATOMIC_RELAXED);
         if (!add)
             continue;
+        if (dst->write_hook && i / 8 != hooked) {
+            hooked = i / 8;
+            dst->write_hook(dst->write_hook_ctx, 0, hooked * BLOOMERY_BLOCK_BYTES,
+                            BLOOMERY_BLOCK_BYTES);
+        }
         uint64_t old = __atomic_load_n(&dst->a.lanes[i], __ATOMIC_RELAXED);
         while (!__atomic_compare_exchange_n(&dst->a.lanes[i], &old, add_saturating(old, add), true,
                                             __ATOMIC_RELAXED, __ATOMIC_RELAXED))

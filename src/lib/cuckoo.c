@@ -50,6 +50,8 @@ struct cf {
     uint64_t items, deletes;
     bool (*may_allocate)(void *ctx, uint64_t bytes);
     void *may_allocate_ctx;
+    cf_write_hook write_hook;
+    void *write_hook_ctx;
 };
 
 /* ---- slots ---- */
@@ -80,8 +82,20 @@ static inline uint32_t slot_get(const cf_t *c, const uint8_t *d, uint64_t slot)
     return (uint32_t)(load_le64(d + (bit >> 3)) >> (bit & 7)) & c->fpmask;
 }
 
-static inline void slot_set(const cf_t *c, uint8_t *d, uint64_t slot, uint32_t v)
+/* The write barrier (cf_set_write_hook): the bytes holding the slot's bits.
+ * Wider stores below rewrite neighbouring bytes with their own values. */
+static void before_write(const cf_t *c, const subcf *s, uint64_t slot)
 {
+    uint64_t bit = slot * c->f;
+    uint64_t first = bit >> 3, last = (bit + c->f - 1) >> 3;
+    c->write_hook(c->write_hook_ctx, (uint32_t)(s - c->filters), first, last - first + 1);
+}
+
+static inline void slot_set(const cf_t *c, const subcf *s, uint64_t slot, uint32_t v)
+{
+    if (c->write_hook)
+        before_write(c, s, slot);
+    uint8_t *d = s->data;
     if (c->f == 8) {
         d[slot] = (uint8_t)v;
         return;
@@ -240,6 +254,8 @@ static int add_filter(cf_t *c, bool ask)
 
 static void drop_newest(cf_t *c)
 {
+    if (c->write_hook) /* the whole table goes */
+        c->write_hook(c->write_hook_ctx, c->nfilters - 1, 0, c->filters[c->nfilters - 1].bytes);
     subcf *s = &c->filters[--c->nfilters];
     bloomery_free_zeroed(s->data, (size_t)s->bytes + SLACK);
     s->data = NULL;
@@ -249,6 +265,7 @@ void cf_free(cf_t *c)
 {
     if (!c)
         return;
+    c->write_hook = NULL; /* freeing is no change anyone keeps */
     while (c->nfilters)
         drop_newest(c);
     free(c->filters);
@@ -326,6 +343,12 @@ void cf_set_may_allocate(cf_t *c, bool (*may_allocate)(void *ctx, uint64_t bytes
     c->may_allocate_ctx = ctx;
 }
 
+void cf_set_write_hook(cf_t *c, cf_write_hook hook, void *ctx)
+{
+    c->write_hook = hook;
+    c->write_hook_ctx = ctx;
+}
+
 int cf_set_max_filters(cf_t *c, unsigned max_filters)
 {
     if (max_filters < 1 || max_filters > CF_MAX_MAX_FILTERS)
@@ -373,14 +396,14 @@ static bool place_free(const cf_t *c, subcf *s, uint64_t i1, uint64_t i2, uint32
     }
     if (slot < 0)
         return false;
-    slot_set(c, s->data, j * c->b + (unsigned)slot, fp);
+    slot_set(c, s, j * c->b + (unsigned)slot, fp);
     return true;
 }
 
-static inline void swap_slot(const cf_t *c, uint8_t *d, uint64_t slot, uint32_t *fp)
+static inline void swap_slot(const cf_t *c, const subcf *s, uint64_t slot, uint32_t *fp)
 {
-    uint32_t old = slot_get(c, d, slot);
-    slot_set(c, d, slot, *fp);
+    uint32_t old = slot_get(c, s->data, slot);
+    slot_set(c, s, slot, *fp);
     *fp = old;
 }
 
@@ -391,11 +414,11 @@ static bool kick_insert(const cf_t *c, subcf *s, uint64_t h, uint32_t fp)
     uint64_t j = h & s->mask;
     unsigned victim = 0;
     for (unsigned n = 0; n < c->max_iter; n++) {
-        swap_slot(c, s->data, j * c->b + victim, &fp);
+        swap_slot(c, s, j * c->b + victim, &fp);
         j = alt_index(j, fp) & s->mask;
         int free_slot = bucket_find(c, s->data, j, 0);
         if (free_slot >= 0) {
-            slot_set(c, s->data, j * c->b + (unsigned)free_slot, fp);
+            slot_set(c, s, j * c->b + (unsigned)free_slot, fp);
             return true;
         }
         victim = (victim + 1) % c->b;
@@ -403,7 +426,7 @@ static bool kick_insert(const cf_t *c, subcf *s, uint64_t h, uint32_t fp)
     for (unsigned n = 0; n < c->max_iter; n++) {
         victim = (victim + c->b - 1) % c->b;
         j = alt_index(j, fp) & s->mask;
-        swap_slot(c, s->data, j * c->b + victim, &fp);
+        swap_slot(c, s, j * c->b + victim, &fp);
     }
     return false;
 }
@@ -463,7 +486,7 @@ static int relocate(cf_t *c, uint32_t k, uint64_t j, unsigned slot)
     uint64_t j2 = alt_index(j, fp);
     for (uint32_t o = 0; o < k; o++) {
         if (place_free(c, &c->filters[o], j, j2, fp)) {
-            slot_set(c, s->data, at, 0);
+            slot_set(c, s, at, 0);
             return 1;
         }
     }
@@ -507,7 +530,7 @@ bool cf_delete_hashed(cf_t *c, uint64_t h)
         }
         if (slot < 0)
             continue;
-        slot_set(c, s->data, j * c->b + (unsigned)slot, 0);
+        slot_set(c, s, j * c->b + (unsigned)slot, 0);
         /* RedisBloom's count would wrap below zero after a false deletion
          * in a loaded filter; ours stays at zero. */
         if (c->items)

@@ -255,6 +255,16 @@ void win_check_many(const win_t *w, const void *const *items, const size_t *lens
     run_many((win_t *)w, items, lens, n, now_ms, out, false);
 }
 
+void win_add_hashed(win_t *w, bloomery_hash h)
+{
+    /* Exclusive: the count is corrected without racing adds. */
+    pthread_rwlock_wrlock(&w->lock);
+    bf_t *cur = w->ring[w->cur];
+    if (!bf_add_hashed(cur, h))
+        bf_set_count(cur, bf_count(cur) + 1);
+    pthread_rwlock_unlock(&w->lock);
+}
+
 /* ---- rotation ---- */
 
 static int due_locked(const win_t *w, int64_t now, int64_t *start)

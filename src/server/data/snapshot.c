@@ -4,19 +4,30 @@
  * command runs): L0 = the next LSN, at which the log rotates to a new
  * file; for every key its name, kind, expiry, a reference to its object
  * (kv_obj_retain: a key deleted meanwhile keeps its object until the write
- * is done) and its serial.h image header. Counting filters and HLLs are not
- * monotone, so their bytes are copied right there; Bloom chains are not:
- * their bits only go from 0 to 1, so a copy taken later, while writers
- * run, lies between the state at L0 and the state at the end of the copy,
- * and replaying the log from L0 over it yields exactly the final state
- * (adds are idempotent ORs). The pause is a walk of the key table plus the
- * copy of the non-monotone values.
+ * is done) and its serial.h image header. The pause is a walk of the key
+ * table: no large value is copied under it.
  *
- * Write (two threads): each chunk is copied out of the live filter, hashed
- * (XXH3-128 names the content) and checksummed (serial.h's per-chunk
- * checksum, for the loader). A chunk whose content file already exists is
- * reused, not written: that is what makes a snapshot of mostly unchanged
- * filters cheap. A new chunk is compressed with zstd; a frame of at most
+ * Values are then read by the writer threads while commands run:
+ * - monotone values (Bloom chains, windows; types.h) are read live: a copy
+ *   taken while writers run, with the log replayed from L0 over it, yields
+ *   exactly the final state (docs/PERSISTENCE.md);
+ * - cuckoo and counting filters are kept as at L0 by copy-on-write: the
+ *   capture installs the library's write barrier, and a writer about to
+ *   change a 4 KiB page of a chunk the snapshot has not read yet first
+ *   saves the page's bytes (cow_before_write). A snapshot thread reads
+ *   one chunk at a time under the value's cow mutex, taking saved pages
+ *   for live ones (cow_read), so a command on that key waits at most for
+ *   one chunk's memcpy, other keys not at all, and the extra memory is the
+ *   pages changed before they were read. The barriers are removed under a
+ *   second brief all-stripes lock when the chunks are done (no command can
+ *   be inside one then);
+ * - HLLs (at most 16 KB) are copied at the capture.
+ *
+ * Write (two threads): each chunk is copied, hashed (XXH3-128 names the
+ * content) and checksummed (serial.h's per-chunk checksum, for the
+ * loader). A chunk whose content file already exists is reused, not
+ * written: that is what makes a snapshot of mostly unchanged filters
+ * cheap. A new chunk is compressed with zstd; a frame of at most
  * INLINE_MAX bytes (zeros compress to a few dozen) goes into the index,
  * others into DIR/chunks/<hash>.zst through a temporary name, fsync and
  * rename.
@@ -24,6 +35,11 @@
  * Publication: the index is written to a temporary name, fsynced, renamed
  * to DIR/snapshots/<seq>.index and the directory fsynced; only then are
  * older indexes, unreferenced chunk files and log files below L0 deleted.
+ *
+ * Tests: with BLOOMERYD_TEST_SNAPSHOT_GATE set to the path of a FIFO, a
+ * background snapshot waits after its capture until something is written
+ * to the FIFO and it is closed, so a test can change values between L0
+ * and the reading of their chunks.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -57,19 +73,37 @@ typedef struct cap_chunk {
     bool pending;            /* written under a temporary name */
 } cap_chunk;
 
+struct snapshot;
+
+/* Copy-on-write state of one value (see the top of the file). Every field
+ * but s and img is guarded by lock. */
+#define COW_PAGE 4096u
+
+typedef struct cow {
+    pthread_mutex_t lock;
+    struct snapshot *s;
+    const bloomery_image *img;  /* the value's regions as at L0 */
+    uint64_t nchunks;
+    uint64_t *first_page;       /* per chunk, and the total at [nchunks] */
+    uint8_t *read;              /* per chunk: read by a writer thread */
+    uint8_t **saved;            /* per page: NULL (live), COW_ZERO or its bytes */
+    bool failed;
+} cow;
+
 typedef struct cap_key {
     char *key;
     size_t klen;
     uint8_t kind;
     int64_t expire_ms;
     kv_obj *obj;             /* retained */
-    bloomery_image *img;     /* Bloom: chunks read from the live chain */
+    bloomery_image *img;     /* monotone and copy-on-write: chunks of the live value */
+    cow *cow;                /* copy-on-write values */
     uint8_t *header;
     size_t hlen;
-    uint8_t *copy;           /* counting, HLL: the chunks as captured */
+    uint8_t *copy;           /* HLL: the chunks as captured */
     uint64_t nchunks;
     cap_chunk *chunks;
-    size_t *offsets;         /* counting, HLL: chunk i at copy + offsets[i] */
+    size_t *offsets;         /* HLL: chunk i at copy + offsets[i] */
 } cap_key;
 
 typedef struct snapshot {
@@ -90,6 +124,10 @@ typedef struct snapshot {
     char err[512];
     _Atomic uint64_t bytes_written, chunks_written, chunks_reused, chunks_inline;
     int64_t capture_us, chunks_us;   /* phase durations, for the log */
+    bool hooked;             /* write barriers installed */
+    int64_t unhook_us;       /* the all-stripes pause that removed them */
+    /* Copy-on-write: pages saved, bytes held now and at most. */
+    _Atomic uint64_t cow_pages, cow_bytes, cow_peak;
 } snapshot;
 
 static char data_dir[4096];
@@ -129,6 +167,163 @@ void snapshot_adopt(uint64_t seq, const snap_index *ix) {
     stats.keys = ix->nkeys;
     stats.chunks = ix->nchunks;
     stats.last_save_s = ix->created_ms / 1000;
+}
+
+/* ---- copy-on-write ---- */
+
+static void fail(snapshot *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* A saved page that was all zeros: no copy needed. */
+static uint8_t cow_zero_marker;
+#define COW_ZERO (&cow_zero_marker)
+
+static bool all_zero(const uint8_t *p, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        if (p[i]) return false;
+    return true;
+}
+
+static cow *cow_new(snapshot *s, const bloomery_image *img) {
+    cow *w = calloc(1, sizeof(*w));
+    if (w == NULL) return NULL;
+    pthread_mutex_init(&w->lock, NULL);
+    w->s = s;
+    w->img = img;
+    w->nchunks = bloomery_image_nchunks(img);
+    w->first_page = malloc((w->nchunks + 1) * sizeof(*w->first_page));
+    w->read = calloc(w->nchunks ? w->nchunks : 1, 1);
+    if (w->first_page == NULL || w->read == NULL) goto fail;
+    uint64_t pages = 0;
+    for (uint64_t i = 0; i < w->nchunks; i++) {
+        size_t len;
+        bloomery_image_chunk(img, i, &len);
+        w->first_page[i] = pages;
+        pages += (len + COW_PAGE - 1) / COW_PAGE;
+    }
+    w->first_page[w->nchunks] = pages;
+    w->saved = calloc(pages ? pages : 1, sizeof(*w->saved));
+    if (w->saved == NULL) goto fail;
+    return w;
+fail:
+    free(w->first_page);
+    free(w->read);
+    pthread_mutex_destroy(&w->lock);
+    free(w);
+    return NULL;
+}
+
+static void cow_free(cow *w) {
+    if (w == NULL) return;
+    uint64_t freed = 0;
+    for (uint64_t p = 0; p < w->first_page[w->nchunks]; p++)
+        if (w->saved[p] && w->saved[p] != COW_ZERO) {
+            free(w->saved[p]);
+            freed += COW_PAGE;
+        }
+    atomic_fetch_sub(&w->s->cow_bytes, freed);
+    free(w->saved);
+    free(w->first_page);
+    free(w->read);
+    pthread_mutex_destroy(&w->lock);
+    free(w);
+}
+
+/* The write barrier: a writer is about to change bytes [off, off + len) of
+ * region r. Pages of chunks not read yet keep their bytes as at L0. Ranges
+ * past what the image holds (grown since L0) are not in the snapshot. */
+static void cow_before_write(void *ctx, uint32_t r, uint64_t off, uint64_t len) {
+    cow *w = ctx;
+    pthread_mutex_lock(&w->lock);
+    while (len > 0 && !w->failed) {
+        size_t at, clen;
+        uint64_t i = bloomery_image_chunk_at(w->img, r, off, &at);
+        if (i == UINT64_MAX) break;
+        const uint8_t *live = bloomery_image_chunk(w->img, i, &clen);
+        uint64_t n = len < clen - at ? len : clen - at;
+        for (uint64_t p = at / COW_PAGE; !w->read[i] && p <= (at + n - 1) / COW_PAGE; p++) {
+            uint8_t **slot = &w->saved[w->first_page[i] + p];
+            if (*slot) continue;
+            size_t plen = clen - p * COW_PAGE < COW_PAGE ? clen - p * COW_PAGE : COW_PAGE;
+            const uint8_t *src = live + p * COW_PAGE;
+            if (all_zero(src, plen)) {
+                *slot = COW_ZERO;
+                continue;
+            }
+            if ((*slot = malloc(plen)) == NULL) {
+                /* The snapshot fails; the writer goes on. */
+                w->failed = true;
+                fail(w->s, "out of memory saving a page for copy-on-write");
+                break;
+            }
+            memcpy(*slot, src, plen);
+            atomic_fetch_add(&w->s->cow_pages, 1);
+            uint64_t now = atomic_fetch_add(&w->s->cow_bytes, COW_PAGE) + COW_PAGE;
+            uint64_t peak = atomic_load(&w->s->cow_peak);
+            while (now > peak && !atomic_compare_exchange_weak(&w->s->cow_peak, &peak, now)) {
+            }
+        }
+        off += n;
+        len -= n;
+    }
+    pthread_mutex_unlock(&w->lock);
+}
+
+/* Chunk i as at L0 into buf: live pages not changed since, saved ones for
+ * the others. Writers of the value wait meanwhile (one memcpy of a chunk);
+ * from then on they change the chunk freely. */
+static void cow_read(cow *w, uint64_t i, uint8_t *buf) {
+    size_t len;
+    pthread_mutex_lock(&w->lock);
+    const uint8_t *live = bloomery_image_chunk(w->img, i, &len);
+    uint64_t freed = 0;
+    for (uint64_t p = w->first_page[i], off = 0; p < w->first_page[i + 1]; p++, off += COW_PAGE) {
+        size_t plen = len - off < COW_PAGE ? len - off : COW_PAGE;
+        uint8_t *saved = w->saved[p];
+        if (saved == NULL) {
+            memcpy(buf + off, live + off, plen);
+        } else if (saved == COW_ZERO) {
+            memset(buf + off, 0, plen);
+        } else {
+            memcpy(buf + off, saved, plen);
+            free(saved);
+            freed += COW_PAGE;
+        }
+        w->saved[p] = NULL;
+    }
+    w->read[i] = 1;
+    pthread_mutex_unlock(&w->lock);
+    atomic_fetch_sub(&w->s->cow_bytes, freed);
+}
+
+/* Install (capture, every stripe locked) or remove the write barriers. No
+ * writer is inside a barrier while every stripe is locked: writers hold
+ * their key's stripe lock. */
+static void cow_install(snapshot *s) {
+    for (size_t i = 0; i < s->nkeys; i++) {
+        cap_key *k = &s->keys[i];
+        if (k->cow) {
+            k->obj->type->set_write_hook(k->obj->v, cow_before_write, k->cow);
+            s->hooked = true;
+        }
+    }
+}
+
+static void cow_remove(snapshot *s) {
+    if (s->hooked) {
+        int64_t t0 = mono_us();
+        ks_lock_all();
+        for (size_t i = 0; i < s->nkeys; i++) {
+            cap_key *k = &s->keys[i];
+            if (k->cow) k->obj->type->set_write_hook(k->obj->v, NULL, NULL);
+        }
+        ks_unlock_all();
+        s->hooked = false;
+        s->unhook_us = mono_us() - t0;
+    }
+    for (size_t i = 0; i < s->nkeys; i++) {
+        cow_free(s->keys[i].cow);
+        s->keys[i].cow = NULL;
+    }
 }
 
 /* ---- capture ---- */
@@ -202,8 +397,12 @@ static bool capture_key(snapshot *s, const kv_entry *e) {
     }
     if (o->type->monotone) {
         k->img = img;
+    } else if (o->type->set_write_hook) {
+        /* Copy-on-write: the barrier is installed once the walk is done. */
+        if ((k->cow = cow_new(s, img)) == NULL) goto fail;
+        k->img = img;
     } else {
-        /* Not monotone: copy now, checksum now. */
+        /* Small (HLL): copy now, checksum now. */
         k->copy = malloc(total ? total : 1);
         k->offsets = calloc(k->nchunks, sizeof(size_t));
         if (!k->copy || !k->offsets) goto fail;
@@ -238,6 +437,7 @@ static void capture_visit(void *ctx, const kv_entry *e) {
 }
 
 static void snapshot_free(snapshot *s) {
+    cow_remove(s);
     for (size_t i = 0; i < s->nkeys; i++) {
         cap_key *k = &s->keys[i];
         for (uint64_t c = 0; c < k->nchunks; c++) {
@@ -276,6 +476,7 @@ static snapshot *capture(void) {
     s->created_ms = now_ms();
     s->dirty = atomic_load(&persist_dirty);
     ks_foreach_locked(capture_visit, s);
+    if (!s->failed) cow_install(s);
     ks_unlock_all();
     uint64_t n = 0;
     for (size_t i = 0; i < s->nkeys; i++) n += s->keys[i].nchunks;
@@ -385,8 +586,13 @@ static void write_chunk(writer *w, cap_key *k, uint64_t i) {
             }
         }
         /* Copy first: the hash and the checksum must describe the same
-         * bytes, and writers may set bits meanwhile. */
-        c->out.hash = copy_and_hash(w->buf, live, len);
+         * bytes, and writers may change them meanwhile. */
+        if (k->cow) {
+            cow_read(k->cow, i, w->buf);
+            c->out.hash = chunk_hash_of(w->buf, len);
+        } else {
+            c->out.hash = copy_and_hash(w->buf, live, len);
+        }
         data = w->buf;
         c->out.checksum = bloomery_image_chunk_checksum(k->img, i, data, len);
     } else {
@@ -606,6 +812,8 @@ static void finish(snapshot *s, int64_t t0) {
     stats.chunks_written = s->chunks_written;
     stats.chunks_reused = s->chunks_reused;
     stats.chunks_inline = s->chunks_inline;
+    stats.cow_pages = s->cow_pages;
+    stats.cow_peak_bytes = s->cow_peak;
     if (ok) {
         stats.last_save_s = s->created_ms / 1000;
         stats.seq = s->seq;
@@ -620,10 +828,13 @@ static void finish(snapshot *s, int64_t t0) {
     if (ok)
         server_log(LOG_NOTICE, "Snapshot %" PRIu64 " saved in %lld ms (capture %.1f ms, chunks "
                    "%.1f ms): %zu keys, %zu chunks (%llu written, %llu reused, %llu inline), %llu "
-                   "bytes written",
+                   "bytes written; copy-on-write: %llu pages saved, at most %llu bytes held, "
+                   "barriers removed in %.1f ms",
                    s->seq, (long long)ms, s->capture_us / 1e3, s->chunks_us / 1e3, s->nkeys, s->nwork,
                    (unsigned long long)s->chunks_written, (unsigned long long)s->chunks_reused,
-                   (unsigned long long)s->chunks_inline, (unsigned long long)s->bytes_written);
+                   (unsigned long long)s->chunks_inline, (unsigned long long)s->bytes_written,
+                   (unsigned long long)s->cow_pages, (unsigned long long)s->cow_peak,
+                   s->unhook_us / 1e3);
     else
         server_log(LOG_WARNING, "Snapshot failed: %s", s->err);
     snapshot_free(s);
@@ -642,10 +853,28 @@ static void write_all(snapshot *s) {
     for (int i = 1; i < WRITE_THREADS; i++)
         if (started & (1 << i)) pthread_join(th[i], NULL);
     s->chunks_us = mono_us() - t0;
+    /* Before the next snapshot may install its own. */
+    cow_remove(s);
     finish(s, t0);
 }
 
+/* Tests only (see the top of the file): wait until the FIFO named by
+ * BLOOMERYD_TEST_SNAPSHOT_GATE is opened, written and closed. */
+static void test_gate(void) {
+    const char *path = getenv("BLOOMERYD_TEST_SNAPSHOT_GATE");
+    if (path == NULL || *path == '\0') return;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return;
+    char b[64];
+    for (;;) {
+        ssize_t n = read(fd, b, sizeof(b));
+        if (n == 0 || (n < 0 && errno != EINTR)) break;
+    }
+    close(fd);
+}
+
 static void *bg_main(void *arg) {
+    test_gate();
     write_all(arg);
     return NULL;
 }

@@ -11,7 +11,8 @@ void snapshot_init(const char *dir);
 /* The snapshot recovery loaded: its sequence continues. */
 void snapshot_adopt(uint64_t seq, const snap_index *ix);
 /* Take a snapshot: capture now (every stripe locked briefly), then write
- * on background threads. With wait, return when it is published (SAVE).
+ * on background threads (cuckoo and counting filters by copy-on-write,
+ * snapshot.c). With wait, return when it is published (SAVE).
  * false with err when one is already running or it failed. */
 bool snapshot_run(bool wait, char *err, size_t errlen);
 bool snapshot_in_progress(void);
@@ -27,6 +28,8 @@ typedef struct snapshot_stats {
     int64_t last_attempt_ms;
     uint64_t seq, start_lsn;
     uint64_t keys, chunks, bytes_written, chunks_written, chunks_reused, chunks_inline;
+    /* Copy-on-write of the last snapshot: pages saved, most bytes held. */
+    uint64_t cow_pages, cow_peak_bytes;
 } snapshot_stats;
 void snapshot_get_stats(snapshot_stats *s);
 

@@ -3,8 +3,9 @@
  *
  * Writers serialize on the object so the log holds their changes in the
  * order they were applied (saturated counters make adds and deletes
- * order-sensitive); a snapshot copies it at its capture, so each record
- * after the capture applies exactly once. Log: WAL_CREATE with the counting
+ * order-sensitive); a snapshot keeps it as at its capture (copy-on-write
+ * through the library's write barrier), so each record after the capture
+ * applies exactly once. Log: WAL_CREATE with the counting
  * kind (replayed here for type_bloom.c), WAL_CNT_ADD and WAL_CNT_DEL with
  * the items' hashes.
  */
@@ -50,6 +51,10 @@ static const char *replay(const wal_op *op) {
     return NULL;
 }
 
+static void set_write_hook(void *v, value_write_hook hook, void *ctx) {
+    cntbf_set_write_hook(v, hook, ctx);
+}
+
 static const uint8_t records[] = {WAL_CNT_ADD, WAL_CNT_DEL, 0};
 
 const value_type counting_type = {
@@ -57,6 +62,7 @@ const value_type counting_type = {
     .type_reply = "MBbloom--",
     .snap_kind = SNAP_KIND_COUNTING,
     .image = BLOOMERY_TYPE_COUNTING,
+    .set_write_hook = set_write_hook,
     .filter = true,
     .free_value = free_value,
     .adopt = adopt,

@@ -1,6 +1,7 @@
 /* The cuckoo filter value (cf_t) behind CF.* (t_cuckoo.c). Inserts kick
  * fingerprints between buckets and deletes compact: every access holds the
- * object's lock, and a snapshot copies the value at its capture. Log:
+ * object's lock, and a snapshot keeps the value as at its capture by
+ * copy-on-write through the library's write barrier. Log:
  * WAL_CF_CREATE with the parameters, WAL_CF_OP with the items' cf_hash
  * values and the sub-filter limit the command applied.
  */
@@ -73,6 +74,10 @@ static const char *replay(const wal_op *op) {
     return why;
 }
 
+static void set_write_hook(void *v, value_write_hook hook, void *ctx) {
+    cf_set_write_hook(v, hook, ctx);
+}
+
 static const uint8_t records[] = {WAL_CF_CREATE, WAL_CF_OP, 0};
 
 const value_type cuckoo_type = {
@@ -80,6 +85,7 @@ const value_type cuckoo_type = {
     .type_reply = "MBbloomCF",
     .snap_kind = SNAP_KIND_CUCKOO,
     .image = BLOOMERY_TYPE_CUCKOO,
+    .set_write_hook = set_write_hook,
     .locked = true,
     .filter = true,
     .free_value = free_value,

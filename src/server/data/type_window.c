@@ -1,9 +1,17 @@
 /* The time-windowed Bloom filter value (win_t), BF.RESERVE ... WINDOW
- * (t_window.c). A rotation clears a slice, so the value is not monotone: a
- * snapshot copies it at its capture. Log: WAL_WIN_CREATE with the creation
- * parameters, WAL_WIN_ADD with the new items' hashes and the clock they ran
- * at, WAL_WIN_ROTATE barriers; replay applies all three exactly, so a
- * window rotates only as the log says, never by the replaying clock.
+ * (t_window.c). Log: WAL_WIN_CREATE with the creation parameters,
+ * WAL_WIN_ADD with the new items' hashes and the clock they ran at,
+ * WAL_WIN_ROTATE barriers; replay applies all three exactly, so a window
+ * rotates only as the log says, never by the replaying clock.
+ *
+ * Snapshots read a window's slices live, as Bloom chains
+ * (docs/PERSISTENCE.md): the image header (starts, counts, the ring's
+ * order) is taken at the capture, and a slice read later holds its bits at
+ * the capture plus some of the adds logged since, or, if a rotation since
+ * cleared it, part of what came after that rotation. Replay clears every
+ * slice a logged rotation cleared and adds every logged item to the slice
+ * it went to, counting it whether or not the copy already had its bits
+ * (win_add_hashed), so it ends in exactly the live state.
  */
 #include "keyspace.h"
 #include "le.h"
@@ -40,12 +48,13 @@ static const char *replay(const wal_op *op) {
     if (op->type == WAL_WIN_ROTATE) {
         win_rotate(w, op->when_ms, op->early);
     } else {
-        /* Each item was new when logged; two adds that ran concurrently may
-         * replay in the other order, which changes no bits. */
+        /* Each item was new when logged, so it went to the current slice
+         * and was counted there; two adds that ran concurrently may replay
+         * in the other order, which changes nothing. */
         for (uint32_t i = 0; i < op->n; i++) {
             bloomery_hash h = {le_load(op->items + 16 * (size_t)i, 8),
                                le_load(op->items + 16 * (size_t)i + 8, 8)};
-            win_check_and_add_hashed(w, h, op->when_ms);
+            win_add_hashed(w, h);
         }
     }
     ks_close(&ref);
@@ -59,6 +68,7 @@ const value_type window_type = {
     .type_reply = "MBbloom--",
     .snap_kind = SNAP_KIND_WINDOW,
     .image = BLOOMERY_TYPE_WINDOW,
+    .monotone = true,
     .filter = true,
     .free_value = free_value,
     .adopt = adopt,

@@ -19,17 +19,26 @@
 
 struct kv_obj;
 
+/* A library write barrier (cf_set_write_hook, cntbf_set_write_hook): called
+ * before a writer changes bytes [offset, offset + len) of serial.h region
+ * `region` of the value. */
+typedef void (*value_write_hook)(void *ctx, uint32_t region, uint64_t offset, uint64_t len);
+
 typedef struct value_type {
     const char *name;          /* in messages: "cuckoo filter" */
     const char *type_reply;    /* what TYPE answers */
     /* Snapshots: the index kind and serial.h image type (0: never in a
-     * snapshot, as a dump still being loaded). A monotone value only ever
-     * gains bits, so its chunks are read live while writers run and the
-     * log replayed from the snapshot's start fixes any mix of old and new;
-     * any other value is copied at the capture. */
+     * snapshot, as a dump still being loaded). A monotone value's chunks
+     * are read live while writers run and the log replayed from the
+     * snapshot's start fixes any mix of old and new. Any other value must
+     * be saved as it was at the start: with set_write_hook, copy-on-write
+     * (the snapshot installs the library's write barrier, hook NULL removes
+     * it, and keeps the original bytes of what writers change before it read
+     * them); without, copied at the capture (small values). */
     uint8_t snap_kind;
     bloomery_type image;
     bool monotone;
+    void (*set_write_hook)(void *v, value_write_hook hook, void *ctx);
     /* Readers and writers serialize on kv_obj.lock (values that are not
      * safe for concurrent readers). */
     bool locked;
