@@ -24,6 +24,21 @@ void dump_reply_chunk(reply *r, const bloomery_image *img, uint64_t i)
     r->len += len + 10;
 }
 
+size_t dump_classic_link_at(const sbf_t *f, uint64_t off, uint64_t *link_start)
+{
+    size_t n = sbf_nlinks(f);
+    uint64_t start = 0;
+    for (size_t i = 0; i < n; i++) {
+        uint64_t b = cbf_bytes(sbf_link_classic(f, i));
+        if (off < start + b) {
+            *link_start = start;
+            return i;
+        }
+        start += b;
+    }
+    return n;
+}
+
 uint64_t dump_load_limit(void)
 {
     uint64_t max = ks_mem_limit(server_maxmemory()), used = ks_used_memory();

@@ -13,6 +13,7 @@
  *   t_window.c  time-windowed filters behind BF.* (BF.RESERVE ... WINDOW)
  *   t_cuckoo.c  CF.* over libbloomery's cuckoo filter
  *   dump.c      bloomery-format dumps shared by BF.* and CF.* SCANDUMP/LOADCHUNK
+ *   restore.c   a dump chunk into a key: BF./CF.LOADCHUNK's core, shared with replay
  *   t_hll.c     PF* over libbloomery's HyperLogLog
  *   t_keys.c    DEL, EXISTS, TYPE, KEYS, SCAN, RENAME, EXPIRE family ...
  *   t_server.c  PING, HELLO, AUTH, INFO, CLIENT, CONFIG, MEMORY, SHUTDOWN ...

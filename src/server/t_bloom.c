@@ -29,8 +29,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "persist.h"
 #include "dump.h"
+#include "persist.h"
+#include "restore.h"
 #include "server.h"
 #include "util.h"
 
@@ -815,153 +816,29 @@ void bfDelCommand(cmd_ctx *c) {
 static const char *err_merge_shape =
     "ERR filters must have the same layout, capacity, error rate, expansion and number of filters";
 
-/* Whether the library would merge b into a: checked for every source before
- * anything changes, so a mismatch in the last source leaves dest intact. */
-static bool same_shape(const kv_obj *a, const kv_obj *b) {
-    if (a->type != b->type) return false;
-    if (a->type == &counting_type)
-        return cntbf_nblocks(a->v) == cntbf_nblocks(b->v) &&
-               cntbf_blocks_per_key(a->v) == cntbf_blocks_per_key(b->v) &&
-               cntbf_seed(a->v) == cntbf_seed(b->v);
-    const sbf_t *x = a->v, *y = b->v;
-    size_t n = sbf_nlinks(x);
-    if (sbf_layout(x) != sbf_layout(y) || sbf_expansion(x) != sbf_expansion(y) ||
-        sbf_seed(x) != sbf_seed(y) || n != sbf_nlinks(y))
-        return false;
-    for (size_t i = 0; i < n; i++) {
-        if (sbf_layout(x) == BLOOMERY_LAYOUT_CLASSIC) {
-            cbf_shape sa, sb;
-            cbf_shape_of(sbf_link_classic(x, i), &sa);
-            cbf_shape_of(sbf_link_classic(y, i), &sb);
-            if (sa.bits != sb.bits || sa.hashes != sb.hashes) return false;
-        } else {
-            const bf_t *la = sbf_link_blocked(x, i), *lb = sbf_link_blocked(y, i);
-            if (bf_nblocks(la) != bf_nblocks(lb) || bf_blocks_per_key(la) != bf_blocks_per_key(lb))
-                return false;
-        }
-    }
-    return true;
-}
-
-/* A copy of src for a missing BF.MERGE destination, its bytes counted. */
-static kv_obj *copy_filter(cmd_ctx *c, const kv_obj *src) {
-    uint64_t bytes = kv_obj_bytes(src), maxmem = server_maxmemory();
-    if (!ks_mem_try_reserve(bytes, maxmem)) {
-        if (maxmem) reply_oom(c);
-        else reply_error(&c->out, "ERR Insufficient memory to create filter");
-        return NULL;
-    }
-    bloomery_object from = {.type = BLOOMERY_TYPE_SCALABLE, .u.any = src->v};
-    if (src->type == &counting_type) from = (bloomery_object){.type = BLOOMERY_TYPE_COUNTING, .u.any = src->v};
-    uint8_t *blob = NULL;
-    size_t blen = 0;
-    bloomery_object copy = {0};
-    int rc = bloomery_serialize(from, 0, &blob, &blen);
-    if (rc == BLOOMERY_OK) rc = bloomery_deserialize(blob, blen, 0, &copy, NULL);
-    free(blob);
-    kv_obj *o = rc == BLOOMERY_OK ? kv_obj_new(src->type, copy.u.any) : NULL;
-    if (o == NULL) {
-        if (rc == BLOOMERY_OK) bloomery_object_free(&copy);
-        ks_mem_add(-(int64_t)bytes);
-        reply_error(&c->out, "ERR could not create filter");
-        return NULL;
-    }
-    /* The copy grows under maxmemory like any filter. */
-    if (o->type == &bloom_type) sbf_set_may_allocate(o->v, kv_obj_may_grow, o);
-    atomic_store(&o->value_bytes, bytes);
-    return o;
-}
-
 void bfMergeCommand(cmd_ctx *c) {
-    int nkeys = c->argc - 1;
+    size_t n = (size_t)c->argc - 1;
     ks_multi m;
-    ks_lock_many(&m, c->argv + 1, c->argvlen + 1, (size_t)nkeys, true);
-    ks_ref dref;
-    kv_entry *dst = ks_find_locked(c->argv[1], c->argvlen[1], &dref, true);
-    kv_obj *first = NULL;
-    int from = 2;
-    /* Check every source, and their shapes, before changing anything. */
-    for (int i = 2; i < c->argc; i++) {
-        ks_ref r;
-        kv_entry *e = ks_find_locked(c->argv[i], c->argvlen[i], &r, false);
-        if (e == NULL) {
-            reply_error(&c->out, err_not_found);
-            goto out;
-        }
-        if (!is_bloom(e->obj)) {
-            reply_wrongtype(c);
-            goto out;
-        }
-        if (e->obj->type == &bf_loading_type) {
-            reply_error(&c->out, err_loading);
-            goto out;
-        }
-        if (first == NULL) first = e->obj;
-        else if (!same_shape(first, e->obj)) {
-            reply_error(&c->out, err_merge_shape);
-            goto out;
-        }
+    ks_lock_many(&m, c->argv + 1, c->argvlen + 1, n, true);
+    bool created;
+    value_status st = bloom_merge(c->argv + 1, c->argvlen + 1, n, &created);
+    switch (st) {
+    case VS_OK:
+        wal_log_merge(WAL_BF_MERGE, created, c->argv + 1, c->argvlen + 1, n);
+        reply_ok(&c->out);
+        break;
+    case VS_NOT_FOUND: reply_error(&c->out, err_not_found); break;
+    case VS_WRONGTYPE: reply_wrongtype(c); break;
+    case VS_LOADING: reply_error(&c->out, err_loading); break;
+    case VS_OOM: reply_oom(c); break;
+    case VS_NOMEM: reply_error(&c->out, "ERR Insufficient memory to create filter"); break;
+    case VS_FAILED: reply_error(&c->out, "ERR could not create filter"); break;
+    default: reply_error(&c->out, err_merge_shape); break;
     }
-    if (dst && !is_bloom(dst->obj)) {
-        reply_wrongtype(c);
-        goto out;
-    }
-    if (dst && dst->obj->type == &bf_loading_type) {
-        reply_error(&c->out, err_loading);
-        goto out;
-    }
-    if (dst && !same_shape(dst->obj, first)) {
-        reply_error(&c->out, err_merge_shape);
-        goto out;
-    }
-    if (dst == NULL) {
-        /* A missing destination starts as a copy of the first source. */
-        kv_obj *o = copy_filter(c, first);
-        if (o == NULL) goto out;
-        dst = ks_add(&dref, o);
-        if (dst == NULL) {
-            ks_mem_add(-(int64_t)kv_obj_bytes(o));
-            kv_obj_free(o);
-            reply_oom(c);
-            goto out;
-        }
-        from = 3;   /* the first source is in already */
-    }
-    for (int i = from; i < c->argc; i++) {
-        ks_ref r;
-        kv_entry *e = ks_find_locked(c->argv[i], c->argvlen[i], &r, false);
-        /* ORing a filter into itself changes nothing; a counting filter
-         * must not count itself twice. */
-        if (e->obj == dst->obj) continue;
-        int rc = dst->obj->type == &counting_type ? cntbf_merge(dst->obj->v, e->obj->v)
-                                               : sbf_merge(dst->obj->v, e->obj->v);
-        if (rc != BLOOMERY_OK) {
-            reply_error(&c->out, err_merge_shape);
-            goto out;
-        }
-    }
-    wal_log_merge(WAL_BF_MERGE, from == 3, c->argv + 1, c->argvlen + 1, (size_t)c->argc - 1);
-    reply_ok(&c->out);
-out:
     ks_unlock_many(&m);
 }
 
 /* ---- BF.SCANDUMP ---- */
-
-/* The chain's links as one byte range, in creation order. */
-static size_t classic_link_at(const sbf_t *f, uint64_t off, uint64_t *link_start) {
-    size_t n = sbf_nlinks(f);
-    uint64_t start = 0;
-    for (size_t i = 0; i < n; i++) {
-        uint64_t b = cbf_bytes(sbf_link_classic(f, i));
-        if (off < start + b) {
-            *link_start = start;
-            return i;
-        }
-        start += b;
-    }
-    return n;
-}
 
 static void scandump_classic(cmd_ctx *c, const sbf_t *f, long long iter) {
     reply *r = &c->out;
@@ -999,7 +876,7 @@ static void scandump_classic(cmd_ctx *c, const sbf_t *f, long long iter) {
         return;
     }
     uint64_t start = 0;
-    size_t li = iter > 0 ? classic_link_at(f, (uint64_t)iter - 1, &start) : n;
+    size_t li = iter > 0 ? dump_classic_link_at(f, (uint64_t)iter - 1, &start) : n;
     reply_array(r, 2);
     if (li == n) {
         reply_int(r, 0);
@@ -1069,111 +946,6 @@ void bfScandumpCommand(cmd_ctx *c) {
 
 /* ---- BF.LOADCHUNK ---- */
 
-/* A RedisBloom header: build the classic chain at once (zeroed links). */
-static kv_obj *load_rb_header(const uint8_t *buf, size_t len) {
-    uint64_t lim = dump_load_limit();
-    cbf_rb_header h;
-    if (cbf_rb_header_decode(buf, len, lim ? lim : UINT64_MAX, &h) != BLOOMERY_OK) return NULL;
-    void *small[8];
-    void **links = h.nfilters <= 8 ? small : calloc(h.nfilters, sizeof(void *));
-    kv_obj *o = NULL;
-    uint32_t made = 0;
-    uint64_t bytes = 0;
-    if (links == NULL) goto done;
-    for (; made < h.nfilters; made++) {
-        cbf_t *l;
-        if (cbf_create_shape(&l, &h.links[made].shape) != BLOOMERY_OK) goto done;
-        cbf_set_count(l, h.links[made].items);
-        links[made] = l;
-        bytes += cbf_bytes(l);
-    }
-    const cbf_shape *s0 = &h.links[0].shape;
-    bool scaling = !(h.options & CBF_RB_OPT_NO_SCALING);
-    uint32_t expansion = scaling ? h.growth : 0;
-    /* A scaling chain's first link was built at half the requested rate. */
-    double error = scaling ? s0->error_rate * 2 : s0->error_rate;
-    if (error >= 1) error = s0->error_rate;
-    sbf_t *f;
-    if (expansion > SBF_MAX_EXPANSION ||
-        sbf_assemble(&f, BLOOMERY_LAYOUT_CLASSIC, s0->capacity, error, expansion, 0, links,
-                     made) != BLOOMERY_OK)
-        goto done;
-    made = 0;   /* the chain owns the links now */
-    o = kv_obj_new(&bloom_type, f);
-    if (o == NULL) {
-        sbf_free(f);
-        goto done;
-    }
-    sbf_set_may_allocate(f, kv_obj_may_grow, o);
-    atomic_store(&o->value_bytes, bytes);
-    ks_mem_add((int64_t)bytes);
-done:
-    for (uint32_t i = 0; i < made; i++) cbf_free(links[i]);
-    if (links && links != small) free(links);
-    cbf_rb_header_release(&h);
-    return o;
-}
-
-/* Only filters load here: blocked chains and counting filters. */
-static kv_obj *load_image_header(const uint8_t *buf, size_t len) {
-    static const bloomery_type types[] = {BLOOMERY_TYPE_SCALABLE, BLOOMERY_TYPE_COUNTING};
-    int rc;
-    return dump_open(buf, len, &bf_loading_type, types, 2, &rc);
-}
-
-static void load_classic_chunk(cmd_ctx *c, sbf_t *f, long long iter, const uint8_t *data,
-                               size_t len) {
-    /* RedisBloom's checks, in its order: an iterator equal to the length
-     * points before the first byte, which no link holds. */
-    if (iter < 1 || (uint64_t)iter < len) {
-        reply_error(&c->out, "ERR received bad data");
-        return;
-    }
-    uint64_t start = 0;
-    size_t li = sbf_nlinks(f);
-    uint64_t off = 0;
-    if ((uint64_t)iter > len) {
-        off = (uint64_t)iter - len - 1;
-        li = classic_link_at(f, off, &start);
-    }
-    if (li == sbf_nlinks(f)) {
-        reply_error(&c->out, "ERR invalid offset - no link found");
-        return;
-    }
-    cbf_t *l = sbf_link_classic(f, li);
-    if (off - start + len > cbf_bytes(l)) {
-        reply_error(&c->out, "ERR invalid chunk - Too big for current filter");
-        return;
-    }
-    /* The stripe is write-locked: no reader sees a half-copied chunk. */
-    memcpy(cbf_data_mut(l) + (off - start), data, len);
-    reply_ok(&c->out);
-}
-
-static void load_image_chunk(cmd_ctx *c, kv_obj *o, long long iter, const uint8_t *data,
-                             size_t len) {
-    bloomery_object obj;
-    if (iter < 2) {
-        reply_error(&c->out, "ERR received bad data");
-        return;
-    }
-    int rc = dump_load_chunk(o, (uint64_t)iter - 2, data, len, &obj);
-    if (rc != BLOOMERY_OK) {
-        reply_errorf(&c->out, "ERR received bad data: %s", bloomery_loader_error(o->v));
-        return;
-    }
-    if (obj.u.any != NULL) {
-        /* The header's type was checked by load_image_header. */
-        o->type = obj.type == BLOOMERY_TYPE_SCALABLE ? &bloom_type : &counting_type;
-        o->v = obj.u.any;
-        /* Count the filter's own bytes from now on, not the image's. */
-        uint64_t bytes = o->type->adopt(o);
-        uint64_t old = atomic_exchange(&o->value_bytes, bytes);
-        ks_mem_add((int64_t)bytes - (int64_t)old);
-    }
-    reply_ok(&c->out);
-}
-
 void bfLoadchunkCommand(cmd_ctx *c) {
     if (c->argc != 4) {
         reply_wrong_arity(&c->out, "bf.loadchunk");
@@ -1186,37 +958,26 @@ void bfLoadchunkCommand(cmd_ctx *c) {
     }
     const uint8_t *data = (const uint8_t *)c->argv[3];
     size_t len = c->argvlen[3];
-    size_t before = c->out.len;
     ks_ref ref;
     kv_entry *e = ks_open(&ref, c->argv[1], c->argvlen[1], true);
-    if (e == NULL) {
-        if (iter != 1) {
-            reply_error(&c->out, err_not_found);
-        } else {
-            kv_obj *o = load_image_header(data, len);
-            if (o == NULL) o = load_rb_header(data, len);
-            if (o == NULL) {
-                reply_error(&c->out, "ERR received bad data");
-            } else if (ks_add(&ref, o) == NULL) {
-                ks_mem_add(-(int64_t)kv_obj_bytes(o));
-                kv_obj_free(o);
-                reply_oom(c);
-            } else {
-                reply_ok(&c->out);
-            }
-        }
-    } else if (!is_bloom(e->obj)) {
-        reply_wrongtype(c);
-    } else if (e->obj->type == &bf_loading_type) {
-        load_image_chunk(c, e->obj, iter, data, len);
-    } else if (e->obj->type == &bloom_type && sbf_layout(e->obj->v) == BLOOMERY_LAYOUT_CLASSIC) {
-        load_classic_chunk(c, e->obj->v, iter, data, len);
-    } else {
-        /* A complete image-format filter takes no more chunks. */
-        reply_error(&c->out, "ERR received bad data");
-    }
-    /* Replay runs the command again on the replayed state. */
-    if (c->out.len > before && c->out.buf[before] == '+')
+    const char *detail;
+    switch (restore_bf_chunk(&ref, e, iter, data, len, &detail)) {
+    case VS_OK:
+        /* Replay restores the chunk again on the replayed state. */
         wal_log_loadchunk(c->argv[1], c->argvlen[1], iter, data, len);
+        reply_ok(&c->out);
+        break;
+    case VS_NOT_FOUND: reply_error(&c->out, err_not_found); break;
+    case VS_WRONGTYPE: reply_wrongtype(c); break;
+    case VS_OOM: reply_oom(c); break;
+    case VS_BAD_OFFSET: reply_error(&c->out, "ERR invalid offset - no link found"); break;
+    case VS_TOO_BIG:
+        reply_error(&c->out, "ERR invalid chunk - Too big for current filter");
+        break;
+    default:
+        if (detail) reply_errorf(&c->out, "ERR received bad data: %s", detail);
+        else reply_error(&c->out, "ERR received bad data");
+        break;
+    }
     ks_close(&ref);
 }

@@ -21,8 +21,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "persist.h"
 #include "dump.h"
+#include "persist.h"
+#include "restore.h"
 #include "server.h"
 #include "util.h"
 
@@ -476,33 +477,6 @@ void cfScandumpCommand(cmd_ctx *c) {
 
 /* ---- CF.LOADCHUNK ---- */
 
-/* A header on a missing key: a loading object, or NULL after replying. */
-static kv_obj *load_header(cmd_ctx *c, const uint8_t *data, size_t len) {
-    static const bloomery_type types[] = {BLOOMERY_TYPE_CUCKOO};
-    int rc;
-    kv_obj *o = dump_open(data, len, &cf_loading_type, types, 1, &rc);
-    if (o == NULL)
-        reply_error(&c->out, rc == BLOOMERY_ENOMEM || rc == BLOOMERY_ETOOBIG
-                                 ? "Couldn't create filter!" : "Invalid header");
-    return o;
-}
-
-static void load_chunk(cmd_ctx *c, kv_obj *o, long long iter, const uint8_t *data, size_t len) {
-    bloomery_object obj;
-    if (iter < 2 || dump_load_chunk(o, (uint64_t)iter - 2, data, len, &obj) != BLOOMERY_OK) {
-        reply_error(&c->out, "Couldn't load chunk!");
-        return;
-    }
-    if (obj.u.any != NULL) {
-        o->type = &cuckoo_type;
-        o->v = obj.u.any;
-        uint64_t bytes = cuckoo_type.adopt(o);
-        uint64_t old = atomic_exchange(&o->value_bytes, bytes);
-        ks_mem_add((int64_t)bytes - (int64_t)old);
-    }
-    reply_ok(&c->out);
-}
-
 void cfLoadchunkCommand(cmd_ctx *c) {
     if (c->argc != 4) {
         reply_wrong_arity(&c->out, "cf.loadchunk");
@@ -515,31 +489,19 @@ void cfLoadchunkCommand(cmd_ctx *c) {
     }
     const uint8_t *data = (const uint8_t *)c->argv[3];
     size_t len = c->argvlen[3];
-    size_t before = c->out.len;
     ks_ref ref;
     kv_entry *e = ks_open(&ref, c->argv[1], c->argvlen[1], true);
-    if (e == NULL) {
-        if (iter != 1) {
-            reply_error(&c->out, "ERR not found");
-        } else {
-            kv_obj *o = load_header(c, data, len);
-            if (o && ks_add(&ref, o) == NULL) {
-                ks_mem_add(-(int64_t)kv_obj_bytes(o));
-                kv_obj_free(o);
-                reply_oom(c);
-            } else if (o) {
-                reply_ok(&c->out);
-            }
-        }
-    } else if (e->obj->type == &cf_loading_type) {
-        load_chunk(c, e->obj, iter, data, len);
-    } else if (e->obj->type == &cuckoo_type) {
-        /* A complete filter takes no more chunks. */
-        reply_error(&c->out, "Couldn't load chunk!");
-    } else {
-        reply_wrongtype(c);
-    }
-    if (c->out.len > before && c->out.buf[before] == '+')
+    switch (restore_cf_chunk(&ref, e, iter, data, len)) {
+    case VS_OK:
         wal_log_cf_loadchunk(c->argv[1], c->argvlen[1], iter, data, len);
+        reply_ok(&c->out);
+        break;
+    case VS_NOT_FOUND: reply_error(&c->out, "ERR not found"); break;
+    case VS_WRONGTYPE: reply_wrongtype(c); break;
+    case VS_OOM: reply_oom(c); break;
+    case VS_NOMEM: reply_error(&c->out, "Couldn't create filter!"); break;
+    case VS_BAD_HEADER: reply_error(&c->out, "Invalid header"); break;
+    default: reply_error(&c->out, "Couldn't load chunk!"); break;
+    }
     ks_close(&ref);
 }

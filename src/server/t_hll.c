@@ -133,59 +133,23 @@ out:
 
 void pfmergeCommand(cmd_ctx *c) {
     size_t n = (size_t)c->argc - 1;
-    ks_multi m;
-    /* Exclusive stripes: nobody else can touch these HLLs meanwhile. */
-    ks_lock_many(&m, c->argv + 1, c->argvlen + 1, n, true);
-    hll_t **srcs = calloc(n, sizeof(*srcs));
-    /* The log names the sources that existed: replay must not merge a key
-     * that was missing (expired) here but is still present there. */
-    const char **present = calloc(n, sizeof(*present));
-    size_t *plens = calloc(n, sizeof(*plens));
-    size_t nsrc = 0, npresent = 1;
-    if (srcs == NULL || present == NULL || plens == NULL) {
-        reply_oom(c);
-        goto out;
+    /* The log names the sources that existed. */
+    const char **used = calloc(n, sizeof(*used));
+    size_t *used_lens = calloc(n, sizeof(*used_lens));
+    value_status st = VS_OOM;
+    if (used && used_lens) {
+        ks_multi m;
+        ks_lock_many(&m, c->argv + 1, c->argvlen + 1, n, true);
+        bool created;
+        size_t nused;
+        st = hll_merge_keys(c->argv + 1, c->argvlen + 1, n, &created, used, used_lens, &nused);
+        if (st == VS_OK) wal_log_merge(WAL_PF_MERGE, created, used, used_lens, nused);
+        ks_unlock_many(&m);
     }
-    ks_ref dref;
-    kv_entry *dst = ks_find_locked(c->argv[1], c->argvlen[1], &dref, true);
-    if (dst && dst->obj->type != &hll_type) {
-        reply_wrongtype(c);
-        goto out;
-    }
-    for (size_t i = 1; i < n; i++) {
-        ks_ref r;
-        kv_entry *e = ks_find_locked(c->argv[1 + i], c->argvlen[1 + i], &r, false);
-        if (e == NULL) continue;
-        if (e->obj->type != &hll_type) {
-            reply_wrongtype(c);
-            goto out;
-        }
-        if (dst && e->obj == dst->obj) continue;
-        srcs[nsrc++] = e->obj->v;
-        present[npresent] = c->argv[1 + i];
-        plens[npresent++] = c->argvlen[1 + i];
-    }
-    bool created = dst == NULL;
-    if (dst == NULL) {
-        kv_obj *o = hll_value_new();
-        if (o == NULL || (dst = ks_add(&dref, o)) == NULL) {
-            if (o) ks_mem_add(-(int64_t)kv_obj_bytes(o));
-            kv_obj_free(o);
-            reply_oom(c);
-            goto out;
-        }
-    }
-    hll_set_sparse_max(dst->obj->v, hll_sparse_max());
-    int rc = hll_merge(dst->obj->v, srcs, nsrc);
-    hll_value_sync(dst->obj);
-    present[0] = c->argv[1];
-    plens[0] = c->argvlen[1];
-    if (rc >= 0) wal_log_merge(WAL_PF_MERGE, created, present, plens, npresent);
-    if (rc < 0) reply_error(&c->out, err_invalid);
-    else reply_ok(&c->out);
-out:
-    ks_unlock_many(&m);
-    free(srcs);
-    free(present);
-    free(plens);
+    free(used);
+    free(used_lens);
+    if (st == VS_OK) reply_ok(&c->out);
+    else if (st == VS_WRONGTYPE) reply_wrongtype(c);
+    else if (st == VS_CORRUPT) reply_error(&c->out, err_invalid);
+    else reply_oom(c);
 }
