@@ -132,19 +132,6 @@ void bfAddBatch(cmd_ctx *c, const char *key, size_t klen, const char **items,
 void bfExistsBatch(cmd_ctx *c, const char *key, size_t klen, const char **items,
                    const size_t *lens, size_t n);
 
-/* t_window.c: windowed filters behind BF.* (t_bloom.c dispatches). */
-bool window_reserve(cmd_ctx *c);   /* BF.RESERVE with WINDOW/SLICES: handled */
-/* With ref shared-locked on window entry e: perform due rotations (under an
- * exclusive lock taken meanwhile) and return the entry to add to, *now the
- * clock to add at; NULL after replying. ref stays locked either way. */
-kv_entry *window_open_for_add(cmd_ctx *c, ks_ref *ref, kv_entry *e, int64_t *now);
-void window_add_items(cmd_ctx *c, const char *key, size_t klen, kv_obj *o, int64_t now,
-                      const char **items, const size_t *lens, size_t n, bool multi);
-/* n booleans, no array header. */
-void window_check_items(cmd_ctx *c, kv_obj *o, const char **items, const size_t *lens, size_t n);
-/* BF.INFO (card false) or BF.CARD on a window key: true when answered. */
-bool window_info(cmd_ctx *c, bool card);
-
 void cfReserveCommand(cmd_ctx *c);
 void cfAddCommand(cmd_ctx *c);
 void cfAddnxCommand(cmd_ctx *c);

@@ -9,6 +9,7 @@
  *   commands.c  the command table, dispatch, COMMAND
  *   keyspace.c  striped hash table of keys, expiry, memory accounting
  *   config.c    settings, config file, CONFIG GET/SET
+ *   cmdkit.c    what value commands share: keys of a kind, creating values, options
  *   t_bloom.c   BF.* over libbloomery's scalable and counting filters
  *   t_window.c  time-windowed filters behind BF.* (BF.RESERVE ... WINDOW)
  *   t_cuckoo.c  CF.* over libbloomery's cuckoo filter

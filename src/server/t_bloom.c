@@ -29,26 +29,26 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bf.h"
 #include "dump.h"
 #include "persist.h"
 #include "restore.h"
 #include "server.h"
 #include "util.h"
 
-#define BF_MAX_CAPACITY (1LL << 30)
 #define RB_CHUNK_MAX (16u * 1024 * 1024)
 #define RB_CHAIN_OVERHEAD 32
 #define RB_LINK_OVERHEAD 64
 
-static const char *err_not_found = "ERR not found";
 static const char *err_full = "ERR non scaling filter is full";
-static const char *err_loading = "ERR filter is still being loaded with BF.LOADCHUNK";
 
+#define BF_WORDS                                                                        \
+    .loading = &bf_loading_type, .not_found = "ERR not found",                           \
+    .loading_err = "ERR filter is still being loaded with BF.LOADCHUNK",                 \
+    .nomem = "ERR Insufficient memory to create filter", .failed = "ERR could not create filter"
 
-
-static bool is_bloom(const kv_obj *o) {
-    return o->type == &bloom_type || o->type == &counting_type || o->type == &bf_loading_type;
-}
+const ck_kind bf_kind = {.types = {&bloom_type, &counting_type}, BF_WORDS};
+const ck_kind bf_any_kind = {.types = {&bloom_type, &counting_type, &window_type}, BF_WORDS};
 
 /* ---- creation ---- */
 
@@ -70,93 +70,65 @@ static void default_params(bf_params *p) {
     p->ttl_s = 0;
 }
 
-/* Create the filter for p under ref (write-locked, key missing). Replies
- * with the error and returns NULL on failure. */
-static kv_entry *create_filter(cmd_ctx *c, ks_ref *ref, const bf_params *p) {
-    uint64_t maxmem = server_maxmemory();
-    uint64_t overhead = ks_entry_overhead(ref->klen);
-    kv_obj *o = kv_obj_new(p->counting ? &counting_type : &bloom_type, NULL);
-    if (o == NULL) {
-        reply_error(&c->out, "ERR Insufficient memory to create filter");
-        return NULL;
-    }
+/* A chain's options; its links are reserved through o (NULL: sizing). */
+static sbf_options chain_options(const bf_params *p, kv_obj *o) {
+    return (sbf_options){
+        .layout = p->layout,
+        .expansion = (uint32_t)p->expansion,
+        .seed = 0,
+        .policy = BLOOMERY_POLICY_LATENCY,
+        .may_allocate = o ? kv_obj_may_grow : NULL,
+        .may_allocate_ctx = o,
+    };
+}
+
+static int build_filter(kv_obj *o, const void *arg) {
+    const bf_params *p = arg;
+    int rc;
     if (p->counting) {
-        uint64_t bytes = cntbf_bytes_for((uint64_t)p->capacity, p->error, NULL);
-        if (bytes == 0) {
-            kv_obj_free(o);
-            reply_error(&c->out, "ERR could not create filter");
-            return NULL;
-        }
-        if (!ks_mem_try_reserve(bytes + overhead, maxmem)) {
-            kv_obj_free(o);
-            if (maxmem) reply_oom(c);
-            else reply_error(&c->out, "ERR Insufficient memory to create filter");
-            return NULL;
-        }
-        ks_mem_add(-(int64_t)overhead);
         cntbf_t *f;
-        int rc = cntbf_create(&f, (uint64_t)p->capacity, p->error, NULL);
-        o->v = rc == BLOOMERY_OK ? f : NULL;
-        if (rc != BLOOMERY_OK) {
-            ks_mem_add(-(int64_t)bytes);
-            kv_obj_free(o);
-            reply_error(&c->out, rc == BLOOMERY_ENOMEM ? "ERR Insufficient memory to create filter"
-                                                       : "ERR could not create filter");
-            return NULL;
-        }
-        atomic_store(&o->value_bytes, bytes);
+        rc = cntbf_create(&f, (uint64_t)p->capacity, p->error, NULL);
+        if (rc == BLOOMERY_OK) o->v = f;
     } else {
-        sbf_options opts = {
-            .layout = p->layout,
-            .expansion = (uint32_t)p->expansion,
-            .seed = 0,
-            .policy = BLOOMERY_POLICY_LATENCY,
-            .may_allocate = kv_obj_may_grow,
-            .may_allocate_ctx = o,
-        };
-        uint64_t bytes = sbf_bytes_for((uint64_t)p->capacity, p->error, &opts);
-        if (bytes == 0) {
-            kv_obj_free(o);
-            reply_error(&c->out, "ERR could not create filter");
-            return NULL;
-        }
-        /* The entry's own bytes must fit as well as the first link. */
-        if (maxmem && ks_used_memory() + bytes + overhead > maxmem) {
-            kv_obj_free(o);
-            reply_oom(c);
-            return NULL;
-        }
+        sbf_options opts = chain_options(p, o);
         sbf_t *f;
-        int rc = sbf_create(&f, (uint64_t)p->capacity, p->error, &opts);
-        o->v = rc == BLOOMERY_OK ? f : NULL;
-        if (rc != BLOOMERY_OK) {
-            ks_mem_add(-(int64_t)kv_obj_bytes(o));
-            atomic_store(&o->value_bytes, 0);
-            kv_obj_free(o);
-            /* Without maxmemory the machine's memory refused it: a failed
-             * allocation, as RedisBloom answers it. */
-            if (rc == BLOOMERY_EREFUSED && maxmem) reply_oom(c);
-            else if (rc == BLOOMERY_ENOMEM || rc == BLOOMERY_EREFUSED)
-                reply_error(&c->out, "ERR Insufficient memory to create filter");
-            else reply_error(&c->out, "ERR could not create filter");
-            return NULL;
-        }
+        rc = sbf_create(&f, (uint64_t)p->capacity, p->error, &opts);
+        if (rc == BLOOMERY_OK) o->v = f;
     }
-    kv_entry *e = ks_add(ref, o);
-    if (e == NULL) {
-        ks_mem_add(-(int64_t)kv_obj_bytes(o));
-        kv_obj_free(o);
-        reply_error(&c->out, "ERR Insufficient memory to create filter");
-        return NULL;
-    }
-    if (p->ttl_s > 0) ks_set_expire(ref, now_ms() + p->ttl_s * 1000);
-    /* The full parameters: a filter created with this server's defaults
-     * replays with them whatever the defaults are then. */
+    return rc;
+}
+
+/* The full parameters: a filter created with this server's defaults
+ * replays with them whatever the defaults are then. */
+static void log_filter(const ks_ref *ref, const kv_entry *e, const void *arg) {
+    const bf_params *p = arg;
     wal_create wc = {p->counting ? WAL_KIND_COUNTING : WAL_KIND_SCALABLE,
                      p->counting ? 0 : (uint8_t)p->layout, (uint32_t)p->expansion,
                      (uint64_t)p->capacity, p->error, e->expire_ms};
     wal_log_create(ref->key, ref->klen, &wc);
-    return e;
+}
+
+/* A chain grows link by link, each approved by maxmemory through the
+ * library's may_allocate hook; a counting filter is allocated once. */
+static ck_value filter_value(const bf_params *p) {
+    sbf_options opts = chain_options(p, NULL);
+    return (ck_value){
+        .kind = &bf_kind,
+        .type = p->counting ? &counting_type : &bloom_type,
+        .bytes = p->counting ? cntbf_bytes_for((uint64_t)p->capacity, p->error, NULL)
+                             : sbf_bytes_for((uint64_t)p->capacity, p->error, &opts),
+        .grows = !p->counting,
+        .build = build_filter,
+        .log = log_filter,
+        .params = p,
+        .ttl_s = p->ttl_s,
+    };
+}
+
+/* ck_create_fn: the filter for the bf_params arg. */
+static kv_entry *create_filter(cmd_ctx *c, ks_ref *ref, const void *arg) {
+    ck_value v = filter_value(arg);
+    return ck_create(c, ref, &v);
 }
 
 /* ---- adding ---- */
@@ -169,8 +141,7 @@ static void reply_add_results(cmd_ctx *c, const int *res, size_t n) {
     reply_bools(&c->out, res, last >= 0 ? n : n - 1);
     if (last >= 0) return;
     if (last == BLOOMERY_EFULL) reply_error(&c->out, err_full);
-    else if (last == BLOOMERY_EREFUSED && server_maxmemory()) reply_oom(c);
-    else reply_error(&c->out, "ERR problem inserting into filter");
+    else ck_reply_nomem(c, last, "ERR problem inserting into filter");
 }
 
 /* Add items[0..n) to o and reply: an integer/boolean for a single add
@@ -217,33 +188,14 @@ static void add_items(cmd_ctx *c, const char *key, size_t klen, kv_obj *o, int64
 }
 
 /* Open key for adding, creating it with p when missing and create is set.
- * Returns the entry with ref locked, or NULL after replying. */
-/* *now: for a window, the clock its due rotations were checked at, which
- * the add that follows uses. */
+ * Returns the entry with ref locked, or NULL after replying. *now: for a
+ * window, the clock its due rotations were checked at, which the add that
+ * follows uses. */
 static kv_entry *open_for_add(cmd_ctx *c, ks_ref *ref, const bf_params *p, bool create,
                               int64_t *now) {
-    kv_entry *e = ks_open(ref, c->argv[1], c->argvlen[1], false);
-    if (e == NULL) {
-        ks_close(ref);
-        e = ks_open(ref, c->argv[1], c->argvlen[1], true);
-        if (e == NULL) {
-            if (!create) {
-                reply_error(&c->out, err_not_found);
-                return NULL;
-            }
-            e = create_filter(c, ref, p);
-            if (e == NULL) return NULL;
-        }
-    }
-    if (e->obj->type == &window_type) return window_open_for_add(c, ref, e, now);
-    if (!is_bloom(e->obj)) {
-        reply_wrongtype(c);
-        return NULL;
-    }
-    if (e->obj->type == &bf_loading_type) {
-        reply_error(&c->out, err_loading);
-        return NULL;
-    }
+    kv_entry *e = ck_open_or_create(c, ref, c->argv[1], c->argvlen[1], &bf_any_kind,
+                                    create ? create_filter : NULL, p);
+    if (e && e->obj->type == &window_type) e = window_open_for_add(c, ref, e, now);
     return e;
 }
 
@@ -311,19 +263,11 @@ void bfAddBatch(cmd_ctx *c, const char *key, size_t klen, const char **items,
     /* Each request opens the key in turn, as separate commands would: an
      * error (wrong type, creation refused) is repeated for each of them. */
     for (size_t i = 0; i < n;) {
-        kv_entry *e = ks_open(&ref, key, klen, false);
+        kv_entry *e = ck_open_or_create(c, &ref, key, klen, &bf_any_kind, create_filter, &p);
         if (e == NULL) {
             ks_close(&ref);
-            e = ks_open(&ref, key, klen, true);
-            if (e == NULL) {
-                /* create_filter reads the key from ref. */
-                e = create_filter(c, &ref, &p);
-                if (e == NULL) {
-                    ks_close(&ref);
-                    i++;
-                    continue;
-                }
-            }
+            i++;
+            continue;
         }
         if (e->obj->type == &window_type) {
             /* Up to 256 requests per rotation check, as one BF.MADD. */
@@ -333,13 +277,6 @@ void bfAddBatch(cmd_ctx *c, const char *key, size_t klen, const char **items,
             else window_add_items(c, key, klen, e->obj, now, items + i, lens + i, g, false);
             ks_close(&ref);
             i += g;
-            continue;
-        }
-        if (!is_bloom(e->obj) || e->obj->type == &bf_loading_type) {
-            if (!is_bloom(e->obj)) reply_wrongtype(c);
-            else reply_error(&c->out, err_loading);
-            ks_close(&ref);
-            i++;
             continue;
         }
         kv_obj *o = e->obj;
@@ -409,13 +346,43 @@ void bfMexistsCommand(cmd_ctx *c) {
 
 /* ---- BF.RESERVE ---- */
 
-/* RedisBloom's RMUtil_ArgIndex: the first argument equal to lit, ignoring
- * case, searched from the key on. */
-static int arg_index(cmd_ctx *c, const char *lit) {
-    for (int i = 1; i < c->argc; i++)
-        if (arg_eq(c, i, lit)) return i;
-    return -1;
+enum { R_ERROR, R_CAPACITY, R_NONSCALING, R_EXPANSION, R_LAYOUT, R_COUNTING, R_TTL, R_N };
+
+static const char *const layouts[] = {"blocked", "classic", NULL};   /* bloomery_layout */
+static const char *err_cannot_expand = "Nonscaling filters cannot expand";
+
+/* ctx: the defaults. An expansion of 0 makes the filter non-scaling; any
+ * other conflicts with NONSCALING, or with a default of 0. */
+static const char *check_expansion(const opt_val *v, const void *ctx) {
+    const bf_params *p = ctx;
+    bool nonscaling = p->expansion == 0 || v[R_NONSCALING].at;
+    return v[R_EXPANSION].n != 0 && nonscaling ? err_cannot_expand : NULL;
 }
+
+static const char *check_counting(const opt_val *v, const void *ctx) {
+    (void)ctx;
+    if (v[R_LAYOUT].at && v[R_LAYOUT].n == BLOOMERY_LAYOUT_CLASSIC)
+        return "ERR COUNTING filters use the blocked layout";
+    return v[R_EXPANSION].at && v[R_EXPANSION].n != 0 ? err_cannot_expand : NULL;
+}
+
+/* RedisBloom finds each option from the key on, checks them in this order
+ * and ignores what it does not know. */
+static const opt_spec reserve_specs[R_N] = {
+    [R_ERROR] = BF_RATE_SPEC,
+    [R_CAPACITY] = BF_CAPACITY_SPEC,
+    [R_NONSCALING] = {.name = "NONSCALING", .kind = OPT_FLAG},
+    [R_EXPANSION] = {.name = "EXPANSION", .kind = OPT_INT, .lo = 0, .hi = SBF_MAX_EXPANSION,
+                     .bad = "ERR bad expansion", .missing = "ERR no expansion",
+                     .range = "ERR expansion must be in the range [0, 32768]",
+                     .check = check_expansion},
+    [R_LAYOUT] = {.name = "LAYOUT", .kind = OPT_CHOICE, .choices = layouts,
+                  .bad = "ERR LAYOUT must be BLOCKED or CLASSIC",
+                  .missing = "ERR LAYOUT must be BLOCKED or CLASSIC"},
+    [R_COUNTING] = {.name = "COUNTING", .kind = OPT_FLAG, .check = check_counting},
+    [R_TTL] = BF_TTL_SPEC(0, BF_TTL_TEXT),
+};
+static const opt_table reserve_table = {OPT_SEARCH, 1, reserve_specs, R_N, NULL, NULL, false};
 
 void bfReserveCommand(cmd_ctx *c) {
     if (c->argc >= 4 && window_reserve(c)) return;   /* WINDOW: t_window.c */
@@ -432,182 +399,68 @@ void bfReserveCommand(cmd_ctx *c) {
     }
     bf_params p;
     default_params(&p);
-    if (!str_to_double(c->argv[2], c->argvlen[2], &p.error)) {
-        reply_error(&c->out, "ERR bad error rate");
-        return;
-    }
-    if (!(p.error > 0 && p.error < 1)) {
-        reply_error(&c->out, "ERR error rate must be in the range (0.000000, 1.000000)");
-        return;
-    }
-    if (!str_to_ll(c->argv[3], c->argvlen[3], &p.capacity)) {
-        reply_error(&c->out, "ERR bad capacity");
-        return;
-    }
-    if (p.capacity < 1 || p.capacity > BF_MAX_CAPACITY) {
-        reply_error(&c->out, "ERR capacity must be in the range [1, 1073741824]");
-        return;
-    }
-    bool nonscaling = p.expansion == 0 || arg_index(c, "nonscaling") != -1;
-    int ex = arg_index(c, "expansion");
-    if (ex + 1 == c->argc) {
-        reply_error(&c->out, "ERR no expansion");
-        return;
-    }
-    if (ex != -1) {
-        if (!str_to_ll(c->argv[ex + 1], c->argvlen[ex + 1], &p.expansion)) {
-            reply_error(&c->out, "ERR bad expansion");
-            return;
-        }
-        if (p.expansion == 0) {
-            nonscaling = true;
-        } else if (nonscaling) {
-            reply_error(&c->out, "Nonscaling filters cannot expand");
-            return;
-        }
-        if (p.expansion < 0 || p.expansion > SBF_MAX_EXPANSION) {
-            reply_error(&c->out, "ERR expansion must be in the range [0, 32768]");
-            return;
-        }
-    }
-    if (nonscaling) p.expansion = 0;
-    int li = arg_index(c, "layout");
-    if (li != -1) {
-        if (arg_eq(c, li + 1, "blocked")) p.layout = BLOOMERY_LAYOUT_BLOCKED;
-        else if (arg_eq(c, li + 1, "classic")) p.layout = BLOOMERY_LAYOUT_CLASSIC;
-        else {
-            reply_error(&c->out, "ERR LAYOUT must be BLOCKED or CLASSIC");
-            return;
-        }
-    }
-    if (arg_index(c, "counting") != -1) {
-        if (li != -1 && p.layout == BLOOMERY_LAYOUT_CLASSIC) {
-            reply_error(&c->out, "ERR COUNTING filters use the blocked layout");
-            return;
-        }
-        if (ex != -1 && p.expansion != 0) {
-            reply_error(&c->out, "Nonscaling filters cannot expand");
-            return;
-        }
+    opt_val v[R_N];
+    if (!ck_scan(c, "bf.reserve", &reserve_table, v, &p)) return;
+    p.error = v[R_ERROR].d;
+    p.capacity = v[R_CAPACITY].n;
+    if (v[R_EXPANSION].at) p.expansion = v[R_EXPANSION].n;
+    if (v[R_NONSCALING].at) p.expansion = 0;
+    if (v[R_LAYOUT].at) p.layout = (bloomery_layout)v[R_LAYOUT].n;
+    if (v[R_COUNTING].at) {
         p.counting = true;
         p.expansion = 0;
     }
-    int ti = arg_index(c, "ttl");
-    if (ti != -1) {
-        if (ti + 1 >= c->argc || !str_to_ll(c->argv[ti + 1], c->argvlen[ti + 1], &p.ttl_s) ||
-            p.ttl_s <= 0 || p.ttl_s > 100LL * 365 * 86400) {
-            reply_error(&c->out, "ERR TTL must be a positive number of seconds");
-            return;
-        }
-    }
-    ks_ref ref;
-    kv_entry *e = ks_open(&ref, c->argv[1], c->argvlen[1], true);
-    if (e) {
-        if (is_bloom(e->obj)) reply_error(&c->out, "ERR item exists");
-        else reply_wrongtype(c);
-    } else if (create_filter(c, &ref, &p)) {
-        reply_ok(&c->out);
-    }
-    ks_close(&ref);
+    if (v[R_TTL].at) p.ttl_s = v[R_TTL].n;
+    ck_value fv = filter_value(&p);
+    ck_reserve(c, c->argv[1], c->argvlen[1], &bf_kind, &fv);
 }
 
 /* ---- BF.INSERT ---- */
+
+enum { I_ITEMS, I_ERROR, I_EXPANSION, I_CAPACITY, I_NOCREATE, I_NONSCALING, I_LAYOUT, I_TTL, I_N };
+
+/* RedisBloom recognises BF.INSERT's options by their first letters only:
+ * ITEMS by I, ERROR by ER, EXPANSION by any other E, CAPACITY by C,
+ * NOCREATE by N?C, NONSCALING by any other N; ours by L and T. */
+static const opt_spec insert_specs[I_N] = {
+    [I_ITEMS] = {.name = "ITEMS", .kind = OPT_ITEMS, .letters = 1},
+    [I_ERROR] = {.name = "ERROR", .kind = OPT_RATE, .bad = "Bad error rate", .letters = 3},
+    [I_EXPANSION] = {.name = "EXPANSION", .kind = OPT_INT, .lo = 0, .hi = SBF_MAX_EXPANSION,
+                     .bad = "Bad expansion", .letters = 1},
+    [I_CAPACITY] = {.name = "CAPACITY", .kind = OPT_INT, .lo = 1, .hi = BF_MAX_CAPACITY,
+                    .bad = "Bad capacity", .letters = 1},
+    [I_NOCREATE] = {.name = "NOCREATE", .kind = OPT_FLAG, .letters = 5},
+    [I_NONSCALING] = {.name = "NONSCALING", .kind = OPT_FLAG, .letters = 1},
+    [I_LAYOUT] = {.name = "LAYOUT", .kind = OPT_CHOICE, .choices = layouts,
+                  .bad = "ERR LAYOUT must be BLOCKED or CLASSIC", .letters = 1},
+    [I_TTL] = BF_TTL_SPEC(1, NULL),
+};
+static const opt_table insert_table = {OPT_SEQUENCE, 2, insert_specs, I_N,
+                                       "Unknown argument received", NULL, false};
 
 void bfInsertCommand(cmd_ctx *c) {
     if (c->argc < 4) {
         reply_wrong_arity(&c->out, "bf.insert");
         return;
     }
-    bf_params p;
-    default_params(&p);
-    bool create = true, nonscaling = false;
-    int items = -1, cur = 2;
-    /* RedisBloom recognises options by their first letters only. */
-    while (cur < c->argc && items < 0) {
-        const char *a = c->argv[cur];
-        size_t al = c->argvlen[cur];
-        char c0 = al ? (char)(a[0] | 0x20) : '\0';
-        char c1 = al > 1 ? (char)(a[1] | 0x20) : '\0';
-        char c2 = al > 2 ? (char)(a[2] | 0x20) : '\0';
-        switch (c0) {
-        case 'i':
-            items = ++cur;
-            break;
-        case 'e':
-            if (++cur == c->argc) {
-                reply_wrong_arity(&c->out, "bf.insert");
-                return;
-            }
-            if (c1 == 'r') {
-                if (!str_to_double(c->argv[cur], c->argvlen[cur], &p.error) ||
-                    !(p.error > 0 && p.error < 1)) {
-                    reply_error(&c->out, "Bad error rate");
-                    return;
-                }
-            } else {
-                if (!str_to_ll(c->argv[cur], c->argvlen[cur], &p.expansion) || p.expansion < 0 ||
-                    p.expansion > SBF_MAX_EXPANSION) {
-                    reply_error(&c->out, "Bad expansion");
-                    return;
-                }
-            }
-            cur++;
-            break;
-        case 'c':
-            if (++cur == c->argc) {
-                reply_wrong_arity(&c->out, "bf.insert");
-                return;
-            }
-            if (!str_to_ll(c->argv[cur], c->argvlen[cur], &p.capacity) || p.capacity < 1 ||
-                p.capacity > BF_MAX_CAPACITY) {
-                reply_error(&c->out, "Bad capacity");
-                return;
-            }
-            cur++;
-            break;
-        case 'n':
-            if (c2 == 'c') create = false;
-            else nonscaling = true;
-            cur++;
-            break;
-        case 'l':   /* our LAYOUT */
-            if (++cur == c->argc) {
-                reply_wrong_arity(&c->out, "bf.insert");
-                return;
-            }
-            if (arg_eq(c, cur, "blocked")) p.layout = BLOOMERY_LAYOUT_BLOCKED;
-            else if (arg_eq(c, cur, "classic")) p.layout = BLOOMERY_LAYOUT_CLASSIC;
-            else {
-                reply_error(&c->out, "ERR LAYOUT must be BLOCKED or CLASSIC");
-                return;
-            }
-            cur++;
-            break;
-        case 't':   /* our TTL */
-            if (++cur == c->argc) {
-                reply_wrong_arity(&c->out, "bf.insert");
-                return;
-            }
-            if (!str_to_ll(c->argv[cur], c->argvlen[cur], &p.ttl_s) || p.ttl_s <= 0 ||
-                p.ttl_s > 100LL * 365 * 86400) {
-                reply_error(&c->out, "ERR TTL must be a positive number of seconds");
-                return;
-            }
-            cur++;
-            break;
-        default:
-            reply_error(&c->out, "Unknown argument received");
-            return;
-        }
-    }
-    if (items < 0 || items == c->argc) {
+    opt_val v[I_N];
+    if (!ck_scan(c, "bf.insert", &insert_table, v, NULL)) return;
+    if (!v[I_ITEMS].at) {
         reply_wrong_arity(&c->out, "bf.insert");
         return;
     }
-    if (nonscaling) p.expansion = 0;
+    bf_params p;
+    default_params(&p);
+    if (v[I_ERROR].at) p.error = v[I_ERROR].d;
+    if (v[I_EXPANSION].at) p.expansion = v[I_EXPANSION].n;
+    if (v[I_CAPACITY].at) p.capacity = v[I_CAPACITY].n;
+    if (v[I_NONSCALING].at) p.expansion = 0;
+    if (v[I_LAYOUT].at) p.layout = (bloomery_layout)v[I_LAYOUT].n;
+    if (v[I_TTL].at) p.ttl_s = v[I_TTL].n;
+    int items = v[I_ITEMS].at + 1;
     ks_ref ref;
     int64_t now = 0;
-    kv_entry *e = open_for_add(c, &ref, &p, create, &now);
+    kv_entry *e = open_for_add(c, &ref, &p, !v[I_NOCREATE].at, &now);
     if (e)
         add_items(c, c->argv[1], c->argvlen[1], e->obj, now, c->argv + items, c->argvlen + items,
                   (size_t)(c->argc - items), true);
@@ -647,13 +500,9 @@ static void stats_of(const kv_obj *o, bf_stats *s, bool with_fpr) {
 
 /* Open a Bloom key for reading; replies "not found" / WRONGTYPE / loading
  * and returns NULL when it is not a usable filter. */
-static kv_entry *open_filter(cmd_ctx *c, ks_ref *ref, bool write) {
-    kv_entry *e = ks_open(ref, c->argv[1], c->argvlen[1], write);
-    if (e == NULL) reply_error(&c->out, err_not_found);
-    else if (!is_bloom(e->obj)) reply_wrongtype(c);
-    else if (e->obj->type == &bf_loading_type) reply_error(&c->out, err_loading);
-    else return e;
-    return NULL;
+static kv_entry *open_filter(cmd_ctx *c, ks_ref *ref) {
+    kv_entry *e;
+    return ck_open(c, ref, c->argv[1], c->argvlen[1], &bf_kind, CK_MUST_EXIST, &e) ? e : NULL;
 }
 
 void bfInfoCommand(cmd_ctx *c) {
@@ -663,7 +512,7 @@ void bfInfoCommand(cmd_ctx *c) {
     }
     if (window_info(c, false)) return;
     ks_ref ref;
-    kv_entry *e = open_filter(c, &ref, false);
+    kv_entry *e = open_filter(c, &ref);
     if (e == NULL) {
         ks_close(&ref);
         return;
@@ -729,7 +578,7 @@ void bfCardCommand(cmd_ctx *c) {
     kv_entry *e = ks_open(&ref, c->argv[1], c->argvlen[1], false);
     if (e == NULL || e->obj->type == &bf_loading_type) {
         reply_int(&c->out, 0);
-    } else if (!is_bloom(e->obj)) {
+    } else if (!ck_is(&bf_kind, e->obj)) {
         reply_wrongtype(c);
     } else {
         bf_stats s;
@@ -745,7 +594,7 @@ void bfDebugCommand(cmd_ctx *c) {
         return;
     }
     ks_ref ref;
-    kv_entry *e = open_filter(c, &ref, false);
+    kv_entry *e = open_filter(c, &ref);
     if (e == NULL) {
         ks_close(&ref);
         return;
@@ -793,7 +642,7 @@ void bfDebugCommand(cmd_ctx *c) {
 
 void bfDelCommand(cmd_ctx *c) {
     ks_ref ref;
-    kv_entry *e = open_filter(c, &ref, false);
+    kv_entry *e = open_filter(c, &ref);
     if (e) {
         if (e->obj->type != &counting_type)
             reply_error(&c->out, "ERR BF.DEL needs a counting filter (BF.RESERVE ... COUNTING)");
@@ -827,13 +676,9 @@ void bfMergeCommand(cmd_ctx *c) {
         wal_log_merge(WAL_BF_MERGE, created, c->argv + 1, c->argvlen + 1, n);
         reply_ok(&c->out);
         break;
-    case VS_NOT_FOUND: reply_error(&c->out, err_not_found); break;
-    case VS_WRONGTYPE: reply_wrongtype(c); break;
-    case VS_LOADING: reply_error(&c->out, err_loading); break;
-    case VS_OOM: reply_oom(c); break;
-    case VS_NOMEM: reply_error(&c->out, "ERR Insufficient memory to create filter"); break;
-    case VS_FAILED: reply_error(&c->out, "ERR could not create filter"); break;
-    default: reply_error(&c->out, err_merge_shape); break;
+    case VS_MISMATCH: reply_error(&c->out, err_merge_shape); break;
+    case VS_NOMEM: reply_error(&c->out, bf_kind.nomem); break;
+    default: ck_reply_status(c, &bf_kind, st); break;
     }
     ks_unlock_many(&m);
 }
@@ -928,7 +773,7 @@ void bfScandumpCommand(cmd_ctx *c) {
         return;
     }
     ks_ref ref;
-    kv_entry *e = open_filter(c, &ref, false);
+    kv_entry *e = open_filter(c, &ref);
     if (e == NULL) {
         ks_close(&ref);
         return;
@@ -961,15 +806,16 @@ void bfLoadchunkCommand(cmd_ctx *c) {
     ks_ref ref;
     kv_entry *e = ks_open(&ref, c->argv[1], c->argvlen[1], true);
     const char *detail;
-    switch (restore_bf_chunk(&ref, e, iter, data, len, &detail)) {
+    value_status st = restore_bf_chunk(&ref, e, iter, data, len, &detail);
+    switch (st) {
     case VS_OK:
         /* Replay restores the chunk again on the replayed state. */
         wal_log_loadchunk(c->argv[1], c->argvlen[1], iter, data, len);
         reply_ok(&c->out);
         break;
-    case VS_NOT_FOUND: reply_error(&c->out, err_not_found); break;
-    case VS_WRONGTYPE: reply_wrongtype(c); break;
-    case VS_OOM: reply_oom(c); break;
+    case VS_NOT_FOUND:
+    case VS_WRONGTYPE:
+    case VS_OOM: ck_reply_status(c, &bf_kind, st); break;
     case VS_BAD_OFFSET: reply_error(&c->out, "ERR invalid offset - no link found"); break;
     case VS_TOO_BIG:
         reply_error(&c->out, "ERR invalid chunk - Too big for current filter");

@@ -10,37 +10,39 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cmdkit.h"
 #include "persist.h"
 #include "server.h"
 #include "util.h"
 
 static const char *err_invalid = "INVALIDOBJ Corrupted HLL object detected";
 
+static const ck_kind hll_kind = {.types = {&hll_type}};
+
+/* ck_create_fn: an empty HLL; *arg (a bool) says it was created. */
+static kv_entry *create_hll(cmd_ctx *c, ks_ref *ref, const void *arg) {
+    kv_obj *o = hll_value_new();
+    kv_entry *e = o ? ks_add(ref, o) : NULL;
+    if (e == NULL) {
+        if (o) ks_mem_add(-(int64_t)kv_obj_bytes(o));
+        kv_obj_free(o);
+        reply_oom(c);
+        return NULL;
+    }
+    *(bool *)arg = true;
+    return e;
+}
+
 void pfaddCommand(cmd_ctx *c) {
     ks_ref ref;
     bool created = false;
-    kv_entry *e = ks_open(&ref, c->argv[1], c->argvlen[1], false);
+    kv_entry *e = ck_open_or_create(c, &ref, c->argv[1], c->argvlen[1], &hll_kind, create_hll,
+                                    &created);
     if (e == NULL) {
         ks_close(&ref);
-        e = ks_open(&ref, c->argv[1], c->argvlen[1], true);
-        if (e == NULL) {
-            kv_obj *o = hll_value_new();
-            if (o == NULL || (e = ks_add(&ref, o)) == NULL) {
-                if (o) ks_mem_add(-(int64_t)kv_obj_bytes(o));
-                kv_obj_free(o);
-                ks_close(&ref);
-                reply_oom(c);
-                return;
-            }
-            created = true;
-        }
-    }
-    kv_obj *o = e->obj;
-    if (o->type != &hll_type) {
-        ks_close(&ref);
-        reply_wrongtype(c);
         return;
     }
+    kv_obj *o = e->obj;
     pthread_mutex_lock(&o->lock);
     hll_set_sparse_max(o->v, hll_sparse_max());
     bool updated = created;
@@ -67,18 +69,14 @@ static int cmp_ptr(const void *a, const void *b) {
 void pfcountCommand(cmd_ctx *c) {
     if (c->argc == 2) {
         ks_ref ref;
-        kv_entry *e = ks_open(&ref, c->argv[1], c->argvlen[1], false);
-        if (e == NULL) {
+        kv_entry *e;
+        bool ok = ck_open(c, &ref, c->argv[1], c->argvlen[1], &hll_kind, 0, &e);
+        if (!ok || e == NULL) {
             ks_close(&ref);
-            reply_int(&c->out, 0);
+            if (ok) reply_int(&c->out, 0);   /* a missing key counts none */
             return;
         }
         kv_obj *o = e->obj;
-        if (o->type != &hll_type) {
-            ks_close(&ref);
-            reply_wrongtype(c);
-            return;
-        }
         uint64_t card = 0;
         pthread_mutex_lock(&o->lock);
         int rc = hll_count(o->v, &card);

@@ -11,7 +11,7 @@ import time
 import pytest
 import redis
 
-from conftest import BLOOMERYD, RawClient, RespError, Server
+from conftest import BLOOMERYD, RawClient, RespError
 
 OOM = "OOM command not allowed when used memory > 'maxmemory'."
 
@@ -237,12 +237,12 @@ def replay_state(c):
 
 
 @pytest.mark.parametrize("how", ["log", "snapshot+log"])
-def test_merges_and_restores_replay(tmp_path, how):
+def test_merges_and_restores_replay(tmp_path, start_server, how):
     """Every kind of merge and dump restore, then a restart that replays
     them from the log (over a snapshot of their sources, or alone): the
     same keys, answers and memory, and no record skipped."""
     datadir = str(tmp_path / "data")
-    s = Server(datadir=datadir)
+    s = start_server(datadir=datadir)
     c = s.client()
     i, j, k = PROBE[:400], PROBE[400:800], PROBE[800:]
     for key, layout in (("b1", "BLOCKED"), ("b2", "BLOCKED"), ("c1", "CLASSIC"), ("c2", "CLASSIC")):
@@ -312,8 +312,7 @@ def test_merges_and_restores_replay(tmp_path, how):
     except redis.ConnectionError:
         pass                                     # no reply: the connection closes
     s.proc.wait(timeout=30)
-    s.stop()
-    s2 = Server(datadir=datadir)
+    s2 = start_server(datadir=datadir)
     c2 = s2.client()
     assert replay_state(c2) == before
     assert "skipped" not in s2.output()
@@ -327,4 +326,3 @@ def test_merges_and_restores_replay(tmp_path, how):
     assert after["pc"][1:] == after["c1"][1:]
     assert after["pcf"][1:] == after["cf"][1:]
     c2.close()
-    s2.stop()
