@@ -33,19 +33,21 @@ extern const ck_kind bf_any_kind;
 
 /* ---- t_window.c: windowed filters behind BF.* ---- */
 
-/* BF.RESERVE with WINDOW or SLICES: false when neither is given (nothing
- * replied), else true (replied). */
+/* Whether BF.RESERVE asks for a window (WINDOW or SLICES). */
+bool window_requested(cmd_ctx *c);
+/* BF.RESERVE ... WINDOW seconds [SLICES s]: true when created. */
 bool window_reserve(cmd_ctx *c);
 /* With ref shared-locked on window entry e: perform due rotations (under an
  * exclusive lock taken meanwhile) and return the entry to add to, *now the
  * clock to add at; NULL after replying. ref stays locked either way. */
 kv_entry *window_open_for_add(cmd_ctx *c, ks_ref *ref, kv_entry *e, int64_t *now);
-void window_add_items(cmd_ctx *c, const char *key, size_t klen, kv_obj *o, int64_t now,
+/* False after an error. */
+bool window_add_items(cmd_ctx *c, const char *key, size_t klen, kv_obj *o, int64_t now,
                       const char **items, const size_t *lens, size_t n, bool multi);
 /* n booleans, no array header. */
 void window_check_items(cmd_ctx *c, kv_obj *o, const char **items, const size_t *lens, size_t n);
-/* BF.INFO (card false) or BF.CARD on a window key: false when the key holds
- * no window (nothing replied), else true (replied). */
-bool window_info(cmd_ctx *c, bool card);
+/* BF.INFO (card false) or BF.CARD for the window in e (its key open);
+ * false after an error. */
+bool window_info(cmd_ctx *c, const kv_entry *e, bool card);
 
 #endif

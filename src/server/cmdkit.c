@@ -112,8 +112,10 @@ kv_entry *ck_create(cmd_ctx *c, ks_ref *ref, const ck_value *v) {
         kv_obj_free(o);
         /* Without maxmemory the machine's memory refused it: a failed
          * allocation, as RedisBloom answers it. */
-        if (rc == BLOOMERY_ENOMEM || rc == BLOOMERY_EREFUSED) ck_reply_nomem(c, rc, err_create_nomem);
-        else reply_error(&c->out, v->kind->failed);
+        if (rc == BLOOMERY_ENOMEM || rc == BLOOMERY_EREFUSED)
+            ck_reply_nomem(c, rc, err_create_nomem);
+        else
+            reply_error(&c->out, v->kind->failed);
         return NULL;
     }
     kv_entry *e = ks_add(ref, o);

@@ -160,8 +160,9 @@ bool client_obuf_over_limit(client *c);
 
 /* ---- commands.c: bloomeryd's side of the command table ---- */
 void command_dispatch(client *c);
-/* Account n calls of cmd that took usec in total (batched execution). */
-void command_account(client *c, const command *cmd, uint64_t n, uint64_t usec);
+/* Account n calls of cmd, failed of which failed, that took usec in total
+ * (batched execution). */
+void command_account(client *c, const command *cmd, uint64_t n, uint64_t failed, uint64_t usec);
 /* Fold a command's keyspace hits and misses into its worker's stats. */
 void worker_count_hits(worker *w, uint64_t hits, uint64_t misses);
 

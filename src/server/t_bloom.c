@@ -134,30 +134,29 @@ static kv_entry *create_filter(cmd_ctx *c, ks_ref *ref, const void *arg) {
 /* ---- adding ---- */
 
 /* Reply to n add results: booleans, of which only the last may be an error
- * (the batch calls stop at the first). */
-static void reply_add_results(cmd_ctx *c, const int *res, size_t n) {
-    if (n == 0) return;
+ * (the batch calls stop at the first). False when it is one. */
+static bool reply_add_results(cmd_ctx *c, const int *res, size_t n) {
+    if (n == 0) return true;
     int last = res[n - 1];
     reply_bools(&c->out, res, last >= 0 ? n : n - 1);
-    if (last >= 0) return;
+    if (last >= 0) return true;
     if (last == BLOOMERY_EFULL) reply_error(&c->out, err_full);
     else ck_reply_nomem(c, last, "ERR problem inserting into filter");
+    return false;
 }
 
 /* Add items[0..n) to o and reply: an integer/boolean for a single add
- * (multi == false) or an array that ends at the first error. */
-static void add_items(cmd_ctx *c, const char *key, size_t klen, kv_obj *o, int64_t now,
-                      const char **items,
-                      const size_t *lens, size_t n, bool multi) {
-    if (o->type == &window_type) {
-        window_add_items(c, key, klen, o, now, items, lens, n, multi);
-        return;
-    }
+ * (multi == false) or an array that ends at the first error. False after
+ * an error. */
+static bool add_items(cmd_ctx *c, const char *key, size_t klen, kv_obj *o, int64_t now,
+                      const char **items, const size_t *lens, size_t n, bool multi) {
+    if (o->type == &window_type)
+        return window_add_items(c, key, klen, o, now, items, lens, n, multi);
     int small[256];
     int *res = n <= 256 ? small : malloc(n * sizeof(int));
     if (res == NULL) {
         reply_oom(c);
-        return;
+        return false;
     }
     size_t done;
     if (o->type == &bloom_type) {
@@ -183,8 +182,9 @@ static void add_items(cmd_ctx *c, const char *key, size_t klen, kv_obj *o, int64
         pthread_mutex_unlock(&o->lock);
     }
     if (multi) reply_array(&c->out, (long long)done);
-    reply_add_results(c, res, done);
+    bool ok = reply_add_results(c, res, done);
     if (res != small) free(res);
+    return ok;
 }
 
 /* Open key for adding, creating it with p when missing and create is set.
@@ -199,40 +199,28 @@ static kv_entry *open_for_add(cmd_ctx *c, ks_ref *ref, const bf_params *p, bool 
     return e;
 }
 
-void bfAddCommand(cmd_ctx *c) {
-    if (c->argc != 3) {
-        reply_wrong_arity(&c->out, "bf.add");
-        return;
+/* BF.ADD (one item, multi false) and BF.MADD: the items from argv[2]. */
+static bool add_command(cmd_ctx *c, bool multi) {
+    if (multi ? c->argc < 3 : c->argc != 3) {
+        reply_wrong_arity(&c->out, multi ? "bf.madd" : "bf.add");
+        return false;
     }
     bf_params p;
     default_params(&p);
     ks_ref ref;
     int64_t now = 0;
     kv_entry *e = open_for_add(c, &ref, &p, true, &now);
-    if (e)
-        add_items(c, c->argv[1], c->argvlen[1], e->obj, now, c->argv + 2, c->argvlen + 2, 1,
-                  false);
+    bool ok = e && add_items(c, c->argv[1], c->argvlen[1], e->obj, now, c->argv + 2,
+                             c->argvlen + 2, (size_t)c->argc - 2, multi);
     ks_close(&ref);
+    return ok;
 }
 
-void bfMaddCommand(cmd_ctx *c) {
-    if (c->argc < 3) {
-        reply_wrong_arity(&c->out, "bf.madd");
-        return;
-    }
-    bf_params p;
-    default_params(&p);
-    ks_ref ref;
-    int64_t now = 0;
-    kv_entry *e = open_for_add(c, &ref, &p, true, &now);
-    if (e)
-        add_items(c, c->argv[1], c->argvlen[1], e->obj, now, c->argv + 2, c->argvlen + 2,
-                  (size_t)c->argc - 2, true);
-    ks_close(&ref);
-}
+bool bfAddCommand(cmd_ctx *c) { return add_command(c, false); }
+bool bfMaddCommand(cmd_ctx *c) { return add_command(c, true); }
 
-void bfExistsBatch(cmd_ctx *c, const char *key, size_t klen, const char **items,
-                   const size_t *lens, size_t n) {
+size_t bfExistsBatch(cmd_ctx *c, const char *key, size_t klen, const char **items,
+                     const size_t *lens, size_t n) {
     ks_ref ref;
     {
         kv_entry *e = ks_open(&ref, key, klen, false);
@@ -253,19 +241,22 @@ void bfExistsBatch(cmd_ctx *c, const char *key, size_t klen, const char **items,
         }
         ks_close(&ref);
     }
+    return 0;
 }
 
-void bfAddBatch(cmd_ctx *c, const char *key, size_t klen, const char **items,
-                const size_t *lens, size_t n) {
+size_t bfAddBatch(cmd_ctx *c, const char *key, size_t klen, const char **items,
+                  const size_t *lens, size_t n) {
     ks_ref ref;
     bf_params p;
     default_params(&p);
+    size_t failed = 0;
     /* Each request opens the key in turn, as separate commands would: an
      * error (wrong type, creation refused) is repeated for each of them. */
     for (size_t i = 0; i < n;) {
         kv_entry *e = ck_open_or_create(c, &ref, key, klen, &bf_any_kind, create_filter, &p);
         if (e == NULL) {
             ks_close(&ref);
+            failed++;
             i++;
             continue;
         }
@@ -273,15 +264,19 @@ void bfAddBatch(cmd_ctx *c, const char *key, size_t klen, const char **items,
             /* Up to 256 requests per rotation check, as one BF.MADD. */
             int64_t now;
             size_t g = n - i < 256 ? n - i : 256;
-            if ((e = window_open_for_add(c, &ref, e, &now)) == NULL) g = 1;
-            else window_add_items(c, key, klen, e->obj, now, items + i, lens + i, g, false);
+            if ((e = window_open_for_add(c, &ref, e, &now)) == NULL) {
+                failed++;
+                g = 1;
+            } else {
+                window_add_items(c, key, klen, e->obj, now, items + i, lens + i, g, false);
+            }
             ks_close(&ref);
             i += g;
             continue;
         }
         kv_obj *o = e->obj;
         if (o->type != &bloom_type) {
-            add_items(c, key, klen, o, 0, items + i, lens + i, 1, false);
+            failed += !add_items(c, key, klen, o, 0, items + i, lens + i, 1, false);
             ks_close(&ref);
             i++;
             continue;
@@ -290,10 +285,11 @@ void bfAddBatch(cmd_ctx *c, const char *key, size_t klen, const char **items,
         size_t g = n - i < 256 ? n - i : 256;
         size_t done = sbf_add_many(o->v, (const void *const *)(items + i), lens + i, g, res);
         wal_log_bf_add(key, klen, o->v, items + i, lens + i, done, res);
-        reply_add_results(c, res, done);
+        failed += !reply_add_results(c, res, done);
         ks_close(&ref);
         i += done;
     }
+    return failed;
 }
 
 /* ---- checking ---- */
@@ -328,20 +324,22 @@ static void check_items(cmd_ctx *c, bool multi) {
     ks_close(&ref);
 }
 
-void bfExistsCommand(cmd_ctx *c) {
+bool bfExistsCommand(cmd_ctx *c) {
     if (c->argc != 3) {
         reply_wrong_arity(&c->out, "bf.exists");
-        return;
+        return false;
     }
     check_items(c, false);
+    return true;
 }
 
-void bfMexistsCommand(cmd_ctx *c) {
+bool bfMexistsCommand(cmd_ctx *c) {
     if (c->argc < 3) {
         reply_wrong_arity(&c->out, "bf.mexists");
-        return;
+        return false;
     }
     check_items(c, true);
+    return true;
 }
 
 /* ---- BF.RESERVE ---- */
@@ -384,8 +382,8 @@ static const opt_spec reserve_specs[R_N] = {
 };
 static const opt_table reserve_table = {OPT_SEARCH, 1, reserve_specs, R_N, NULL, NULL, false};
 
-void bfReserveCommand(cmd_ctx *c) {
-    if (c->argc >= 4 && window_reserve(c)) return;   /* WINDOW: t_window.c */
+bool bfReserveCommand(cmd_ctx *c) {
+    if (c->argc >= 4 && window_requested(c)) return window_reserve(c);   /* t_window.c */
     /* Our options (LAYOUT x, TTL s, COUNTING) do not count against
      * RedisBloom's limit of 7 arguments. */
     int ext = 0;
@@ -395,12 +393,12 @@ void bfReserveCommand(cmd_ctx *c) {
     }
     if (c->argc < 4 || c->argc - ext > 7) {
         reply_wrong_arity(&c->out, "bf.reserve");
-        return;
+        return false;
     }
     bf_params p;
     default_params(&p);
     opt_val v[R_N];
-    if (!ck_scan(c, "bf.reserve", &reserve_table, v, &p)) return;
+    if (!ck_scan(c, "bf.reserve", &reserve_table, v, &p)) return false;
     p.error = v[R_ERROR].d;
     p.capacity = v[R_CAPACITY].n;
     if (v[R_EXPANSION].at) p.expansion = v[R_EXPANSION].n;
@@ -412,7 +410,7 @@ void bfReserveCommand(cmd_ctx *c) {
     }
     if (v[R_TTL].at) p.ttl_s = v[R_TTL].n;
     ck_value fv = filter_value(&p);
-    ck_reserve(c, c->argv[1], c->argvlen[1], &bf_kind, &fv);
+    return ck_reserve(c, c->argv[1], c->argvlen[1], &bf_kind, &fv);
 }
 
 /* ---- BF.INSERT ---- */
@@ -438,16 +436,16 @@ static const opt_spec insert_specs[I_N] = {
 static const opt_table insert_table = {OPT_SEQUENCE, 2, insert_specs, I_N,
                                        "Unknown argument received", NULL, false};
 
-void bfInsertCommand(cmd_ctx *c) {
+bool bfInsertCommand(cmd_ctx *c) {
     if (c->argc < 4) {
         reply_wrong_arity(&c->out, "bf.insert");
-        return;
+        return false;
     }
     opt_val v[I_N];
-    if (!ck_scan(c, "bf.insert", &insert_table, v, NULL)) return;
+    if (!ck_scan(c, "bf.insert", &insert_table, v, NULL)) return false;
     if (!v[I_ITEMS].at) {
         reply_wrong_arity(&c->out, "bf.insert");
-        return;
+        return false;
     }
     bf_params p;
     default_params(&p);
@@ -461,10 +459,10 @@ void bfInsertCommand(cmd_ctx *c) {
     ks_ref ref;
     int64_t now = 0;
     kv_entry *e = open_for_add(c, &ref, &p, !v[I_NOCREATE].at, &now);
-    if (e)
-        add_items(c, c->argv[1], c->argvlen[1], e->obj, now, c->argv + items, c->argvlen + items,
-                  (size_t)(c->argc - items), true);
+    bool ok = e && add_items(c, c->argv[1], c->argvlen[1], e->obj, now, c->argv + items,
+                             c->argvlen + items, (size_t)(c->argc - items), true);
     ks_close(&ref);
+    return ok;
 }
 
 /* ---- BF.INFO, BF.CARD, BF.DEBUG ---- */
@@ -505,17 +503,21 @@ static kv_entry *open_filter(cmd_ctx *c, ks_ref *ref) {
     return ck_open(c, ref, c->argv[1], c->argvlen[1], &bf_kind, CK_MUST_EXIST, &e) ? e : NULL;
 }
 
-void bfInfoCommand(cmd_ctx *c) {
+bool bfInfoCommand(cmd_ctx *c) {
     if (c->argc < 2 || c->argc > 3) {
         reply_wrong_arity(&c->out, "bf.info");
-        return;
+        return false;
     }
-    if (window_info(c, false)) return;
     ks_ref ref;
-    kv_entry *e = open_filter(c, &ref);
-    if (e == NULL) {
+    kv_entry *e;
+    if (!ck_open(c, &ref, c->argv[1], c->argvlen[1], &bf_any_kind, CK_MUST_EXIST, &e)) {
         ks_close(&ref);
-        return;
+        return false;
+    }
+    if (e->obj->type == &window_type) {
+        bool ok = window_info(c, e, false);
+        ks_close(&ref);
+        return ok;
     }
     bool all = c->argc == 3 && arg_eq(c, 2, "all");
     bf_stats s;
@@ -538,7 +540,7 @@ void bfInfoCommand(cmd_ctx *c) {
             if (arg_eq(c, 2, fields[i])) f = i;
         if (f < 0) {
             reply_error(r, "Invalid information value");
-            return;
+            return false;
         }
         if (r->proto == 3) {
             reply_map(r, 1);
@@ -548,7 +550,7 @@ void bfInfoCommand(cmd_ctx *c) {
         }
         if (vals[f] < 0) reply_null(r);
         else reply_int(r, vals[f]);
-        return;
+        return true;
     }
     reply_map(r, all ? 9 : 5);
     for (int i = 0; i < 5; i++) {
@@ -566,38 +568,43 @@ void bfInfoCommand(cmd_ctx *c) {
         reply_simple(r, "TTL");
         reply_int(r, ttl);
     }
+    return true;
 }
 
-void bfCardCommand(cmd_ctx *c) {
+bool bfCardCommand(cmd_ctx *c) {
     if (c->argc != 2) {
         reply_wrong_arity(&c->out, "bf.card");
-        return;
+        return false;
     }
-    if (window_info(c, true)) return;
     ks_ref ref;
     kv_entry *e = ks_open(&ref, c->argv[1], c->argvlen[1], false);
+    bool ok = true;
     if (e == NULL || e->obj->type == &bf_loading_type) {
         reply_int(&c->out, 0);
+    } else if (e->obj->type == &window_type) {
+        ok = window_info(c, e, true);
     } else if (!ck_is(&bf_kind, e->obj)) {
         reply_wrongtype(c);
+        ok = false;
     } else {
         bf_stats s;
         stats_of(e->obj, &s, false);
         reply_int(&c->out, (long long)s.items);
     }
     ks_close(&ref);
+    return ok;
 }
 
-void bfDebugCommand(cmd_ctx *c) {
+bool bfDebugCommand(cmd_ctx *c) {
     if (c->argc != 2) {
         reply_wrong_arity(&c->out, "bf.debug");
-        return;
+        return false;
     }
     ks_ref ref;
     kv_entry *e = open_filter(c, &ref);
     if (e == NULL) {
         ks_close(&ref);
-        return;
+        return false;
     }
     kv_obj *o = e->obj;
     char line[256];
@@ -612,7 +619,7 @@ void bfDebugCommand(cmd_ctx *c) {
                  cntbf_error_rate(o->v));
         reply_simple(r, line);
         ks_close(&ref);
-        return;
+        return true;
     }
     size_t n = sbf_nlinks(o->v);
     reply_array(r, (long long)n + 1);
@@ -636,15 +643,17 @@ void bfDebugCommand(cmd_ctx *c) {
         reply_simple(r, line);
     }
     ks_close(&ref);
+    return true;
 }
 
 /* ---- BF.DEL (counting filters) ---- */
 
-void bfDelCommand(cmd_ctx *c) {
+bool bfDelCommand(cmd_ctx *c) {
     ks_ref ref;
     kv_entry *e = open_filter(c, &ref);
+    bool ok = e && e->obj->type == &counting_type;
     if (e) {
-        if (e->obj->type != &counting_type)
+        if (!ok)
             reply_error(&c->out, "ERR BF.DEL needs a counting filter (BF.RESERVE ... COUNTING)");
         else {
             kv_obj *o = e->obj;
@@ -658,6 +667,7 @@ void bfDelCommand(cmd_ctx *c) {
         }
     }
     ks_close(&ref);
+    return ok;
 }
 
 /* ---- BF.MERGE ---- */
@@ -665,7 +675,7 @@ void bfDelCommand(cmd_ctx *c) {
 static const char *err_merge_shape =
     "ERR filters must have the same layout, capacity, error rate, expansion and number of filters";
 
-void bfMergeCommand(cmd_ctx *c) {
+bool bfMergeCommand(cmd_ctx *c) {
     size_t n = (size_t)c->argc - 1;
     ks_multi m;
     ks_lock_many(&m, c->argv + 1, c->argvlen + 1, n, true);
@@ -681,11 +691,12 @@ void bfMergeCommand(cmd_ctx *c) {
     default: ck_reply_status(c, &bf_kind, st); break;
     }
     ks_unlock_many(&m);
+    return st == VS_OK;
 }
 
 /* ---- BF.SCANDUMP ---- */
 
-static void scandump_classic(cmd_ctx *c, const sbf_t *f, long long iter) {
+static bool scandump_classic(cmd_ctx *c, const sbf_t *f, long long iter) {
     reply *r = &c->out;
     size_t n = sbf_nlinks(f);
     if (iter == 0) {
@@ -696,7 +707,7 @@ static void scandump_classic(cmd_ctx *c, const sbf_t *f, long long iter) {
             if (links != links_small) free(links);
             free(buf);
             reply_oom(c);
-            return;
+            return false;
         }
         cbf_rb_header h = {
             .total_items = sbf_count(f),
@@ -718,7 +729,7 @@ static void scandump_classic(cmd_ctx *c, const sbf_t *f, long long iter) {
         reply_bulk(r, buf, cbf_rb_header_size((uint32_t)n));
         if (links != links_small) free(links);
         free(buf);
-        return;
+        return true;
     }
     uint64_t start = 0;
     size_t li = iter > 0 ? dump_classic_link_at(f, (uint64_t)iter - 1, &start) : n;
@@ -726,7 +737,7 @@ static void scandump_classic(cmd_ctx *c, const sbf_t *f, long long iter) {
     if (li == n) {
         reply_int(r, 0);
         reply_bulk(r, "", 0);
-        return;
+        return true;
     }
     const cbf_t *l = sbf_link_classic(f, li);
     uint64_t off = (uint64_t)iter - 1 - start;
@@ -734,9 +745,10 @@ static void scandump_classic(cmd_ctx *c, const sbf_t *f, long long iter) {
     if (len > RB_CHUNK_MAX) len = RB_CHUNK_MAX;
     reply_int(r, iter + (long long)len);
     reply_bulk(r, cbf_data(l) + off, len);
+    return true;
 }
 
-static void scandump_image(cmd_ctx *c, kv_obj *o, long long iter) {
+static bool scandump_image(cmd_ctx *c, kv_obj *o, long long iter) {
     reply *r = &c->out;
     bloomery_object obj;
     if (o->type == &counting_type) {
@@ -749,7 +761,7 @@ static void scandump_image(cmd_ctx *c, kv_obj *o, long long iter) {
     bloomery_image *img;
     if (bloomery_image_create(&img, obj, 0) != BLOOMERY_OK) {
         reply_error(r, "ERR could not encode the filter");
-        return;
+        return false;
     }
     reply_array(r, 2);
     if (iter == 0) {
@@ -765,41 +777,43 @@ static void scandump_image(cmd_ctx *c, kv_obj *o, long long iter) {
         dump_reply_chunk(r, img, (uint64_t)iter - 1);
     }
     bloomery_image_free(img);
+    return true;
 }
 
-void bfScandumpCommand(cmd_ctx *c) {
+bool bfScandumpCommand(cmd_ctx *c) {
     if (c->argc != 3) {
         reply_wrong_arity(&c->out, "bf.scandump");
-        return;
+        return false;
     }
     ks_ref ref;
     kv_entry *e = open_filter(c, &ref);
     if (e == NULL) {
         ks_close(&ref);
-        return;
+        return false;
     }
     long long iter;
-    if (!str_to_ll(c->argv[2], c->argvlen[2], &iter)) {
+    bool ok = false;
+    if (!str_to_ll(c->argv[2], c->argvlen[2], &iter))
         reply_error(&c->out, "Second argument must be numeric");
-    } else if (e->obj->type == &bloom_type && sbf_layout(e->obj->v) == BLOOMERY_LAYOUT_CLASSIC) {
-        scandump_classic(c, e->obj->v, iter);
-    } else {
-        scandump_image(c, e->obj, iter);
-    }
+    else if (e->obj->type == &bloom_type && sbf_layout(e->obj->v) == BLOOMERY_LAYOUT_CLASSIC)
+        ok = scandump_classic(c, e->obj->v, iter);
+    else
+        ok = scandump_image(c, e->obj, iter);
     ks_close(&ref);
+    return ok;
 }
 
 /* ---- BF.LOADCHUNK ---- */
 
-void bfLoadchunkCommand(cmd_ctx *c) {
+bool bfLoadchunkCommand(cmd_ctx *c) {
     if (c->argc != 4) {
         reply_wrong_arity(&c->out, "bf.loadchunk");
-        return;
+        return false;
     }
     long long iter;
     if (!str_to_ll(c->argv[2], c->argvlen[2], &iter)) {
         reply_error(&c->out, "ERR Second argument must be numeric");
-        return;
+        return false;
     }
     const uint8_t *data = (const uint8_t *)c->argv[3];
     size_t len = c->argvlen[3];
@@ -826,4 +840,5 @@ void bfLoadchunkCommand(cmd_ctx *c) {
         break;
     }
     ks_close(&ref);
+    return st == VS_OK;
 }

@@ -142,13 +142,13 @@ static const opt_spec reserve_specs[C_N] = {
 static const opt_table reserve_table = {OPT_SEARCH, 3, reserve_specs, C_N, NULL, check_capacity,
                                         true};
 
-void cfReserveCommand(cmd_ctx *c) {
+bool cfReserveCommand(cmd_ctx *c) {
     if (c->argc < 3 || c->argc % 2 == 0) {
         reply_wrong_arity(&c->out, "cf.reserve");
-        return;
+        return false;
     }
     opt_val v[C_N];
-    if (!ck_scan(c, "cf.reserve", &reserve_table, v, NULL)) return;
+    if (!ck_scan(c, "cf.reserve", &reserve_table, v, NULL)) return false;
     cf_params p = {(uint64_t)v[C_CAPACITY].n, {0}};
     cf_options_init(&p.opts);
     if (v[C_MAXITERATIONS].at) p.opts.max_iterations = (unsigned)v[C_MAXITERATIONS].n;
@@ -157,18 +157,19 @@ void cfReserveCommand(cmd_ctx *c) {
     if (v[C_FINGERPRINT].at) p.opts.fingerprint_bits = (unsigned)v[C_FINGERPRINT].n;
     p.opts.max_filters = max_filters();
     ck_value cv = cf_value(&p);
-    ck_reserve(c, c->argv[1], c->argvlen[1], NULL, &cv);
+    return ck_reserve(c, c->argv[1], c->argvlen[1], NULL, &cv);
 }
 
 /* ---- CF.ADD, CF.ADDNX ---- */
 
-static void add_one(cmd_ctx *c, bool nx) {
+static bool add_one(cmd_ctx *c, bool nx) {
     if (c->argc != 3) {
         reply_wrong_arity(&c->out, nx ? "cf.addnx" : "cf.add");
-        return;
+        return false;
     }
     ks_ref ref;
     kv_entry *e = open_for_add(c, &ref, true, CF_DEFAULT_CAPACITY);
+    bool ok = e != NULL;
     if (e) {
         kv_obj *o = e->obj;
         pthread_mutex_lock(&o->lock);
@@ -183,12 +184,14 @@ static void add_one(cmd_ctx *c, bool nx) {
         pthread_mutex_unlock(&o->lock);
         if (rc < 0) reply_add_error(c, rc);
         else reply_bool(&c->out, rc == 1);
+        ok = rc >= 0;
     }
     ks_close(&ref);
+    return ok;
 }
 
-void cfAddCommand(cmd_ctx *c) { add_one(c, false); }
-void cfAddnxCommand(cmd_ctx *c) { add_one(c, true); }
+bool cfAddCommand(cmd_ctx *c) { return add_one(c, false); }
+bool cfAddnxCommand(cmd_ctx *c) { return add_one(c, true); }
 
 /* ---- CF.INSERT, CF.INSERTNX ---- */
 
@@ -204,17 +207,17 @@ static const opt_spec insert_specs[N_N] = {
 static const opt_table insert_table = {OPT_SEQUENCE, 2, insert_specs, N_N,
                                        "Unknown argument received", NULL, false};
 
-static void insert(cmd_ctx *c, bool nx) {
+static bool insert(cmd_ctx *c, bool nx) {
     const char *name = nx ? "cf.insertnx" : "cf.insert";
     if (c->argc < 4) {
         reply_wrong_arity(&c->out, name);
-        return;
+        return false;
     }
     opt_val v[N_N];
-    if (!ck_scan(c, name, &insert_table, v, NULL)) return;
+    if (!ck_scan(c, name, &insert_table, v, NULL)) return false;
     if (!v[N_ITEMS].at) {
         reply_wrong_arity(&c->out, name);
-        return;
+        return false;
     }
     long long capacity = v[N_CAPACITY].at ? v[N_CAPACITY].n : CF_DEFAULT_CAPACITY;
     bool create = !v[N_NOCREATE].at;
@@ -223,7 +226,7 @@ static void insert(cmd_ctx *c, bool nx) {
     kv_entry *e = open_for_add(c, &ref, create, (uint64_t)capacity);
     if (e == NULL) {
         ks_close(&ref);
-        return;
+        return false;
     }
     kv_obj *o = e->obj;
     size_t n = (size_t)(c->argc - items);
@@ -232,7 +235,7 @@ static void insert(cmd_ctx *c, bool nx) {
     if (added == NULL) {
         ks_close(&ref);
         reply_oom(c);
-        return;
+        return false;
     }
     pthread_mutex_lock(&o->lock);
     unsigned limit = max_filters();
@@ -241,19 +244,22 @@ static void insert(cmd_ctx *c, bool nx) {
         ks_close(&ref);
         if (added != small) free(added);
         reply_error(&c->out, "Maximum expansions reached");
-        return;
+        return false;
     }
     /* Checked once for the command: its items may grow the filter past it. */
     cf_set_max_filters(o->v, CF_MAX_MAX_FILTERS);
     reply *r = &c->out;
     reply_array(r, (long long)n);
     size_t k = 0;
+    bool ok = true;
     for (size_t i = 0; i < n; i++) {
         uint64_t h = cf_hash(c->argv[items + (int)i], c->argvlen[items + (int)i]);
         int rc = nx ? cf_add_nx_hashed(o->v, h) : cf_add_hashed(o->v, h);
         if (rc == 1) added[k++] = h;
-        if (rc == BLOOMERY_ENOMEM || rc == BLOOMERY_EREFUSED) ck_reply_nomem(c, rc, cf_kind.nomem);
-        else if (nx) reply_int(r, rc < 0 ? -1 : rc);
+        if (rc == BLOOMERY_ENOMEM || rc == BLOOMERY_EREFUSED) {
+            ck_reply_nomem(c, rc, cf_kind.nomem);
+            ok = false;
+        } else if (nx) reply_int(r, rc < 0 ? -1 : rc);
         else if (r->proto == 3) reply_bool(r, rc == 1);
         else reply_int(r, rc < 0 ? -1 : 1);
     }
@@ -263,18 +269,20 @@ static void insert(cmd_ctx *c, bool nx) {
     pthread_mutex_unlock(&o->lock);
     ks_close(&ref);
     if (added != small) free(added);
+    return ok;
 }
 
-void cfInsertCommand(cmd_ctx *c) { insert(c, false); }
-void cfInsertnxCommand(cmd_ctx *c) { insert(c, true); }
+bool cfInsertCommand(cmd_ctx *c) { return insert(c, false); }
+bool cfInsertnxCommand(cmd_ctx *c) { return insert(c, true); }
 
 /* ---- CF.EXISTS, CF.MEXISTS, CF.COUNT ---- */
 
-static void check(cmd_ctx *c, bool multi) {
+static bool check(cmd_ctx *c, bool multi) {
     size_t n = (size_t)c->argc - 2;
     ks_ref ref;
     kv_entry *e;
-    if (open_read(c, &ref, false, &e)) {
+    bool ok = open_read(c, &ref, false, &e);
+    if (ok) {
         if (multi) reply_array(&c->out, (long long)n);
         if (e) pthread_mutex_lock(&e->obj->lock);
         for (size_t i = 0; i < n; i++)
@@ -282,32 +290,34 @@ static void check(cmd_ctx *c, bool multi) {
         if (e) pthread_mutex_unlock(&e->obj->lock);
     }
     ks_close(&ref);
+    return ok;
 }
 
-void cfExistsCommand(cmd_ctx *c) {
+bool cfExistsCommand(cmd_ctx *c) {
     if (c->argc != 3) {
         reply_wrong_arity(&c->out, "cf.exists");
-        return;
+        return false;
     }
-    check(c, false);
+    return check(c, false);
 }
 
-void cfMexistsCommand(cmd_ctx *c) {
+bool cfMexistsCommand(cmd_ctx *c) {
     if (c->argc < 3) {
         reply_wrong_arity(&c->out, "cf.mexists");
-        return;
+        return false;
     }
-    check(c, true);
+    return check(c, true);
 }
 
-void cfCountCommand(cmd_ctx *c) {
+bool cfCountCommand(cmd_ctx *c) {
     if (c->argc != 3) {
         reply_wrong_arity(&c->out, "cf.count");
-        return;
+        return false;
     }
     ks_ref ref;
     kv_entry *e;
-    if (open_read(c, &ref, false, &e)) {
+    bool ok = open_read(c, &ref, false, &e);
+    if (ok) {
         uint64_t n = 0;
         if (e) {
             pthread_mutex_lock(&e->obj->lock);
@@ -317,19 +327,23 @@ void cfCountCommand(cmd_ctx *c) {
         reply_int(&c->out, (long long)n);
     }
     ks_close(&ref);
+    return ok;
 }
 
 /* ---- CF.DEL ---- */
 
-void cfDelCommand(cmd_ctx *c) {
+bool cfDelCommand(cmd_ctx *c) {
     if (c->argc != 3) {
         reply_wrong_arity(&c->out, "cf.del");
-        return;
+        return false;
     }
     ks_ref ref;
     kv_entry *e;
     bool ok = open_read(c, &ref, false, &e);
-    if (ok && e == NULL) reply_error(&c->out, "Not found");   /* RedisBloom's, no ERR */
+    if (ok && e == NULL) {
+        reply_error(&c->out, "Not found");   /* RedisBloom's, no ERR */
+        ok = false;
+    }
     if (e) {
         kv_obj *o = e->obj;
         pthread_mutex_lock(&o->lock);
@@ -343,20 +357,21 @@ void cfDelCommand(cmd_ctx *c) {
         reply_bool(&c->out, deleted);
     }
     ks_close(&ref);
+    return ok;
 }
 
 /* ---- CF.INFO ---- */
 
-void cfInfoCommand(cmd_ctx *c) {
+bool cfInfoCommand(cmd_ctx *c) {
     if (c->argc != 2 && !(c->argc == 3 && arg_eq(c, 2, "all"))) {
         reply_wrong_arity(&c->out, "cf.info");
-        return;
+        return false;
     }
     ks_ref ref;
     kv_entry *e;
     if (!open_read(c, &ref, true, &e)) {
         ks_close(&ref);
-        return;
+        return false;
     }
     const cf_t *f = e->obj->v;
     pthread_mutex_lock(&e->obj->lock);
@@ -376,32 +391,34 @@ void cfInfoCommand(cmd_ctx *c) {
         reply_simple(&c->out, names[i]);
         reply_int(&c->out, v[i]);
     }
+    return true;
 }
 
 /* ---- CF.SCANDUMP ---- */
 
-void cfScandumpCommand(cmd_ctx *c) {
+bool cfScandumpCommand(cmd_ctx *c) {
     if (c->argc != 3) {
         reply_wrong_arity(&c->out, "cf.scandump");
-        return;
+        return false;
     }
     long long iter;
     if (!str_to_ll(c->argv[2], c->argvlen[2], &iter) || iter < 0) {
         reply_error(&c->out, "Invalid position");
-        return;
+        return false;
     }
     ks_ref ref;
     kv_entry *e;
     if (!open_read(c, &ref, true, &e)) {
         ks_close(&ref);
-        return;
+        return false;
     }
     kv_obj *o = e->obj;
     reply *r = &c->out;
     pthread_mutex_lock(&o->lock);
     bloomery_object obj = {.type = BLOOMERY_TYPE_CUCKOO, .u.cf = o->v};
     bloomery_image *img = NULL;
-    if (bloomery_image_create(&img, obj, 0) != BLOOMERY_OK) {
+    bool ok = bloomery_image_create(&img, obj, 0) == BLOOMERY_OK;
+    if (!ok) {
         reply_error(r, "ERR could not encode the filter");
     } else if (iter == 0 && cf_items(o->v) > 0) {
         size_t hl;
@@ -422,19 +439,20 @@ void cfScandumpCommand(cmd_ctx *c) {
     bloomery_image_free(img);
     pthread_mutex_unlock(&o->lock);
     ks_close(&ref);
+    return ok;
 }
 
 /* ---- CF.LOADCHUNK ---- */
 
-void cfLoadchunkCommand(cmd_ctx *c) {
+bool cfLoadchunkCommand(cmd_ctx *c) {
     if (c->argc != 4) {
         reply_wrong_arity(&c->out, "cf.loadchunk");
-        return;
+        return false;
     }
     long long iter;
     if (!str_to_ll(c->argv[2], c->argvlen[2], &iter) || iter < 1) {
         reply_error(&c->out, "Invalid position");
-        return;
+        return false;
     }
     const uint8_t *data = (const uint8_t *)c->argv[3];
     size_t len = c->argvlen[3];
@@ -454,4 +472,5 @@ void cfLoadchunkCommand(cmd_ctx *c) {
     default: reply_error(&c->out, "Couldn't load chunk!"); break;
     }
     ks_close(&ref);
+    return st == VS_OK;
 }

@@ -33,14 +33,14 @@ static kv_entry *create_hll(cmd_ctx *c, ks_ref *ref, const void *arg) {
     return e;
 }
 
-void pfaddCommand(cmd_ctx *c) {
+bool pfaddCommand(cmd_ctx *c) {
     ks_ref ref;
     bool created = false;
     kv_entry *e = ck_open_or_create(c, &ref, c->argv[1], c->argvlen[1], &hll_kind, create_hll,
                                     &created);
     if (e == NULL) {
         ks_close(&ref);
-        return;
+        return false;
     }
     kv_obj *o = e->obj;
     pthread_mutex_lock(&o->lock);
@@ -57,8 +57,12 @@ void pfaddCommand(cmd_ctx *c) {
     hll_value_sync(o);
     pthread_mutex_unlock(&o->lock);
     ks_close(&ref);
-    if (rc < 0) reply_error(&c->out, err_invalid);
-    else reply_int(&c->out, updated ? 1 : 0);
+    if (rc < 0) {
+        reply_error(&c->out, err_invalid);
+        return false;
+    }
+    reply_int(&c->out, updated ? 1 : 0);
+    return true;
 }
 
 static int cmp_ptr(const void *a, const void *b) {
@@ -66,7 +70,7 @@ static int cmp_ptr(const void *a, const void *b) {
     return x < y ? -1 : x > y;
 }
 
-void pfcountCommand(cmd_ctx *c) {
+bool pfcountCommand(cmd_ctx *c) {
     if (c->argc == 2) {
         ks_ref ref;
         kv_entry *e;
@@ -74,7 +78,7 @@ void pfcountCommand(cmd_ctx *c) {
         if (!ok || e == NULL) {
             ks_close(&ref);
             if (ok) reply_int(&c->out, 0);   /* a missing key counts none */
-            return;
+            return ok;
         }
         kv_obj *o = e->obj;
         uint64_t card = 0;
@@ -82,9 +86,12 @@ void pfcountCommand(cmd_ctx *c) {
         int rc = hll_count(o->v, &card);
         pthread_mutex_unlock(&o->lock);
         ks_close(&ref);
-        if (rc < 0) reply_error(&c->out, err_invalid);
-        else reply_int(&c->out, (long long)card);
-        return;
+        if (rc < 0) {
+            reply_error(&c->out, err_invalid);
+            return false;
+        }
+        reply_int(&c->out, (long long)card);
+        return true;
     }
     size_t n = (size_t)c->argc - 1;
     ks_multi m;
@@ -93,6 +100,7 @@ void pfcountCommand(cmd_ctx *c) {
     hll_t **hs = calloc(n, sizeof(*hs));
     kv_obj **locked = calloc(n, sizeof(*locked));
     size_t nlocked = 0;
+    bool ok = false;
     if (objs == NULL || hs == NULL || locked == NULL) {
         reply_oom(c);
         goto out;
@@ -120,16 +128,18 @@ void pfcountCommand(cmd_ctx *c) {
     uint64_t card = 0;
     int rc = hll_count_union(hs, n, &card);
     for (size_t i = nlocked; i-- > 0;) pthread_mutex_unlock(&locked[i]->lock);
-    if (rc < 0) reply_error(&c->out, err_invalid);
-    else reply_int(&c->out, (long long)card);
+    ok = rc >= 0;
+    if (ok) reply_int(&c->out, (long long)card);
+    else reply_error(&c->out, err_invalid);
 out:
     ks_unlock_many(&m);
     free(objs);
     free(hs);
     free(locked);
+    return ok;
 }
 
-void pfmergeCommand(cmd_ctx *c) {
+bool pfmergeCommand(cmd_ctx *c) {
     size_t n = (size_t)c->argc - 1;
     /* The log names the sources that existed. */
     const char **used = calloc(n, sizeof(*used));
@@ -147,7 +157,7 @@ void pfmergeCommand(cmd_ctx *c) {
     free(used);
     free(used_lens);
     if (st == VS_OK) reply_ok(&c->out);
-    else if (st == VS_WRONGTYPE) reply_wrongtype(c);
     else if (st == VS_CORRUPT) reply_error(&c->out, err_invalid);
-    else reply_oom(c);
+    else ck_reply_status(c, &hll_kind, st);
+    return st == VS_OK;
 }

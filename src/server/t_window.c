@@ -106,17 +106,19 @@ static void log_window(const ks_ref *ref, const kv_entry *e, const void *arg) {
     wal_log_win_create(ref->key, ref->klen, &ww);
 }
 
+bool window_requested(cmd_ctx *c) {
+    return ck_arg_index(c, 4, "window") >= 0 || ck_arg_index(c, 4, "slices") >= 0;
+}
+
 bool window_reserve(cmd_ctx *c) {
-    int wi = ck_arg_index(c, 4, "window"), si = ck_arg_index(c, 4, "slices");
-    if (wi < 0 && si < 0) return false;
-    if (wi < 0) {
+    if (ck_arg_index(c, 4, "window") < 0) {
         reply_error(&c->out, "ERR SLICES needs WINDOW");
-        return true;
+        return false;
     }
     opt_val v[W_N], rest[W_N - W_WINDOW];
     if (!ck_scan(c, "bf.reserve", &window_first, v, NULL) ||
         !ck_scan(c, "bf.reserve", &window_options, rest, NULL))
-        return true;
+        return false;
     win_params p = {
         .capacity = (uint64_t)v[W_CAPACITY].n,
         .error = v[W_ERROR].d,
@@ -134,8 +136,7 @@ bool window_reserve(cmd_ctx *c) {
         .params = &p,
         .ttl_s = rest[W_TTL - W_WINDOW].at ? rest[W_TTL - W_WINDOW].n : 0,
     };
-    ck_reserve(c, c->argv[1], c->argvlen[1], &bf_any_kind, &wv);
-    return true;
+    return ck_reserve(c, c->argv[1], c->argvlen[1], &bf_any_kind, &wv);
 }
 
 /* ---- adds ---- */
@@ -154,19 +155,20 @@ kv_entry *window_open_for_add(cmd_ctx *c, ks_ref *ref, kv_entry *e, int64_t *now
     return e;
 }
 
-void window_add_items(cmd_ctx *c, const char *key, size_t klen, kv_obj *o, int64_t now,
+bool window_add_items(cmd_ctx *c, const char *key, size_t klen, kv_obj *o, int64_t now,
                       const char **items, const size_t *lens, size_t n, bool multi) {
     uint8_t small[256];
     uint8_t *res = n <= 256 ? small : malloc(n);
     if (res == NULL) {
         reply_oom(c);
-        return;
+        return false;
     }
     win_check_and_add_many(o->v, (const void *const *)items, lens, n, now, res);
     wal_log_win_add(key, klen, o->v, now, items, lens, n, res);
     if (multi) reply_array(&c->out, (long long)n);
     for (size_t i = 0; i < n; i++) reply_bool(&c->out, res[i]);
     if (res != small) free(res);
+    return true;
 }
 
 void window_check_items(cmd_ctx *c, kv_obj *o, const char **items, const size_t *lens, size_t n) {
@@ -181,21 +183,12 @@ void window_check_items(cmd_ctx *c, kv_obj *o, const char **items, const size_t 
 
 /* ---- BF.INFO, BF.CARD ---- */
 
-/* Answers BF.INFO / BF.CARD when the key holds a window; false otherwise
- * (nothing replied). */
-bool window_info(cmd_ctx *c, bool card) {
-    ks_ref ref;
-    kv_entry *e = ks_open(&ref, c->argv[1], c->argvlen[1], false);
-    if (e == NULL || e->obj->type != &window_type) {
-        ks_close(&ref);
-        return false;
-    }
+bool window_info(cmd_ctx *c, const kv_entry *e, bool card) {
     const win_t *w = e->obj->v;
     int64_t now = window_now();
     reply *r = &c->out;
     if (card) {
         reply_int(r, (long long)win_count(w, now));
-        ks_close(&ref);
         return true;
     }
     unsigned s = win_slices(w);
@@ -211,17 +204,16 @@ bool window_info(cmd_ctx *c, bool card) {
             if (arg_eq(c, 2, fields[i])) f = i;
         if (f < 0) {
             reply_error(r, "Invalid information value");
-        } else {
-            if (r->proto == 3) {
-                reply_map(r, 1);
-                reply_simple(r, names[f]);
-            } else {
-                reply_array(r, 1);
-            }
-            if (vals[f] < 0) reply_null(r);
-            else reply_int(r, vals[f]);
+            return false;
         }
-        ks_close(&ref);
+        if (r->proto == 3) {
+            reply_map(r, 1);
+            reply_simple(r, names[f]);
+        } else {
+            reply_array(r, 1);
+        }
+        if (vals[f] < 0) reply_null(r);
+        else reply_int(r, vals[f]);
         return true;
     }
     reply_map(r, all ? 16 : 5);
@@ -260,7 +252,6 @@ bool window_info(cmd_ctx *c, bool card) {
         reply_simple(r, "TTL");
         reply_int(r, ttl);
     }
-    ks_close(&ref);
     return true;
 }
 
