@@ -10,7 +10,8 @@
  *   keyspace.c  striped hash table of keys, expiry, memory accounting
  *   config.c    settings, config file, CONFIG GET/SET
  *   cmdkit.c    what value commands share: keys of a kind, creating values, options
- *   t_bloom.c   BF.* over libbloomery's scalable and counting filters
+ *   bf_*.c      BF.* over libbloomery's scalable and counting filters, one
+ *               concept per file (bf.h lists them)
  *   t_window.c  time-windowed filters behind BF.* (BF.RESERVE ... WINDOW)
  *   t_cuckoo.c  CF.* over libbloomery's cuckoo filter
  *   dump.c      bloomery-format dumps shared by BF.* and CF.* SCANDUMP/LOADCHUNK

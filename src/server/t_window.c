@@ -1,7 +1,7 @@
 /* Time-windowed Bloom filters behind BF.*: BF.RESERVE key error capacity
  * WINDOW seconds [SLICES s] creates one (libbloomery's win_t, window.h);
  * BF.ADD, BF.MADD, BF.INSERT, BF.EXISTS, BF.MEXISTS, BF.CARD and BF.INFO
- * dispatch here from t_bloom.c when the key holds a window.
+ * dispatch here from bf_*.c when the key holds a window.
  *
  * Clock: the server's wall clock in ms (plus debug-clock-offset-ms, for
  * tests), read once per command, so a command's due check and its adds use
@@ -128,7 +128,7 @@ bool window_reserve(cmd_ctx *c) {
     };
     /* A window allocates its slices at once. */
     ck_value wv = {
-        .kind = &bf_any_kind,
+        .kind = &bfc_any_kind,
         .type = &window_type,
         .bytes = win_bytes_for(p.capacity, p.error, p.slices, NULL),
         .build = build_window,
@@ -136,7 +136,7 @@ bool window_reserve(cmd_ctx *c) {
         .params = &p,
         .ttl_s = rest[W_TTL - W_WINDOW].at ? rest[W_TTL - W_WINDOW].n : 0,
     };
-    return ck_reserve(c, c->argv[1], c->argvlen[1], &bf_any_kind, &wv);
+    return ck_reserve(c, c->argv[1], c->argvlen[1], &bfc_any_kind, &wv);
 }
 
 /* ---- adds ---- */

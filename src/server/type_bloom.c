@@ -1,5 +1,5 @@
 /* The Bloom filter value: libbloomery's scalable chain (sbf_t), blocked or
- * classic links, behind BF.* (t_bloom.c).
+ * classic links, behind BF.* (bf.h lists its files).
  *
  * Log: WAL_CREATE (also for counting filters, by kind) and WAL_BF_ADD, the
  * items' chain hashes with the bit saying whether the add reported each
