@@ -1,12 +1,15 @@
 """Filters that were not made by BF.RESERVE/BF.ADD: chains rebuilt by
 BF.LOADCHUNK and BF.MERGE copies grow under maxmemory and count their bytes
 like any other; counting filters merge; a dump header of a type that is not
-a Bloom filter is refused at the header."""
+a Bloom filter is refused at the header; merges and restored dumps replay
+from the log to the same state."""
 import os
 import subprocess
 import sys
+import time
 
 import pytest
+import redis
 
 from conftest import BLOOMERYD, RawClient, RespError
 
@@ -193,3 +196,133 @@ def test_image_of_other_type_refused_at_header(r):
     finally:
         c.close()
     assert r.exists("k") == 0
+
+
+# ---- replay of merges and restores ----
+
+PROBE = ["i%d" % i for i in range(400)] + ["j%d" % i for i in range(400)] + \
+    ["k%d" % i for i in range(300)]
+
+
+def cf_dump(c, key):
+    out, it = [], 0
+    while True:
+        it, data = c.execute_command("CF.SCANDUMP", key, it)
+        if it == 0:
+            return out
+        out.append((it, data))
+
+
+def answer(c, *args):
+    try:
+        return c.execute_command(*args)
+    except redis.ResponseError as e:
+        return "error: %s" % e
+
+
+def replay_state(c):
+    out = {"keys": sorted(k.decode() for k in c.keys("*"))}
+    for k in out["keys"]:
+        t = c.type(k).decode()
+        if t == "string":
+            out[k] = (t, c.pfcount(k))
+        elif t == "MBbloomCF":
+            out[k] = (t, answer(c, "CF.INFO", k, "ALL"), answer(c, "CF.MEXISTS", k, *PROBE))
+        else:
+            out[k] = (t, answer(c, "BF.INFO", k, "ALL"), answer(c, "BF.DEBUG", k),
+                      answer(c, "BF.MEXISTS", k, *PROBE))
+        out[k + ":memory"] = c.memory_usage(k)
+    out["used_memory"] = c.info("memory")["used_memory"]
+    return out
+
+
+@pytest.mark.parametrize("how", ["log", "snapshot+log"])
+def test_merges_and_restores_replay(tmp_path, start_server, how):
+    """Every kind of merge and dump restore, then a restart that replays
+    them from the log (over a snapshot of their sources, or alone): the
+    same keys, answers and memory, and no record skipped."""
+    datadir = str(tmp_path / "data")
+    s = start_server(datadir=datadir)
+    c = s.client()
+    i, j, k = PROBE[:400], PROBE[400:800], PROBE[800:]
+    for key, layout in (("b1", "BLOCKED"), ("b2", "BLOCKED"), ("c1", "CLASSIC"), ("c2", "CLASSIC")):
+        c.execute_command("BF.RESERVE", key, "0.01", "100", "EXPANSION", "2", "LAYOUT", layout)
+    for key in ("b1", "c1"):
+        c.execute_command("BF.MADD", key, *i[:250])      # three links each
+    for key in ("b2", "c2"):
+        c.execute_command("BF.MADD", key, *j[:250])
+    for key in ("n1", "n2"):
+        c.execute_command("BF.RESERVE", key, "0.01", "1000", "COUNTING")
+    c.execute_command("BF.MADD", "n1", *i[:100])
+    c.execute_command("BF.MADD", "n2", *i[50:150])
+    c.execute_command("PFADD", "h1", *i)
+    c.execute_command("PFADD", "h2", *j)
+    c.execute_command("CF.RESERVE", "cf", "200", "BUCKETSIZE", "2")
+    c.execute_command("CF.INSERT", "cf", "ITEMS", *i[:300])
+    dumps = {key: dump(c, key) for key in ("c1", "b2", "n2")}
+    dumps["cf"] = cf_dump(c, "cf")
+    assert len(dumps["c1"]) > 1 and len(dumps["b2"]) > 1 and len(dumps["cf"]) > 1
+    if how == "snapshot+log":
+        c.execute_command("SAVE")
+
+    # Merges: into a missing destination (a copy) and into an existing one.
+    for dst, srcs in (("bm", ["b1", "b2"]), ("b1", ["b2"]), ("cm", ["c1", "c2"]), ("c2", ["c1"]),
+                      ("nm", ["n1", "n2"]), ("n1", ["n2", "n1"])):
+        assert c.execute_command("BF.MERGE", dst, *srcs) == b"OK"
+    c.execute_command("BF.MADD", "cm", *k[:200])          # grows the copy
+    c.execute_command("BF.DEL", "nm", i[60])
+    assert c.execute_command("PFMERGE", "hm", "h1", "nosuch", "h2") is True
+    assert c.execute_command("PFMERGE", "h1", "h2") is True
+    c.execute_command("PFADD", "hm", *k)
+
+    # Restores: both BF formats, a counting filter, a cuckoo filter; loads
+    # left half way; a key restored, deleted and restored from another dump.
+    load(c, "rc", dumps["c1"])
+    load(c, "rb", dumps["b2"])
+    load(c, "rn", dumps["n2"])
+    for it, data in dumps["cf"]:
+        assert c.execute_command("CF.LOADCHUNK", "rcf", it, data) == b"OK"
+    load(c, "pb", dumps["b2"][:2])
+    load(c, "pc", dumps["c1"][:2])
+    assert c.execute_command("CF.LOADCHUNK", "pcf", *dumps["cf"][0]) == b"OK"
+    c.execute_command("BF.MADD", "rb", *k)
+    c.execute_command("CF.ADD", "rcf", "extra")
+    load(c, "rr", dumps["c1"])
+    c.delete("rr")
+    load(c, "rr", dumps["b2"])
+    # Keys that expired (no record: replay still sees them) and were then
+    # created again by a merge or a restore.
+    c.execute_command("BF.ADD", "eb", "x")
+    c.execute_command("BF.ADD", "er", "x")
+    c.execute_command("PFADD", "eh", *k)
+    for key in ("eb", "er", "eh"):
+        c.pexpire(key, 20)
+    deadline = time.time() + 30
+    while any(c.pttl(key) != -2 for key in ("eb", "er", "eh")):
+        assert time.time() < deadline, "keys did not expire"
+        time.sleep(0.01)
+    assert c.execute_command("BF.MERGE", "eb", "b2", "b1") == b"OK"
+    load(c, "er", dumps["c1"])
+    assert c.execute_command("PFMERGE", "eh", "h2") is True
+
+    before = replay_state(c)
+    assert before["rb"][1] != before["b2"][1]
+    try:
+        c.execute_command("SHUTDOWN", "NOSAVE")   # the log only, no final snapshot
+    except redis.ConnectionError:
+        pass                                     # no reply: the connection closes
+    s.proc.wait(timeout=30)
+    s2 = start_server(datadir=datadir)
+    c2 = s2.client()
+    assert replay_state(c2) == before
+    assert "skipped" not in s2.output()
+    # The loads left half way finish as they would have.
+    load(c2, "pb", dumps["b2"][2:])
+    load(c2, "pc", dumps["c1"][2:])
+    for it, data in dumps["cf"][1:]:
+        assert c2.execute_command("CF.LOADCHUNK", "pcf", it, data) == b"OK"
+    after = replay_state(c2)
+    assert after["pb"][1:] == after["b2"][1:]
+    assert after["pc"][1:] == after["c1"][1:]
+    assert after["pcf"][1:] == after["cf"][1:]
+    c2.close()

@@ -155,6 +155,134 @@ def test_pipelined_batches_answer_like_separate_commands(raw):
     assert b"cmdstat_bf.add:calls=" in info
 
 
+def test_failed_calls_counted_batched_or_not(raw):
+    """A command that answers an error is a failed call in INFO
+    commandstats, whether it ran alone, after the same command (which takes
+    the batch path) or pipelined in a batch; errors inside a batch count one
+    each."""
+    raw.cmd("BF.RESERVE", "full", "0.01", "1", "NONSCALING")
+    raw.cmd("BF.ADD", "full", "a")
+    raw.cmd("PFADD", "h", "x")
+    assert raw.cmd("CONFIG", "RESETSTAT") == "OK"
+    for key in ("h", "h", "full", "new", "h"):             # one at a time
+        raw.cmd("BF.ADD", key, "b")
+    reqs = [("BF.ADD", "h", "x"), ("BF.ADD", "h", "y"), ("BF.ADD", "full", "z"),
+            ("BF.ADD", "full", "a"), ("BF.ADD", "new", "c"), ("BF.EXISTS", "h", "x"),
+            ("BF.EXISTS", "h", "y"), ("BF.MADD", "h", "x"), ("BF.MADD", "new", "x")]
+    raw.send(b"".join(raw.encode(*q) for q in reqs))
+    got = [raw.read() for _ in reqs]
+    assert sum(isinstance(g, RespError) for g in got) == 4
+    info = raw.cmd("INFO", "commandstats").decode()
+    stats = {line.split(":")[0]: line.split(":")[1] for line in info.split("\r\n")
+             if line.startswith("cmdstat_")}
+    assert stats["cmdstat_bf.add"].startswith("calls=10,")
+    assert stats["cmdstat_bf.add"].endswith(",failed_calls=7")       # 4 alone, 3 batched
+    assert stats["cmdstat_bf.exists"].endswith(",failed_calls=0")
+    assert stats["cmdstat_bf.madd"].startswith("calls=2,")
+    assert stats["cmdstat_bf.madd"].endswith(",failed_calls=1")
+    assert raw.cmd("INFO", "stats").decode().count("total_error_replies:8\r\n") == 1
+
+
+# One or more answers of every handler, errors and not: what each returns
+# must agree with what it answered.
+EVERY_HANDLER = [
+    ("PING",), ("PING", "a", "b"), ("ECHO", "x"), ("SELECT", "0"), ("SELECT", "1"),
+    ("SELECT", "x"), ("DBSIZE",), ("TIME",), ("FLUSHALL", "x"), ("LASTSAVE",),
+    ("SHUTDOWN", "abort"), ("SHUTDOWN", "bogus"), ("AUTH", "x"), ("AUTH", "default", "x"),
+    ("AUTH", "a", "b", "c"), ("HELLO", "x"), ("HELLO", "4"), ("HELLO", "2", "bogus"),
+    ("HELLO", "2"), ("CLIENT", "ID"), ("CLIENT", "SETNAME", "a b"), ("CLIENT", "SETNAME", "ok"),
+    ("CLIENT", "GETNAME"), ("CLIENT", "SETINFO", "lib-x", "y"),
+    ("CLIENT", "SETINFO", "lib-name", "y"), ("CLIENT", "LIST", "x"), ("CLIENT", "LIST"),
+    ("CLIENT", "INFO"), ("CLIENT", "KILL", "1.2.3.4:5"), ("CLIENT", "KILL", "ID", "0"),
+    ("CLIENT", "KILL", "ID"), ("CLIENT", "KILL", "ID", "99999"),
+    ("CLIENT", "KILL", "TYPE", "pubsub"), ("CLIENT", "NO-EVICT", "x"),
+    ("CLIENT", "NO-EVICT", "on"), ("CLIENT", "HELP"), ("CLIENT", "BOGUS"),
+    ("CONFIG", "GET", "maxmemory"), ("CONFIG", "SET", "x", "1"),
+    ("CONFIG", "SET", "maxmemory", "x"), ("CONFIG", "SET", "maxmemory", "0"),
+    ("CONFIG", "REWRITE"), ("CONFIG", "BOGUS"), ("MEMORY", "USAGE", "b"),
+    ("MEMORY", "USAGE", "nokey"), ("MEMORY", "USAGE", "b", "x", "1"),
+    ("MEMORY", "USAGE", "b", "SAMPLES", "x"), ("MEMORY", "STATS"), ("MEMORY", "BOGUS"),
+    ("INFO", "server"), ("COMMAND", "COUNT"), ("COMMAND", "INFO", "get"), ("COMMAND", "BOGUS"),
+    ("BGSAVE", "x"), ("BGREWRITEAOF",), ("SAVE",), ("EXISTS", "b", "nokey"), ("TYPE", "b"),
+    ("KEYS", "*"), ("SCAN", "0"), ("SCAN", "x"), ("SCAN", "0", "COUNT"),
+    ("SCAN", "0", "COUNT", "x"), ("SCAN", "0", "COUNT", "0"), ("SCAN", "0", "BOGUS", "1"),
+    ("RANDOMKEY",), ("RENAME", "nokey", "x"), ("RENAME", "r1", "r2"), ("RENAMENX", "r2", "b"),
+    ("RENAMENX", "r2", "r2"), ("EXPIRE", "r2", "100", "NX"), ("EXPIRE", "r2", "100", "BOGUS"),
+    ("EXPIRE", "r2", "100", "NX", "XX"), ("EXPIRE", "r2", "100", "GT", "LT"),
+    ("EXPIRE", "r2", "x"), ("EXPIRE", "r2", "9223372036854775807"), ("EXPIRE", "nokey", "1"),
+    ("PEXPIRE", "r2", "100000"), ("EXPIREAT", "r2", "99999999999"), ("PEXPIREAT", "r2", "1"),
+    ("TTL", "b"), ("PTTL", "b"), ("EXPIRETIME", "b"), ("PEXPIRETIME", "b"), ("PERSIST", "b"),
+    ("DEL", "nokey"), ("BF.RESERVE", "b2", "0.01", "100"), ("BF.RESERVE", "b", "0.01", "100"),
+    ("BF.RESERVE", "h", "0.01", "100"), ("BF.RESERVE", "x", "x", "1"), ("BF.RESERVE", "x"),
+    ("BF.RESERVE", "w2", "0.01", "100", "WINDOW", "9"),
+    ("BF.RESERVE", "w2", "0.01", "100", "WINDOW", "0"),
+    ("BF.RESERVE", "w3", "0.01", "100", "SLICES", "2"), ("BF.ADD", "b", "x"), ("BF.ADD", "h", "x"),
+    ("BF.ADD", "w", "x"), ("BF.ADD", "load", "x"), ("BF.ADD", "fixed", "y"),
+    ("BF.MADD", "fixed", "a", "z"), ("BF.MADD", "cnt", "a", "z"), ("BF.MADD", "h", "a"),
+    ("BF.MADD", "w", "a", "b"), ("BF.EXISTS", "h", "a"), ("BF.MEXISTS", "w", "a"),
+    ("BF.EXISTS", "b"), ("BF.INSERT", "b", "ITEMS", "q"),
+    ("BF.INSERT", "nokey", "NOCREATE", "ITEMS", "q"), ("BF.INSERT", "b", "BOGUS", "ITEMS", "q"),
+    ("BF.INSERT", "b", "ITEMS"), ("BF.INSERT", "w", "ITEMS", "q"), ("BF.INFO", "b"),
+    ("BF.INFO", "b", "bogus"), ("BF.INFO", "w"), ("BF.INFO", "w", "bogus"),
+    ("BF.INFO", "w", "capacity"), ("BF.INFO", "nokey"), ("BF.INFO", "h"), ("BF.INFO", "load"),
+    ("BF.CARD", "b"), ("BF.CARD", "w"), ("BF.CARD", "h"), ("BF.CARD", "load"),
+    ("BF.CARD", "nokey"), ("BF.DEBUG", "b"), ("BF.DEBUG", "cnt"), ("BF.DEBUG", "w"),
+    ("BF.SCANDUMP", "b", "0"), ("BF.SCANDUMP", "classic", "0"), ("BF.SCANDUMP", "b", "x"),
+    ("BF.SCANDUMP", "nokey", "0"), ("BF.DEL", "cnt", "a"), ("BF.DEL", "b", "a"),
+    ("BF.DEL", "nokey", "a"), ("BF.MERGE", "m", "b"), ("BF.MERGE", "m", "nokey"),
+    ("BF.MERGE", "m", "cnt"), ("BF.LOADCHUNK", "nokey", "2", "x"),
+    ("BF.LOADCHUNK", "nokey2", "1", "x"), ("BF.LOADCHUNK", "b", "x", "y"),
+    ("BF.LOADCHUNK", "h", "2", "y"), ("CF.RESERVE", "c2", "100"), ("CF.RESERVE", "c", "100"),
+    ("CF.RESERVE", "c3", "x"), ("CF.RESERVE", "c3", "100", "BUCKETSIZE", "0"),
+    ("CF.ADD", "c", "a"), ("CF.ADD", "h", "a"), ("CF.ADDNX", "c", "a"), ("CF.ADDNX", "cload", "a"),
+    ("CF.INSERT", "c", "ITEMS", "a"), ("CF.INSERT", "c", "BOGUS"),
+    ("CF.INSERTNX", "nokey", "NOCREATE", "ITEMS", "a"), ("CF.EXISTS", "c", "a"),
+    ("CF.EXISTS", "h", "a"), ("CF.MEXISTS", "c", "a", "b"), ("CF.COUNT", "c", "a"),
+    ("CF.COUNT", "cload", "a"), ("CF.DEL", "c", "a"), ("CF.DEL", "nokey", "a"),
+    ("CF.DEL", "h", "a"), ("CF.INFO", "c"), ("CF.INFO", "nokey"), ("CF.SCANDUMP", "c", "0"),
+    ("CF.SCANDUMP", "c", "-1"), ("CF.SCANDUMP", "nokey", "0"), ("CF.LOADCHUNK", "c", "0", "x"),
+    ("CF.LOADCHUNK", "nokey", "1", "x"), ("CF.LOADCHUNK", "c", "2", "x"),
+    ("CF.LOADCHUNK", "cload", "3", "x"), ("PFADD", "h", "z"), ("PFADD", "b", "z"),
+    ("PFCOUNT", "h"), ("PFCOUNT", "nokey"), ("PFCOUNT", "b"), ("PFCOUNT", "h", "nokey"),
+    ("PFCOUNT", "h", "b"), ("PFMERGE", "hm", "h"), ("PFMERGE", "b", "h"), ("PFMERGE", "hm", "b"),
+]
+
+
+def test_failed_calls_follow_error_replies(start_server):
+    """Every handler tells the dispatcher whether it failed: INFO
+    commandstats counts, per command, exactly the calls that answered an
+    error (or an array holding one) as failed or rejected."""
+    s = start_server()
+    c = s.raw()
+    for cmd in [("BF.ADD", "b", "a"), ("BF.RESERVE", "fixed", "0.01", "1", "NONSCALING"),
+                ("BF.ADD", "fixed", "a"), ("BF.RESERVE", "cnt", "0.01", "1", "COUNTING"),
+                ("BF.ADD", "cnt", "a"),
+                ("BF.RESERVE", "classic", "0.01", "100", "LAYOUT", "CLASSIC"),
+                ("BF.RESERVE", "w", "0.01", "100", "WINDOW", "60"), ("PFADD", "h", "a"),
+                ("CF.RESERVE", "c", "100"), ("CF.ADD", "c", "a"), ("BF.ADD", "r1", "a")]:
+        assert not isinstance(c.cmd(*cmd), RespError), cmd
+    assert c.cmd("BF.LOADCHUNK", "load", 1, c.cmd("BF.SCANDUMP", "b", 0)[1]) == "OK"
+    assert c.cmd("CF.LOADCHUNK", "cload", 1, c.cmd("CF.SCANDUMP", "c", 0)[1]) == "OK"
+    assert c.cmd("CONFIG", "RESETSTAT") == "OK"
+    errors = {}
+    for cmd in EVERY_HANDLER:
+        got = c.cmd(*cmd)
+        failed = isinstance(got, RespError) or (
+            isinstance(got, list) and any(isinstance(g, RespError) for g in got))
+        name = cmd[0].lower()
+        errors[name] = errors.get(name, 0) + failed
+    info = c.cmd("INFO", "commandstats").decode()
+    counted = {}
+    for line in info.split("\r\n"):
+        if line.startswith("cmdstat_"):
+            name, fields = line[len("cmdstat_"):].split(":")
+            f = dict(kv.split("=") for kv in fields.split(","))
+            counted[name] = int(f["failed_calls"]) + int(f["rejected_calls"])
+    assert {n: counted.get(n, 0) for n in errors} == errors
+    assert 0 < sum(errors.values()) < len(EVERY_HANDLER)
+    c.close()
+
+
 def test_pipelined_items_of_every_shape(raw):
     """A pipeline on one key takes a shortcut for requests repeating the
     previous one's bytes up to the item; items of any length and content,

@@ -76,7 +76,6 @@ void reply_simple(reply *r, const char *s) {
 void reply_ok(reply *r) { reply_raw(r, "+OK\r\n", 5); }
 
 void reply_error(reply *r, const char *msg) {
-    r->errors++;
     size_t n = strlen(msg);
     if (!reply_reserve(r, n + 3)) return;
     r->buf[r->len++] = '-';

@@ -21,7 +21,6 @@ typedef struct reply {
     size_t len, cap;
     int proto;      /* 2 or 3 */
     bool failed;
-    uint64_t errors;   /* error replies written: a command failed when it grew */
 } reply;
 
 void reply_init(reply *r);

@@ -6,8 +6,9 @@
  * through keyspace.h and logs its changes through the log calls in
  * persist.h; it never sees a connection. The table (commands.c) declares
  * each command's properties, batching included, so the network layer knows
- * no command by name. A command failed when it replied with an error
- * (out.errors grew), as Redis counts failed calls.
+ * no command by name. A handler returns whether it did what it was asked:
+ * false when it replied with an error (an array ending in one included),
+ * which the host counts as a failed call, as Redis does.
  */
 #ifndef BLOOMERYD_CMD_H
 #define BLOOMERYD_CMD_H
@@ -34,11 +35,12 @@ typedef struct cmd_ctx {
 #define CMD_NOAUTH   (1u << 4)   /* allowed before AUTH */
 #define CMD_ADMIN    (1u << 5)
 
-typedef void (*command_proc)(cmd_ctx *c);
+typedef bool (*command_proc)(cmd_ctx *c);
 /* Requests "CMD key item" pipelined on one key, run as one call and
- * answered exactly as n separate commands would be. */
-typedef void (*command_batch)(cmd_ctx *c, const char *key, size_t klen, const char **items,
-                              const size_t *lens, size_t n);
+ * answered exactly as n separate commands would be. Returns how many of
+ * them failed. */
+typedef size_t (*command_batch)(cmd_ctx *c, const char *key, size_t klen, const char **items,
+                                const size_t *lens, size_t n);
 
 typedef struct command {
     const char *name;            /* lowercase */
@@ -76,93 +78,80 @@ static inline void server_count_hits(cmd_ctx *c, bool hit, uint64_t n) {
 static inline void server_count_hit(cmd_ctx *c, bool hit) { server_count_hits(c, hit, 1); }
 
 /* ---- commands, by file ---- */
-void pingCommand(cmd_ctx *c);
-void echoCommand(cmd_ctx *c);
-void helloCommand(cmd_ctx *c);
-void authCommand(cmd_ctx *c);
-void selectCommand(cmd_ctx *c);
-void dbsizeCommand(cmd_ctx *c);
-void quitCommand(cmd_ctx *c);
-void shutdownCommand(cmd_ctx *c);
-void infoCommand(cmd_ctx *c);
-void commandCommand(cmd_ctx *c);
-void clientCommand(cmd_ctx *c);
-void configCommand(cmd_ctx *c);
-void memoryCommand(cmd_ctx *c);
-void timeCommand(cmd_ctx *c);
-void flushallCommand(cmd_ctx *c);
-void lastsaveCommand(cmd_ctx *c);
-void saveCommand(cmd_ctx *c);
-void bgsaveCommand(cmd_ctx *c);
-void bgrewriteaofCommand(cmd_ctx *c);
+bool pingCommand(cmd_ctx *c);
+bool echoCommand(cmd_ctx *c);
+bool helloCommand(cmd_ctx *c);
+bool authCommand(cmd_ctx *c);
+bool selectCommand(cmd_ctx *c);
+bool dbsizeCommand(cmd_ctx *c);
+bool quitCommand(cmd_ctx *c);
+bool shutdownCommand(cmd_ctx *c);
+bool infoCommand(cmd_ctx *c);
+bool commandCommand(cmd_ctx *c);
+bool clientCommand(cmd_ctx *c);
+bool configCommand(cmd_ctx *c);
+bool memoryCommand(cmd_ctx *c);
+bool timeCommand(cmd_ctx *c);
+bool flushallCommand(cmd_ctx *c);
+bool lastsaveCommand(cmd_ctx *c);
+bool saveCommand(cmd_ctx *c);
+bool bgsaveCommand(cmd_ctx *c);
+bool bgrewriteaofCommand(cmd_ctx *c);
 
-void delCommand(cmd_ctx *c);
-void existsCommand(cmd_ctx *c);
-void typeCommand(cmd_ctx *c);
-void keysCommand(cmd_ctx *c);
-void scanCommand(cmd_ctx *c);
-void renameCommand(cmd_ctx *c);
-void renamenxCommand(cmd_ctx *c);
-void expireCommand(cmd_ctx *c);
-void pexpireCommand(cmd_ctx *c);
-void expireatCommand(cmd_ctx *c);
-void pexpireatCommand(cmd_ctx *c);
-void ttlCommand(cmd_ctx *c);
-void pttlCommand(cmd_ctx *c);
-void expiretimeCommand(cmd_ctx *c);
-void pexpiretimeCommand(cmd_ctx *c);
-void persistCommand(cmd_ctx *c);
-void randomkeyCommand(cmd_ctx *c);
+bool delCommand(cmd_ctx *c);
+bool existsCommand(cmd_ctx *c);
+bool typeCommand(cmd_ctx *c);
+bool keysCommand(cmd_ctx *c);
+bool scanCommand(cmd_ctx *c);
+bool renameCommand(cmd_ctx *c);
+bool renamenxCommand(cmd_ctx *c);
+bool expireCommand(cmd_ctx *c);
+bool pexpireCommand(cmd_ctx *c);
+bool expireatCommand(cmd_ctx *c);
+bool pexpireatCommand(cmd_ctx *c);
+bool ttlCommand(cmd_ctx *c);
+bool pttlCommand(cmd_ctx *c);
+bool expiretimeCommand(cmd_ctx *c);
+bool pexpiretimeCommand(cmd_ctx *c);
+bool persistCommand(cmd_ctx *c);
+bool randomkeyCommand(cmd_ctx *c);
 
-void bfReserveCommand(cmd_ctx *c);
-void bfAddCommand(cmd_ctx *c);
-void bfMaddCommand(cmd_ctx *c);
-void bfExistsCommand(cmd_ctx *c);
-void bfMexistsCommand(cmd_ctx *c);
-void bfInsertCommand(cmd_ctx *c);
-void bfInfoCommand(cmd_ctx *c);
-void bfCardCommand(cmd_ctx *c);
-void bfScandumpCommand(cmd_ctx *c);
-void bfLoadchunkCommand(cmd_ctx *c);
-void bfDelCommand(cmd_ctx *c);
-void bfMergeCommand(cmd_ctx *c);
-void bfDebugCommand(cmd_ctx *c);
-void bfAddBatch(cmd_ctx *c, const char *key, size_t klen, const char **items,
-                const size_t *lens, size_t n);
-void bfExistsBatch(cmd_ctx *c, const char *key, size_t klen, const char **items,
-                   const size_t *lens, size_t n);
+bool bfReserveCommand(cmd_ctx *c);
+bool bfAddCommand(cmd_ctx *c);
+bool bfMaddCommand(cmd_ctx *c);
+bool bfExistsCommand(cmd_ctx *c);
+bool bfMexistsCommand(cmd_ctx *c);
+bool bfInsertCommand(cmd_ctx *c);
+bool bfInfoCommand(cmd_ctx *c);
+bool bfCardCommand(cmd_ctx *c);
+bool bfScandumpCommand(cmd_ctx *c);
+bool bfLoadchunkCommand(cmd_ctx *c);
+bool bfDelCommand(cmd_ctx *c);
+bool bfMergeCommand(cmd_ctx *c);
+bool bfDebugCommand(cmd_ctx *c);
+size_t bfAddBatch(cmd_ctx *c, const char *key, size_t klen, const char **items,
+                  const size_t *lens, size_t n);
+size_t bfExistsBatch(cmd_ctx *c, const char *key, size_t klen, const char **items,
+                     const size_t *lens, size_t n);
 
-/* t_window.c: windowed filters behind BF.* (t_bloom.c dispatches). */
-bool window_reserve(cmd_ctx *c);   /* BF.RESERVE with WINDOW/SLICES: handled */
-/* With ref shared-locked on window entry e: perform due rotations (under an
- * exclusive lock taken meanwhile) and return the entry to add to, *now the
- * clock to add at; NULL after replying. ref stays locked either way. */
-kv_entry *window_open_for_add(cmd_ctx *c, ks_ref *ref, kv_entry *e, int64_t *now);
-void window_add_items(cmd_ctx *c, const char *key, size_t klen, kv_obj *o, int64_t now,
-                      const char **items, const size_t *lens, size_t n, bool multi);
-/* n booleans, no array header. */
-void window_check_items(cmd_ctx *c, kv_obj *o, const char **items, const size_t *lens, size_t n);
-/* BF.INFO (card false) or BF.CARD on a window key: true when answered. */
-bool window_info(cmd_ctx *c, bool card);
-/* From the server cron: rotate windows whose slice is due (active rotation),
- * within budget_us. */
+bool cfReserveCommand(cmd_ctx *c);
+bool cfAddCommand(cmd_ctx *c);
+bool cfAddnxCommand(cmd_ctx *c);
+bool cfInsertCommand(cmd_ctx *c);
+bool cfInsertnxCommand(cmd_ctx *c);
+bool cfExistsCommand(cmd_ctx *c);
+bool cfMexistsCommand(cmd_ctx *c);
+bool cfDelCommand(cmd_ctx *c);
+bool cfCountCommand(cmd_ctx *c);
+bool cfInfoCommand(cmd_ctx *c);
+bool cfScandumpCommand(cmd_ctx *c);
+bool cfLoadchunkCommand(cmd_ctx *c);
+/* t_window.c, from the server cron: rotate windows whose slice is due
+ * (active rotation), within budget_us. */
 void window_cron(int64_t budget_us);
 
-void cfReserveCommand(cmd_ctx *c);
-void cfAddCommand(cmd_ctx *c);
-void cfAddnxCommand(cmd_ctx *c);
-void cfInsertCommand(cmd_ctx *c);
-void cfInsertnxCommand(cmd_ctx *c);
-void cfExistsCommand(cmd_ctx *c);
-void cfMexistsCommand(cmd_ctx *c);
-void cfDelCommand(cmd_ctx *c);
-void cfCountCommand(cmd_ctx *c);
-void cfInfoCommand(cmd_ctx *c);
-void cfScandumpCommand(cmd_ctx *c);
-void cfLoadchunkCommand(cmd_ctx *c);
-
-void pfaddCommand(cmd_ctx *c);
-void pfcountCommand(cmd_ctx *c);
-void pfmergeCommand(cmd_ctx *c);
+bool pfaddCommand(cmd_ctx *c);
+bool pfcountCommand(cmd_ctx *c);
+bool pfmergeCommand(cmd_ctx *c);
 
 #endif

@@ -16,194 +16,161 @@
  * bytes: iterator 1 carries the image header, iterator k >= 2 chunk k-2
  * followed by its 8-byte checksum, as for blocked Bloom filters.
  */
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "persist.h"
 #include "dump.h"
 #include "cmd.h"
+#include "cmdkit.h"
 #include "config.h"
 #include "log.h"
+#include "persist.h"
+#include "restore.h"
 #include "util.h"
 
 #define RB_CF_MAX_CAPACITY (1LL << 30)
 
-static const char *err_loading = "ERR filter is still being loaded with CF.LOADCHUNK";
+static const ck_kind cf_kind = {
+    .types = {&cuckoo_type},
+    .loading = &cf_loading_type,
+    .not_found = "ERR not found",
+    .loading_err = "ERR filter is still being loaded with CF.LOADCHUNK",
+    .nomem = "ERR Insufficient memory",
+    .failed = "Couldn't create Cuckoo Filter",
+};
 
 static unsigned max_filters(void) {
     return (unsigned)atomic_load_explicit(&cfg.cf_max_expansions, memory_order_relaxed);
 }
 
-static int arg_index(cmd_ctx *c, int from, const char *lit) {
-    for (int i = from; i < c->argc; i++)
-        if (arg_eq(c, i, lit)) return i;
-    return -1;
-}
+/* ---- creation ---- */
 
-/* Create the filter under ref (write-locked, key missing); replies and
- * returns NULL on failure. */
-static kv_entry *create_cf(cmd_ctx *c, ks_ref *ref, uint64_t capacity, const cf_options *opts_in) {
-    cf_options opts = *opts_in;
-    kv_obj *o = kv_obj_new(&cuckoo_type, NULL);
-    if (o == NULL) {
-        reply_error(&c->out, "ERR Insufficient memory");
-        return NULL;
-    }
-    uint64_t maxmem = server_maxmemory();
-    uint64_t bytes = cf_bytes_for(capacity, &opts);
-    if (maxmem && ks_used_memory() + bytes + ks_entry_overhead(ref->klen) > maxmem) {
-        kv_obj_free(o);
-        reply_oom(c);
-        return NULL;
-    }
+typedef struct cf_params {
+    uint64_t capacity;
+    cf_options opts;
+} cf_params;
+
+static int build_cf(kv_obj *o, const void *arg) {
+    const cf_params *p = arg;
+    cf_options opts = p->opts;
     opts.may_allocate = kv_obj_may_grow;
     opts.may_allocate_ctx = o;
     cf_t *f;
-    int rc = cf_create(&f, capacity, &opts);
-    o->v = rc == BLOOMERY_OK ? f : NULL;
-    if (rc != BLOOMERY_OK) {
-        ks_mem_add(-(int64_t)kv_obj_bytes(o));
-        atomic_store(&o->value_bytes, 0);
-        kv_obj_free(o);
-        if (rc == BLOOMERY_EREFUSED && server_maxmemory()) reply_oom(c);
-        else reply_error(&c->out, rc == BLOOMERY_ENOMEM || rc == BLOOMERY_EREFUSED
-                                      ? "ERR Insufficient memory to create filter"
-                                      : "Couldn't create Cuckoo Filter");
-        return NULL;
-    }
-    kv_entry *e = ks_add(ref, o);
-    if (e == NULL) {
-        ks_mem_add(-(int64_t)kv_obj_bytes(o));
-        kv_obj_free(o);
-        reply_error(&c->out, "ERR Insufficient memory");
-        return NULL;
-    }
-    wal_cuckoo wc = {capacity, opts.bucket_size, opts.max_iterations, opts.expansion,
-                     opts.fingerprint_bits};
+    int rc = cf_create(&f, p->capacity, &opts);
+    if (rc == BLOOMERY_OK) o->v = f;
+    return rc;
+}
+
+static void log_cf(const ks_ref *ref, const kv_entry *e, const void *arg) {
+    (void)e;
+    const cf_params *p = arg;
+    wal_cuckoo wc = {p->capacity, p->opts.bucket_size, p->opts.max_iterations, p->opts.expansion,
+                     p->opts.fingerprint_bits};
     wal_log_cf_create(ref->key, ref->klen, &wc);
-    return e;
+}
+
+/* A cuckoo filter grows sub-filter by sub-filter, each approved by
+ * maxmemory through the library's may_allocate hook. */
+static ck_value cf_value(const cf_params *p) {
+    return (ck_value){
+        .kind = &cf_kind,
+        .type = &cuckoo_type,
+        .bytes = cf_bytes_for(p->capacity, &p->opts),
+        .grows = true,
+        .build = build_cf,
+        .log = log_cf,
+        .params = p,
+    };
+}
+
+/* ck_create_fn: a filter of the capacity *arg with the defaults. */
+static kv_entry *create_default(cmd_ctx *c, ks_ref *ref, const void *arg) {
+    cf_params p = {*(const uint64_t *)arg, {0}};
+    cf_options_init(&p.opts);
+    p.opts.max_filters = max_filters();
+    ck_value v = cf_value(&p);
+    return ck_create(c, ref, &v);
 }
 
 /* Open key for a change, creating it with capacity when missing and
  * create is set; returns the entry (ref locked) or NULL after replying. */
 static kv_entry *open_for_add(cmd_ctx *c, ks_ref *ref, bool create, uint64_t capacity) {
-    kv_entry *e = ks_open(ref, c->argv[1], c->argvlen[1], false);
-    if (e == NULL) {
-        ks_close(ref);
-        e = ks_open(ref, c->argv[1], c->argvlen[1], true);
-        if (e == NULL) {
-            if (!create) {
-                reply_error(&c->out, "ERR not found");
-                return NULL;
-            }
-            cf_options opts;
-            cf_options_init(&opts);
-            opts.max_filters = max_filters();
-            return create_cf(c, ref, capacity, &opts);
-        }
-    }
-    if (e->obj->type == &cf_loading_type) {
-        reply_error(&c->out, err_loading);
-        return NULL;
-    }
-    if (e->obj->type != &cuckoo_type) {
-        reply_wrongtype(c);
-        return NULL;
-    }
-    return e;
+    return ck_open_or_create(c, ref, c->argv[1], c->argvlen[1], &cf_kind,
+                             create ? create_default : NULL, &capacity);
 }
 
-/* Open key for reading: NULL (nothing replied) when missing; *bad set after
- * replying WRONGTYPE / loading. */
-static kv_entry *open_read(cmd_ctx *c, ks_ref *ref, bool *bad) {
-    *bad = false;
-    kv_entry *e = ks_open(ref, c->argv[1], c->argvlen[1], false);
-    server_count_hit(c, e != NULL);
-    if (e == NULL) return NULL;
-    if (e->obj->type == &cuckoo_type) return e;
-    *bad = true;
-    if (e->obj->type == &cf_loading_type) reply_error(&c->out, err_loading);
-    else reply_wrongtype(c);
-    return NULL;
+/* Open key for reading: true with *e the entry or NULL when missing;
+ * false after replying (WRONGTYPE, loading, or not found when must). */
+static bool open_read(cmd_ctx *c, ks_ref *ref, bool must, kv_entry **e) {
+    return ck_open(c, ref, c->argv[1], c->argvlen[1], &cf_kind,
+                   CK_COUNT_HIT | (must ? CK_MUST_EXIST : 0), e);
 }
 
 static void reply_add_error(cmd_ctx *c, int rc) {
     if (rc == BLOOMERY_ETOOBIG) reply_error(&c->out, "Maximum expansions reached");
     else if (rc == BLOOMERY_EFULL) reply_error(&c->out, "Filter is full");
-    else if (rc == BLOOMERY_EREFUSED && server_maxmemory()) reply_oom(c);
-    else reply_error(&c->out, "ERR Insufficient memory");
+    else ck_reply_nomem(c, rc, cf_kind.nomem);
 }
 
 /* ---- CF.RESERVE ---- */
 
-/* Option name's value at argv[i + 1]: false after replying. */
-static bool opt_ll(cmd_ctx *c, const char *name, long long lo, long long hi, long long *v) {
-    int i = arg_index(c, 3, name);
-    if (i < 0) return true;
-    if (i + 1 >= c->argc || !str_to_ll(c->argv[i + 1], c->argvlen[i + 1], v)) {
-        reply_errorf(&c->out, "Couldn't parse %s", name);
-        return false;
-    }
-    if (*v < lo || *v > hi) {
-        reply_errorf(&c->out, "%s: value must be in the range [%lld, %lld]", name, lo, hi);
-        return false;
-    }
-    return true;
+enum { C_CAPACITY, C_MAXITERATIONS, C_BUCKETSIZE, C_EXPANSION, C_FINGERPRINT, C_N };
+
+#define CF_OPT(name_, lo_, hi_)                                                         \
+    {.name = name_, .kind = OPT_INT, .lo = lo_, .hi = hi_, .bad = "Couldn't parse %s",  \
+     .missing = "Couldn't parse %s", .range = "%s: value must be in the range [%lld, %lld]"}
+
+static const char *check_capacity(const opt_val *v, const void *ctx) {
+    (void)ctx;
+    long long bucket = v[C_BUCKETSIZE].at ? v[C_BUCKETSIZE].n : CF_DEFAULT_BUCKET_SIZE;
+    if (v[C_CAPACITY].n < 2 * bucket || v[C_CAPACITY].n > RB_CF_MAX_CAPACITY)
+        return "Capacity must be in the range [2 * BUCKETSIZE, 1073741824]";
+    return NULL;
 }
 
-void cfReserveCommand(cmd_ctx *c) {
+/* RedisBloom's order of checks, then ours (FINGERPRINT), then the
+ * capacity against the bucket size; every argument must be an option. */
+static const opt_spec reserve_specs[C_N] = {
+    [C_CAPACITY] = {.name = "capacity", .kind = OPT_INT, .pos = 2, .lo = LLONG_MIN,
+                    .hi = LLONG_MAX, .bad = "Bad capacity"},
+    [C_MAXITERATIONS] = CF_OPT("MAXITERATIONS", 1, CF_MAX_MAX_ITERATIONS),
+    [C_BUCKETSIZE] = CF_OPT("BUCKETSIZE", 1, CF_MAX_BUCKET_SIZE),
+    [C_EXPANSION] = CF_OPT("EXPANSION", 0, CF_MAX_EXPANSION),
+    [C_FINGERPRINT] = CF_OPT("FINGERPRINT", CF_MIN_FINGERPRINT_BITS, CF_MAX_FINGERPRINT_BITS),
+};
+static const opt_table reserve_table = {OPT_SEARCH, 3, reserve_specs, C_N, NULL, check_capacity,
+                                        true};
+
+bool cfReserveCommand(cmd_ctx *c) {
     if (c->argc < 3 || c->argc % 2 == 0) {
         reply_wrong_arity(&c->out, "cf.reserve");
-        return;
+        return false;
     }
-    long long capacity;
-    if (!str_to_ll(c->argv[2], c->argvlen[2], &capacity)) {
-        reply_error(&c->out, "Bad capacity");
-        return;
-    }
-    long long iters = CF_DEFAULT_MAX_ITERATIONS, bucket = CF_DEFAULT_BUCKET_SIZE;
-    long long expansion = CF_DEFAULT_EXPANSION, bits = CF_DEFAULT_FINGERPRINT_BITS;
-    /* RedisBloom's order of checks, then ours. */
-    if (!opt_ll(c, "MAXITERATIONS", 1, CF_MAX_MAX_ITERATIONS, &iters) ||
-        !opt_ll(c, "BUCKETSIZE", 1, CF_MAX_BUCKET_SIZE, &bucket) ||
-        !opt_ll(c, "EXPANSION", 0, CF_MAX_EXPANSION, &expansion) ||
-        !opt_ll(c, "FINGERPRINT", CF_MIN_FINGERPRINT_BITS, CF_MAX_FINGERPRINT_BITS, &bits))
-        return;
-    if (capacity < 2 * bucket || capacity > RB_CF_MAX_CAPACITY) {
-        reply_error(&c->out, "Capacity must be in the range [2 * BUCKETSIZE, 1073741824]");
-        return;
-    }
-    for (int i = 3; i < c->argc; i += 2) {
-        if (!arg_eq(c, i, "maxiterations") && !arg_eq(c, i, "bucketsize") &&
-            !arg_eq(c, i, "expansion") && !arg_eq(c, i, "fingerprint")) {
-            reply_syntax_error(c);
-            return;
-        }
-    }
-    cf_options opts;
-    cf_options_init(&opts);
-    opts.bucket_size = (unsigned)bucket;
-    opts.max_iterations = (unsigned)iters;
-    opts.expansion = (unsigned)expansion;
-    opts.fingerprint_bits = (unsigned)bits;
-    opts.max_filters = max_filters();
-    ks_ref ref;
-    kv_entry *e = ks_open(&ref, c->argv[1], c->argvlen[1], true);
-    if (e) reply_error(&c->out, "ERR item exists");
-    else if (create_cf(c, &ref, (uint64_t)capacity, &opts)) reply_ok(&c->out);
-    ks_close(&ref);
+    opt_val v[C_N];
+    if (!ck_scan(c, "cf.reserve", &reserve_table, v, NULL)) return false;
+    cf_params p = {(uint64_t)v[C_CAPACITY].n, {0}};
+    cf_options_init(&p.opts);
+    if (v[C_MAXITERATIONS].at) p.opts.max_iterations = (unsigned)v[C_MAXITERATIONS].n;
+    if (v[C_BUCKETSIZE].at) p.opts.bucket_size = (unsigned)v[C_BUCKETSIZE].n;
+    if (v[C_EXPANSION].at) p.opts.expansion = (unsigned)v[C_EXPANSION].n;
+    if (v[C_FINGERPRINT].at) p.opts.fingerprint_bits = (unsigned)v[C_FINGERPRINT].n;
+    p.opts.max_filters = max_filters();
+    ck_value cv = cf_value(&p);
+    return ck_reserve(c, c->argv[1], c->argvlen[1], NULL, &cv);
 }
 
 /* ---- CF.ADD, CF.ADDNX ---- */
 
-static void add_one(cmd_ctx *c, bool nx) {
+static bool add_one(cmd_ctx *c, bool nx) {
     if (c->argc != 3) {
         reply_wrong_arity(&c->out, nx ? "cf.addnx" : "cf.add");
-        return;
+        return false;
     }
     ks_ref ref;
     kv_entry *e = open_for_add(c, &ref, true, CF_DEFAULT_CAPACITY);
+    bool ok = e != NULL;
     if (e) {
         kv_obj *o = e->obj;
         pthread_mutex_lock(&o->lock);
@@ -218,56 +185,49 @@ static void add_one(cmd_ctx *c, bool nx) {
         pthread_mutex_unlock(&o->lock);
         if (rc < 0) reply_add_error(c, rc);
         else reply_bool(&c->out, rc == 1);
+        ok = rc >= 0;
     }
     ks_close(&ref);
+    return ok;
 }
 
-void cfAddCommand(cmd_ctx *c) { add_one(c, false); }
-void cfAddnxCommand(cmd_ctx *c) { add_one(c, true); }
+bool cfAddCommand(cmd_ctx *c) { return add_one(c, false); }
+bool cfAddnxCommand(cmd_ctx *c) { return add_one(c, true); }
 
 /* ---- CF.INSERT, CF.INSERTNX ---- */
 
-static void insert(cmd_ctx *c, bool nx) {
+enum { N_CAPACITY, N_NOCREATE, N_ITEMS, N_N };
+
+static const opt_spec insert_specs[N_N] = {
+    [N_CAPACITY] = {.name = "CAPACITY", .kind = OPT_INT, .lo = 2 * CF_DEFAULT_BUCKET_SIZE,
+                    .hi = RB_CF_MAX_CAPACITY, .bad = "Bad capacity",
+                    .range = "Capacity must be in the range [2 * BUCKETSIZE, 1073741824]"},
+    [N_NOCREATE] = {.name = "NOCREATE", .kind = OPT_FLAG},
+    [N_ITEMS] = {.name = "ITEMS", .kind = OPT_ITEMS},
+};
+static const opt_table insert_table = {OPT_SEQUENCE, 2, insert_specs, N_N,
+                                       "Unknown argument received", NULL, false};
+
+static bool insert(cmd_ctx *c, bool nx) {
     const char *name = nx ? "cf.insertnx" : "cf.insert";
     if (c->argc < 4) {
         reply_wrong_arity(&c->out, name);
-        return;
+        return false;
     }
-    long long capacity = CF_DEFAULT_CAPACITY;
-    bool create = true;
-    int items = -1;
-    for (int i = 2; i < c->argc && items < 0; i++) {
-        if (arg_eq(c, i, "capacity")) {
-            if (++i == c->argc) {
-                reply_wrong_arity(&c->out, name);
-                return;
-            }
-            if (!str_to_ll(c->argv[i], c->argvlen[i], &capacity)) {
-                reply_error(&c->out, "Bad capacity");
-                return;
-            }
-            if (capacity < 2 * CF_DEFAULT_BUCKET_SIZE || capacity > RB_CF_MAX_CAPACITY) {
-                reply_error(&c->out, "Capacity must be in the range [2 * BUCKETSIZE, 1073741824]");
-                return;
-            }
-        } else if (arg_eq(c, i, "nocreate")) {
-            create = false;
-        } else if (arg_eq(c, i, "items")) {
-            items = i + 1;
-        } else {
-            reply_error(&c->out, "Unknown argument received");
-            return;
-        }
-    }
-    if (items < 0 || items >= c->argc) {
+    opt_val v[N_N];
+    if (!ck_scan(c, name, &insert_table, v, NULL)) return false;
+    if (!v[N_ITEMS].at) {
         reply_wrong_arity(&c->out, name);
-        return;
+        return false;
     }
+    long long capacity = v[N_CAPACITY].at ? v[N_CAPACITY].n : CF_DEFAULT_CAPACITY;
+    bool create = !v[N_NOCREATE].at;
+    int items = v[N_ITEMS].at + 1;
     ks_ref ref;
     kv_entry *e = open_for_add(c, &ref, create, (uint64_t)capacity);
     if (e == NULL) {
         ks_close(&ref);
-        return;
+        return false;
     }
     kv_obj *o = e->obj;
     size_t n = (size_t)(c->argc - items);
@@ -276,7 +236,7 @@ static void insert(cmd_ctx *c, bool nx) {
     if (added == NULL) {
         ks_close(&ref);
         reply_oom(c);
-        return;
+        return false;
     }
     pthread_mutex_lock(&o->lock);
     unsigned limit = max_filters();
@@ -285,20 +245,22 @@ static void insert(cmd_ctx *c, bool nx) {
         ks_close(&ref);
         if (added != small) free(added);
         reply_error(&c->out, "Maximum expansions reached");
-        return;
+        return false;
     }
     /* Checked once for the command: its items may grow the filter past it. */
     cf_set_max_filters(o->v, CF_MAX_MAX_FILTERS);
     reply *r = &c->out;
     reply_array(r, (long long)n);
     size_t k = 0;
+    bool ok = true;
     for (size_t i = 0; i < n; i++) {
         uint64_t h = cf_hash(c->argv[items + (int)i], c->argvlen[items + (int)i]);
         int rc = nx ? cf_add_nx_hashed(o->v, h) : cf_add_hashed(o->v, h);
         if (rc == 1) added[k++] = h;
-        if (rc == BLOOMERY_EREFUSED && server_maxmemory()) reply_oom(c);
-        else if (rc == BLOOMERY_ENOMEM || rc == BLOOMERY_EREFUSED) reply_error(r, "ERR Insufficient memory");
-        else if (nx) reply_int(r, rc < 0 ? -1 : rc);
+        if (rc == BLOOMERY_ENOMEM || rc == BLOOMERY_EREFUSED) {
+            ck_reply_nomem(c, rc, cf_kind.nomem);
+            ok = false;
+        } else if (nx) reply_int(r, rc < 0 ? -1 : rc);
         else if (r->proto == 3) reply_bool(r, rc == 1);
         else reply_int(r, rc < 0 ? -1 : 1);
     }
@@ -308,19 +270,20 @@ static void insert(cmd_ctx *c, bool nx) {
     pthread_mutex_unlock(&o->lock);
     ks_close(&ref);
     if (added != small) free(added);
+    return ok;
 }
 
-void cfInsertCommand(cmd_ctx *c) { insert(c, false); }
-void cfInsertnxCommand(cmd_ctx *c) { insert(c, true); }
+bool cfInsertCommand(cmd_ctx *c) { return insert(c, false); }
+bool cfInsertnxCommand(cmd_ctx *c) { return insert(c, true); }
 
 /* ---- CF.EXISTS, CF.MEXISTS, CF.COUNT ---- */
 
-static void check(cmd_ctx *c, bool multi) {
+static bool check(cmd_ctx *c, bool multi) {
     size_t n = (size_t)c->argc - 2;
     ks_ref ref;
-    bool bad;
-    kv_entry *e = open_read(c, &ref, &bad);
-    if (!bad) {
+    kv_entry *e;
+    bool ok = open_read(c, &ref, false, &e);
+    if (ok) {
         if (multi) reply_array(&c->out, (long long)n);
         if (e) pthread_mutex_lock(&e->obj->lock);
         for (size_t i = 0; i < n; i++)
@@ -328,33 +291,34 @@ static void check(cmd_ctx *c, bool multi) {
         if (e) pthread_mutex_unlock(&e->obj->lock);
     }
     ks_close(&ref);
+    return ok;
 }
 
-void cfExistsCommand(cmd_ctx *c) {
+bool cfExistsCommand(cmd_ctx *c) {
     if (c->argc != 3) {
         reply_wrong_arity(&c->out, "cf.exists");
-        return;
+        return false;
     }
-    check(c, false);
+    return check(c, false);
 }
 
-void cfMexistsCommand(cmd_ctx *c) {
+bool cfMexistsCommand(cmd_ctx *c) {
     if (c->argc < 3) {
         reply_wrong_arity(&c->out, "cf.mexists");
-        return;
+        return false;
     }
-    check(c, true);
+    return check(c, true);
 }
 
-void cfCountCommand(cmd_ctx *c) {
+bool cfCountCommand(cmd_ctx *c) {
     if (c->argc != 3) {
         reply_wrong_arity(&c->out, "cf.count");
-        return;
+        return false;
     }
     ks_ref ref;
-    bool bad;
-    kv_entry *e = open_read(c, &ref, &bad);
-    if (!bad) {
+    kv_entry *e;
+    bool ok = open_read(c, &ref, false, &e);
+    if (ok) {
         uint64_t n = 0;
         if (e) {
             pthread_mutex_lock(&e->obj->lock);
@@ -364,19 +328,23 @@ void cfCountCommand(cmd_ctx *c) {
         reply_int(&c->out, (long long)n);
     }
     ks_close(&ref);
+    return ok;
 }
 
 /* ---- CF.DEL ---- */
 
-void cfDelCommand(cmd_ctx *c) {
+bool cfDelCommand(cmd_ctx *c) {
     if (c->argc != 3) {
         reply_wrong_arity(&c->out, "cf.del");
-        return;
+        return false;
     }
     ks_ref ref;
-    bool bad;
-    kv_entry *e = open_read(c, &ref, &bad);
-    if (!bad && e == NULL) reply_error(&c->out, "Not found");
+    kv_entry *e;
+    bool ok = open_read(c, &ref, false, &e);
+    if (ok && e == NULL) {
+        reply_error(&c->out, "Not found");   /* RedisBloom's, no ERR */
+        ok = false;
+    }
     if (e) {
         kv_obj *o = e->obj;
         pthread_mutex_lock(&o->lock);
@@ -390,22 +358,21 @@ void cfDelCommand(cmd_ctx *c) {
         reply_bool(&c->out, deleted);
     }
     ks_close(&ref);
+    return ok;
 }
 
 /* ---- CF.INFO ---- */
 
-void cfInfoCommand(cmd_ctx *c) {
+bool cfInfoCommand(cmd_ctx *c) {
     if (c->argc != 2 && !(c->argc == 3 && arg_eq(c, 2, "all"))) {
         reply_wrong_arity(&c->out, "cf.info");
-        return;
+        return false;
     }
     ks_ref ref;
-    bool bad;
-    kv_entry *e = open_read(c, &ref, &bad);
-    if (!bad && e == NULL) reply_error(&c->out, "ERR not found");
-    if (e == NULL) {
+    kv_entry *e;
+    if (!open_read(c, &ref, true, &e)) {
         ks_close(&ref);
-        return;
+        return false;
     }
     const cf_t *f = e->obj->v;
     pthread_mutex_lock(&e->obj->lock);
@@ -425,34 +392,34 @@ void cfInfoCommand(cmd_ctx *c) {
         reply_simple(&c->out, names[i]);
         reply_int(&c->out, v[i]);
     }
+    return true;
 }
 
 /* ---- CF.SCANDUMP ---- */
 
-void cfScandumpCommand(cmd_ctx *c) {
+bool cfScandumpCommand(cmd_ctx *c) {
     if (c->argc != 3) {
         reply_wrong_arity(&c->out, "cf.scandump");
-        return;
+        return false;
     }
     long long iter;
     if (!str_to_ll(c->argv[2], c->argvlen[2], &iter) || iter < 0) {
         reply_error(&c->out, "Invalid position");
-        return;
+        return false;
     }
     ks_ref ref;
-    bool bad;
-    kv_entry *e = open_read(c, &ref, &bad);
-    if (!bad && e == NULL) reply_error(&c->out, "ERR not found");
-    if (e == NULL) {
+    kv_entry *e;
+    if (!open_read(c, &ref, true, &e)) {
         ks_close(&ref);
-        return;
+        return false;
     }
     kv_obj *o = e->obj;
     reply *r = &c->out;
     pthread_mutex_lock(&o->lock);
     bloomery_object obj = {.type = BLOOMERY_TYPE_CUCKOO, .u.cf = o->v};
     bloomery_image *img = NULL;
-    if (bloomery_image_create(&img, obj, 0) != BLOOMERY_OK) {
+    bool ok = bloomery_image_create(&img, obj, 0) == BLOOMERY_OK;
+    if (!ok) {
         reply_error(r, "ERR could not encode the filter");
     } else if (iter == 0 && cf_items(o->v) > 0) {
         size_t hl;
@@ -473,75 +440,39 @@ void cfScandumpCommand(cmd_ctx *c) {
     bloomery_image_free(img);
     pthread_mutex_unlock(&o->lock);
     ks_close(&ref);
+    return ok;
 }
 
 /* ---- CF.LOADCHUNK ---- */
 
-/* A header on a missing key: a loading object, or NULL after replying. */
-static kv_obj *load_header(cmd_ctx *c, const uint8_t *data, size_t len) {
-    static const bloomery_type types[] = {BLOOMERY_TYPE_CUCKOO};
-    int rc;
-    kv_obj *o = dump_open(data, len, &cf_loading_type, types, 1, &rc);
-    if (o == NULL)
-        reply_error(&c->out, rc == BLOOMERY_ENOMEM || rc == BLOOMERY_ETOOBIG
-                                 ? "Couldn't create filter!" : "Invalid header");
-    return o;
-}
-
-static void load_chunk(cmd_ctx *c, kv_obj *o, long long iter, const uint8_t *data, size_t len) {
-    bloomery_object obj;
-    if (iter < 2 || dump_load_chunk(o, (uint64_t)iter - 2, data, len, &obj) != BLOOMERY_OK) {
-        reply_error(&c->out, "Couldn't load chunk!");
-        return;
-    }
-    if (obj.u.any != NULL) {
-        o->type = &cuckoo_type;
-        o->v = obj.u.any;
-        uint64_t bytes = cuckoo_type.adopt(o);
-        uint64_t old = atomic_exchange(&o->value_bytes, bytes);
-        ks_mem_add((int64_t)bytes - (int64_t)old);
-    }
-    reply_ok(&c->out);
-}
-
-void cfLoadchunkCommand(cmd_ctx *c) {
+bool cfLoadchunkCommand(cmd_ctx *c) {
     if (c->argc != 4) {
         reply_wrong_arity(&c->out, "cf.loadchunk");
-        return;
+        return false;
     }
     long long iter;
     if (!str_to_ll(c->argv[2], c->argvlen[2], &iter) || iter < 1) {
         reply_error(&c->out, "Invalid position");
-        return;
+        return false;
     }
     const uint8_t *data = (const uint8_t *)c->argv[3];
     size_t len = c->argvlen[3];
-    size_t before = c->out.len;
     ks_ref ref;
     kv_entry *e = ks_open(&ref, c->argv[1], c->argvlen[1], true);
-    if (e == NULL) {
-        if (iter != 1) {
-            reply_error(&c->out, "ERR not found");
-        } else {
-            kv_obj *o = load_header(c, data, len);
-            if (o && ks_add(&ref, o) == NULL) {
-                ks_mem_add(-(int64_t)kv_obj_bytes(o));
-                kv_obj_free(o);
-                reply_oom(c);
-            } else if (o) {
-                reply_ok(&c->out);
-            }
-        }
-    } else if (e->obj->type == &cf_loading_type) {
-        load_chunk(c, e->obj, iter, data, len);
-    } else if (e->obj->type == &cuckoo_type) {
-        /* A complete filter takes no more chunks. */
-        reply_error(&c->out, "Couldn't load chunk!");
-    } else {
-        reply_wrongtype(c);
-    }
-    if (c->out.len > before && c->out.buf[before] == '+')
+    value_status st = restore_cf_chunk(&ref, e, iter, data, len);
+    switch (st) {
+    case VS_OK:
         kv_obj_note_restore(ref.e->obj,
                             wal_log_cf_loadchunk(c->argv[1], c->argvlen[1], iter, data, len));
+        reply_ok(&c->out);
+        break;
+    case VS_NOT_FOUND:
+    case VS_WRONGTYPE:
+    case VS_OOM: ck_reply_status(c, &cf_kind, st); break;
+    case VS_NOMEM: reply_error(&c->out, "Couldn't create filter!"); break;
+    case VS_BAD_HEADER: reply_error(&c->out, "Invalid header"); break;
+    default: reply_error(&c->out, "Couldn't load chunk!"); break;
+    }
     ks_close(&ref);
+    return st == VS_OK;
 }

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cmdkit.h"
 #include "persist.h"
 #include "cmd.h"
 #include "config.h"
@@ -18,31 +19,32 @@
 
 static const char *err_invalid = "INVALIDOBJ Corrupted HLL object detected";
 
-void pfaddCommand(cmd_ctx *c) {
+static const ck_kind hll_kind = {.types = {&hll_type}};
+
+/* ck_create_fn: an empty HLL; *arg (a bool) says it was created. */
+static kv_entry *create_hll(cmd_ctx *c, ks_ref *ref, const void *arg) {
+    kv_obj *o = hll_value_new();
+    kv_entry *e = o ? ks_add(ref, o) : NULL;
+    if (e == NULL) {
+        if (o) ks_mem_add(-(int64_t)kv_obj_bytes(o));
+        kv_obj_free(o);
+        reply_oom(c);
+        return NULL;
+    }
+    *(bool *)arg = true;
+    return e;
+}
+
+bool pfaddCommand(cmd_ctx *c) {
     ks_ref ref;
     bool created = false;
-    kv_entry *e = ks_open(&ref, c->argv[1], c->argvlen[1], false);
+    kv_entry *e = ck_open_or_create(c, &ref, c->argv[1], c->argvlen[1], &hll_kind, create_hll,
+                                    &created);
     if (e == NULL) {
         ks_close(&ref);
-        e = ks_open(&ref, c->argv[1], c->argvlen[1], true);
-        if (e == NULL) {
-            kv_obj *o = hll_value_new();
-            if (o == NULL || (e = ks_add(&ref, o)) == NULL) {
-                if (o) ks_mem_add(-(int64_t)kv_obj_bytes(o));
-                kv_obj_free(o);
-                ks_close(&ref);
-                reply_oom(c);
-                return;
-            }
-            created = true;
-        }
+        return false;
     }
     kv_obj *o = e->obj;
-    if (o->type != &hll_type) {
-        ks_close(&ref);
-        reply_wrongtype(c);
-        return;
-    }
     pthread_mutex_lock(&o->lock);
     hll_set_sparse_max(o->v, hll_sparse_max());
     bool updated = created;
@@ -57,8 +59,12 @@ void pfaddCommand(cmd_ctx *c) {
     hll_value_sync(o);
     pthread_mutex_unlock(&o->lock);
     ks_close(&ref);
-    if (rc < 0) reply_error(&c->out, err_invalid);
-    else reply_int(&c->out, updated ? 1 : 0);
+    if (rc < 0) {
+        reply_error(&c->out, err_invalid);
+        return false;
+    }
+    reply_int(&c->out, updated ? 1 : 0);
+    return true;
 }
 
 static int cmp_ptr(const void *a, const void *b) {
@@ -66,29 +72,28 @@ static int cmp_ptr(const void *a, const void *b) {
     return x < y ? -1 : x > y;
 }
 
-void pfcountCommand(cmd_ctx *c) {
+bool pfcountCommand(cmd_ctx *c) {
     if (c->argc == 2) {
         ks_ref ref;
-        kv_entry *e = ks_open(&ref, c->argv[1], c->argvlen[1], false);
-        if (e == NULL) {
+        kv_entry *e;
+        bool ok = ck_open(c, &ref, c->argv[1], c->argvlen[1], &hll_kind, 0, &e);
+        if (!ok || e == NULL) {
             ks_close(&ref);
-            reply_int(&c->out, 0);
-            return;
+            if (ok) reply_int(&c->out, 0);   /* a missing key counts none */
+            return ok;
         }
         kv_obj *o = e->obj;
-        if (o->type != &hll_type) {
-            ks_close(&ref);
-            reply_wrongtype(c);
-            return;
-        }
         uint64_t card = 0;
         pthread_mutex_lock(&o->lock);
         int rc = hll_count(o->v, &card);
         pthread_mutex_unlock(&o->lock);
         ks_close(&ref);
-        if (rc < 0) reply_error(&c->out, err_invalid);
-        else reply_int(&c->out, (long long)card);
-        return;
+        if (rc < 0) {
+            reply_error(&c->out, err_invalid);
+            return false;
+        }
+        reply_int(&c->out, (long long)card);
+        return true;
     }
     size_t n = (size_t)c->argc - 1;
     ks_multi m;
@@ -97,6 +102,7 @@ void pfcountCommand(cmd_ctx *c) {
     hll_t **hs = calloc(n, sizeof(*hs));
     kv_obj **locked = calloc(n, sizeof(*locked));
     size_t nlocked = 0;
+    bool ok = false;
     if (objs == NULL || hs == NULL || locked == NULL) {
         reply_oom(c);
         goto out;
@@ -124,70 +130,36 @@ void pfcountCommand(cmd_ctx *c) {
     uint64_t card = 0;
     int rc = hll_count_union(hs, n, &card);
     for (size_t i = nlocked; i-- > 0;) pthread_mutex_unlock(&locked[i]->lock);
-    if (rc < 0) reply_error(&c->out, err_invalid);
-    else reply_int(&c->out, (long long)card);
+    ok = rc >= 0;
+    if (ok) reply_int(&c->out, (long long)card);
+    else reply_error(&c->out, err_invalid);
 out:
     ks_unlock_many(&m);
     free(objs);
     free(hs);
     free(locked);
+    return ok;
 }
 
-void pfmergeCommand(cmd_ctx *c) {
+bool pfmergeCommand(cmd_ctx *c) {
     size_t n = (size_t)c->argc - 1;
-    ks_multi m;
-    /* Exclusive stripes: nobody else can touch these HLLs meanwhile. */
-    ks_lock_many(&m, c->argv + 1, c->argvlen + 1, n, true);
-    hll_t **srcs = calloc(n, sizeof(*srcs));
-    /* The log names the sources that existed: replay must not merge a key
-     * that was missing (expired) here but is still present there. */
-    const char **present = calloc(n, sizeof(*present));
-    size_t *plens = calloc(n, sizeof(*plens));
-    size_t nsrc = 0, npresent = 1;
-    if (srcs == NULL || present == NULL || plens == NULL) {
-        reply_oom(c);
-        goto out;
+    /* The log names the sources that existed. */
+    const char **used = calloc(n, sizeof(*used));
+    size_t *used_lens = calloc(n, sizeof(*used_lens));
+    value_status st = VS_OOM;
+    if (used && used_lens) {
+        ks_multi m;
+        ks_lock_many(&m, c->argv + 1, c->argvlen + 1, n, true);
+        bool created;
+        size_t nused;
+        st = hll_merge_keys(c->argv + 1, c->argvlen + 1, n, &created, used, used_lens, &nused);
+        if (st == VS_OK) wal_log_merge(WAL_PF_MERGE, created, used, used_lens, nused);
+        ks_unlock_many(&m);
     }
-    ks_ref dref;
-    kv_entry *dst = ks_find_locked(c->argv[1], c->argvlen[1], &dref, true);
-    if (dst && dst->obj->type != &hll_type) {
-        reply_wrongtype(c);
-        goto out;
-    }
-    for (size_t i = 1; i < n; i++) {
-        ks_ref r;
-        kv_entry *e = ks_find_locked(c->argv[1 + i], c->argvlen[1 + i], &r, false);
-        if (e == NULL) continue;
-        if (e->obj->type != &hll_type) {
-            reply_wrongtype(c);
-            goto out;
-        }
-        if (dst && e->obj == dst->obj) continue;
-        srcs[nsrc++] = e->obj->v;
-        present[npresent] = c->argv[1 + i];
-        plens[npresent++] = c->argvlen[1 + i];
-    }
-    bool created = dst == NULL;
-    if (dst == NULL) {
-        kv_obj *o = hll_value_new();
-        if (o == NULL || (dst = ks_add(&dref, o)) == NULL) {
-            if (o) ks_mem_add(-(int64_t)kv_obj_bytes(o));
-            kv_obj_free(o);
-            reply_oom(c);
-            goto out;
-        }
-    }
-    hll_set_sparse_max(dst->obj->v, hll_sparse_max());
-    int rc = hll_merge(dst->obj->v, srcs, nsrc);
-    hll_value_sync(dst->obj);
-    present[0] = c->argv[1];
-    plens[0] = c->argvlen[1];
-    if (rc >= 0) wal_log_merge(WAL_PF_MERGE, created, present, plens, npresent);
-    if (rc < 0) reply_error(&c->out, err_invalid);
-    else reply_ok(&c->out);
-out:
-    ks_unlock_many(&m);
-    free(srcs);
-    free(present);
-    free(plens);
+    free(used);
+    free(used_lens);
+    if (st == VS_OK) reply_ok(&c->out);
+    else if (st == VS_CORRUPT) reply_error(&c->out, err_invalid);
+    else ck_reply_status(c, &hll_kind, st);
+    return st == VS_OK;
 }

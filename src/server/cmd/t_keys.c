@@ -11,7 +11,7 @@
 #include "log.h"
 #include "util.h"
 
-void delCommand(cmd_ctx *c) {
+bool delCommand(cmd_ctx *c) {
     long long n = 0;
     for (int i = 1; i < c->argc; i++) {
         ks_ref ref;
@@ -23,9 +23,10 @@ void delCommand(cmd_ctx *c) {
         ks_close(&ref);
     }
     reply_int(&c->out, n);
+    return true;
 }
 
-void existsCommand(cmd_ctx *c) {
+bool existsCommand(cmd_ctx *c) {
     long long n = 0;
     for (int i = 1; i < c->argc; i++) {
         ks_ref ref;
@@ -33,14 +34,16 @@ void existsCommand(cmd_ctx *c) {
         ks_close(&ref);
     }
     reply_int(&c->out, n);
+    return true;
 }
 
-void typeCommand(cmd_ctx *c) {
+bool typeCommand(cmd_ctx *c) {
     ks_ref ref;
     kv_entry *e = ks_open(&ref, c->argv[1], c->argvlen[1], false);
     const char *t = e ? e->obj->type->type_reply : "none";
     ks_close(&ref);
     reply_simple(&c->out, t);
+    return true;
 }
 
 /* ---- KEYS and SCAN ---- */
@@ -63,19 +66,20 @@ static void emit_key(void *ctx, const kv_entry *e) {
     f->n++;
 }
 
-void keysCommand(cmd_ctx *c) {
+bool keysCommand(cmd_ctx *c) {
     key_filter f = {&c->out, c->argv[1], c->argvlen[1], c->argvlen[1] == 1 && c->argv[1][0] == '*', NULL,
                     0, 0};
     size_t slot = reply_defer_len(&c->out);
     ks_foreach(emit_key, &f);
     reply_set_array_len(&c->out, slot, f.n);
+    return true;
 }
 
-void scanCommand(cmd_ctx *c) {
+bool scanCommand(cmd_ctx *c) {
     char tmp[32];
     if (c->argvlen[1] == 0 || c->argvlen[1] >= sizeof(tmp)) {
         reply_error(&c->out, "ERR invalid cursor");
-        return;
+        return false;
     }
     memcpy(tmp, c->argv[1], c->argvlen[1]);
     tmp[c->argvlen[1]] = '\0';
@@ -83,20 +87,20 @@ void scanCommand(cmd_ctx *c) {
     unsigned long long cursor = strtoull(tmp, &end, 10);
     if (*end != '\0' || tmp[0] == '-' || tmp[0] == ' ') {
         reply_error(&c->out, "ERR invalid cursor");
-        return;
+        return false;
     }
     key_filter f = {NULL, NULL, 0, true, NULL, 0, 0};
     long long count = 10;
     for (int i = 2; i < c->argc; i += 2) {
         if (i + 1 >= c->argc) {
             reply_syntax_error(c);
-            return;
+            return false;
         }
         if (arg_eq(c, i, "count")) {
-            if (!arg_ll(c, i + 1, &count)) return;
+            if (!arg_ll(c, i + 1, &count)) return false;
             if (count < 1) {
                 reply_syntax_error(c);
-                return;
+                return false;
             }
         } else if (arg_eq(c, i, "match")) {
             f.pat = c->argv[i + 1];
@@ -107,7 +111,7 @@ void scanCommand(cmd_ctx *c) {
             f.tlen = c->argvlen[i + 1];
         } else {
             reply_syntax_error(c);
-            return;
+            return false;
         }
     }
     /* The cursor comes first in the reply but is known last: build the
@@ -123,6 +127,7 @@ void scanCommand(cmd_ctx *c) {
     reply_raw(&c->out, keys.buf, keys.len);
     if (keys.failed) c->out.failed = true;
     reply_free(&keys);
+    return true;
 }
 
 typedef struct pick {
@@ -139,10 +144,10 @@ static void pick_first(void *ctx, const kv_entry *e) {
     p->len = e->klen;
 }
 
-void randomkeyCommand(cmd_ctx *c) {
+bool randomkeyCommand(cmd_ctx *c) {
     if (ks_dbsize() == 0) {
         reply_null(&c->out);
-        return;
+        return true;
     }
     pick p = {NULL, 0};
     uint64_t start = ((uint64_t)now_us() * 0x9e3779b97f4a7c15ULL) & (KS_STRIPES - 1);
@@ -157,11 +162,12 @@ void randomkeyCommand(cmd_ctx *c) {
     if (p.key) reply_bulk(&c->out, p.key, p.len);
     else reply_null(&c->out);
     free(p.key);
+    return true;
 }
 
 /* ---- RENAME ---- */
 
-static void rename_generic(cmd_ctx *c, bool nx) {
+static bool rename_generic(cmd_ctx *c, bool nx) {
     const char *keys[2] = {c->argv[1], c->argv[2]};
     size_t lens[2] = {c->argvlen[1], c->argvlen[2]};
     ks_multi m;
@@ -171,19 +177,19 @@ static void rename_generic(cmd_ctx *c, bool nx) {
     if (e == NULL) {
         ks_unlock_many(&m);
         reply_error(&c->out, "ERR no such key");
-        return;
+        return false;
     }
     if (lens[0] == lens[1] && memcmp(keys[0], keys[1], lens[0]) == 0) {
         ks_unlock_many(&m);
         if (nx) reply_int(&c->out, 0);
         else reply_ok(&c->out);
-        return;
+        return true;
     }
     kv_entry *d = ks_find_locked(keys[1], lens[1], &dst, true);
     if (d && nx) {
         ks_unlock_many(&m);
         reply_int(&c->out, 0);
-        return;
+        return true;
     }
     if (d) ks_remove(&dst);
     /* Move the value: the new entry adopts the object, then the old entry
@@ -195,7 +201,7 @@ static void rename_generic(cmd_ctx *c, bool nx) {
         kv_obj_free(placeholder);
         ks_unlock_many(&m);
         reply_oom(c);
-        return;
+        return false;
     }
     if (expire) ks_set_expire(&dst, expire);
     /* The old entry keeps an empty placeholder so removing it frees neither
@@ -207,10 +213,11 @@ static void rename_generic(cmd_ctx *c, bool nx) {
     ks_unlock_many(&m);
     if (nx) reply_int(&c->out, 1);
     else reply_ok(&c->out);
+    return true;
 }
 
-void renameCommand(cmd_ctx *c) { rename_generic(c, false); }
-void renamenxCommand(cmd_ctx *c) { rename_generic(c, true); }
+bool renameCommand(cmd_ctx *c) { return rename_generic(c, false); }
+bool renamenxCommand(cmd_ctx *c) { return rename_generic(c, true); }
 
 /* ---- expiry ---- */
 
@@ -219,7 +226,7 @@ void renamenxCommand(cmd_ctx *c) { rename_generic(c, true); }
 #define EXP_GT 4
 #define EXP_LT 8
 
-static void expire_generic(cmd_ctx *c, int64_t base_ms, int64_t unit_ms, const char *name) {
+static bool expire_generic(cmd_ctx *c, int64_t base_ms, int64_t unit_ms, const char *name) {
     int flags = 0;
     for (int i = 3; i < c->argc; i++) {
         if (arg_eq(c, i, "nx")) flags |= EXP_NX;
@@ -229,19 +236,19 @@ static void expire_generic(cmd_ctx *c, int64_t base_ms, int64_t unit_ms, const c
         else {
             reply_errorf(&c->out, "ERR Unsupported option %.*s",
                          (int)(c->argvlen[i] < 64 ? c->argvlen[i] : 64), c->argv[i]);
-            return;
+            return false;
         }
     }
     if ((flags & EXP_NX) && (flags & (EXP_XX | EXP_GT | EXP_LT))) {
         reply_error(&c->out, "ERR NX and XX, GT or LT options at the same time are not compatible");
-        return;
+        return false;
     }
     if ((flags & EXP_GT) && (flags & EXP_LT)) {
         reply_error(&c->out, "ERR GT and LT options at the same time are not compatible");
-        return;
+        return false;
     }
     long long when;
-    if (!arg_ll(c, 2, &when)) return;
+    if (!arg_ll(c, 2, &when)) return false;
     if (when > LLONG_MAX / unit_ms || when < LLONG_MIN / unit_ms) goto invalid;
     when *= unit_ms;
     if ((when > 0 && base_ms > LLONG_MAX - when) || (when < 0 && base_ms < LLONG_MIN - when))
@@ -253,7 +260,7 @@ static void expire_generic(cmd_ctx *c, int64_t base_ms, int64_t unit_ms, const c
     if (e == NULL) {
         ks_close(&ref);
         reply_int(&c->out, 0);
-        return;
+        return true;
     }
     int64_t cur = e->expire_ms;
     bool ok = true;
@@ -264,7 +271,7 @@ static void expire_generic(cmd_ctx *c, int64_t base_ms, int64_t unit_ms, const c
     if (!ok) {
         ks_close(&ref);
         reply_int(&c->out, 0);
-        return;
+        return true;
     }
     if (when <= now_ms()) {
         ks_remove(&ref);
@@ -275,17 +282,18 @@ static void expire_generic(cmd_ctx *c, int64_t base_ms, int64_t unit_ms, const c
     }
     ks_close(&ref);
     reply_int(&c->out, 1);
-    return;
+    return true;
 invalid:
     reply_errorf(&c->out, "ERR invalid expire time in '%s' command", name);
+    return false;
 }
 
-void expireCommand(cmd_ctx *c) { expire_generic(c, now_ms(), 1000, "expire"); }
-void pexpireCommand(cmd_ctx *c) { expire_generic(c, now_ms(), 1, "pexpire"); }
-void expireatCommand(cmd_ctx *c) { expire_generic(c, 0, 1000, "expireat"); }
-void pexpireatCommand(cmd_ctx *c) { expire_generic(c, 0, 1, "pexpireat"); }
+bool expireCommand(cmd_ctx *c) { return expire_generic(c, now_ms(), 1000, "expire"); }
+bool pexpireCommand(cmd_ctx *c) { return expire_generic(c, now_ms(), 1, "pexpire"); }
+bool expireatCommand(cmd_ctx *c) { return expire_generic(c, 0, 1000, "expireat"); }
+bool pexpireatCommand(cmd_ctx *c) { return expire_generic(c, 0, 1, "pexpireat"); }
 
-static void ttl_generic(cmd_ctx *c, bool ms, bool absolute) {
+static bool ttl_generic(cmd_ctx *c, bool ms, bool absolute) {
     ks_ref ref;
     kv_entry *e = ks_open(&ref, c->argv[1], c->argvlen[1], false);
     long long v;
@@ -299,14 +307,15 @@ static void ttl_generic(cmd_ctx *c, bool ms, bool absolute) {
     }
     ks_close(&ref);
     reply_int(&c->out, v);
+    return true;
 }
 
-void ttlCommand(cmd_ctx *c) { ttl_generic(c, false, false); }
-void pttlCommand(cmd_ctx *c) { ttl_generic(c, true, false); }
-void expiretimeCommand(cmd_ctx *c) { ttl_generic(c, false, true); }
-void pexpiretimeCommand(cmd_ctx *c) { ttl_generic(c, true, true); }
+bool ttlCommand(cmd_ctx *c) { return ttl_generic(c, false, false); }
+bool pttlCommand(cmd_ctx *c) { return ttl_generic(c, true, false); }
+bool expiretimeCommand(cmd_ctx *c) { return ttl_generic(c, false, true); }
+bool pexpiretimeCommand(cmd_ctx *c) { return ttl_generic(c, true, true); }
 
-void persistCommand(cmd_ctx *c) {
+bool persistCommand(cmd_ctx *c) {
     ks_ref ref;
     kv_entry *e = ks_open(&ref, c->argv[1], c->argvlen[1], true);
     long long v = 0;
@@ -317,4 +326,5 @@ void persistCommand(cmd_ctx *c) {
     }
     ks_close(&ref);
     reply_int(&c->out, v);
+    return true;
 }

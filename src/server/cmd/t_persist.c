@@ -10,33 +10,42 @@
 #include "persist.h"
 #include "snapshot.h"
 
-void saveCommand(cmd_ctx *c) {
+bool saveCommand(cmd_ctx *c) {
     char err[256];
-    if (snapshot_run(true, err, sizeof(err))) reply_ok(&c->out);
-    else reply_errorf(&c->out, "ERR %s", err);
+    if (snapshot_run(true, err, sizeof(err))) {
+        reply_ok(&c->out);
+        return true;
+    }
+    reply_errorf(&c->out, "ERR %s", err);
+    return false;
 }
 
-static void background(cmd_ctx *c, const char *started) {
+static bool background(cmd_ctx *c, const char *started) {
     char err[256];
-    if (snapshot_run(false, err, sizeof(err))) reply_simple(&c->out, started);
-    else reply_errorf(&c->out, "ERR %s", err);
+    if (snapshot_run(false, err, sizeof(err))) {
+        reply_simple(&c->out, started);
+        return true;
+    }
+    reply_errorf(&c->out, "ERR %s", err);
+    return false;
 }
 
-void bgsaveCommand(cmd_ctx *c) {
+bool bgsaveCommand(cmd_ctx *c) {
     if (c->argc > 2 || (c->argc == 2 && !arg_eq(c, 1, "schedule"))) {
         reply_syntax_error(c);
-        return;
+        return false;
     }
-    background(c, "Background saving started");
+    return background(c, "Background saving started");
 }
 
-void bgrewriteaofCommand(cmd_ctx *c) {
-    background(c, "Background append only file rewriting started");
+bool bgrewriteaofCommand(cmd_ctx *c) {
+    return background(c, "Background append only file rewriting started");
 }
 
-void lastsaveCommand(cmd_ctx *c) {
+bool lastsaveCommand(cmd_ctx *c) {
     snapshot_stats st;
     snapshot_get_stats(&st);
     reply_int(&c->out, st.last_save_s);
+    return true;
 }
 

@@ -1,7 +1,7 @@
 /* Time-windowed Bloom filters behind BF.*: BF.RESERVE key error capacity
  * WINDOW seconds [SLICES s] creates one (libbloomery's win_t, window.h);
  * BF.ADD, BF.MADD, BF.INSERT, BF.EXISTS, BF.MEXISTS, BF.CARD and BF.INFO
- * dispatch here from t_bloom.c when the key holds a window.
+ * dispatch here from bf_*.c when the key holds a window.
  *
  * Clock: the server's wall clock in ms (plus debug-clock-offset-ms, for
  * tests), read once per command, so a command's due check and its adds use
@@ -25,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bf.h"
 #include "persist.h"
 #include "cmd.h"
 #include "config.h"
@@ -32,6 +33,9 @@
 #include "util.h"
 
 #define WIN_MAX_SECONDS (100LL * 365 * 86400)
+
+/* A window reopened for its rotations. */
+static const ck_kind window_kind = {.types = {&window_type}, .not_found = "ERR not found"};
 
 static int64_t window_now(void) {
     return now_ms() + atomic_load_explicit(&cfg.debug_clock_offset_ms, memory_order_relaxed);
@@ -49,124 +53,92 @@ static void log_rotation(void *ctx, int64_t start, bool early) {
 
 /* ---- BF.RESERVE ... WINDOW ---- */
 
-static int arg_index(cmd_ctx *c, const char *lit) {
-    for (int i = 4; i < c->argc; i++)
-        if (arg_eq(c, i, lit)) return i;
-    return -1;
+enum { W_ERROR, W_CAPACITY, W_WINDOW, W_SLICES, W_LAYOUT, W_TTL, W_EXPANSION, W_NONSCALING,
+       W_COUNTING, W_N };
+
+#define WINDOW_TEXT "ERR WINDOW must be a positive number of seconds"
+#define SLICES_TEXT "ERR SLICES must be in the range [1, 64]"
+#define NO_SCALING "ERR WINDOW filters do not scale: EXPANSION and NONSCALING do not apply"
+#define BLOCKED_ONLY "ERR WINDOW filters use the blocked layout"
+
+static const char *const blocked[] = {"blocked", NULL};
+
+/* The rate and capacity as BF.RESERVE's, then WINDOW and SLICES (their
+ * first occurrences), then every option in order: LAYOUT BLOCKED and TTL
+ * apply, the rest not. */
+static const opt_spec window_specs[W_N] = {
+    [W_ERROR] = BF_RATE_SPEC,
+    [W_CAPACITY] = BF_CAPACITY_SPEC,
+    [W_WINDOW] = {.name = "WINDOW", .kind = OPT_INT, .lo = 1, .hi = WIN_MAX_SECONDS,
+                  .bad = WINDOW_TEXT, .missing = WINDOW_TEXT, .once = true},
+    [W_SLICES] = {.name = "SLICES", .kind = OPT_INT, .lo = 1, .hi = WIN_MAX_SLICES,
+                  .bad = SLICES_TEXT, .missing = SLICES_TEXT, .once = true},
+    [W_LAYOUT] = {.name = "LAYOUT", .kind = OPT_CHOICE, .choices = blocked, .bad = BLOCKED_ONLY,
+                  .missing = BLOCKED_ONLY},
+    [W_TTL] = BF_TTL_SPEC(0, BF_TTL_TEXT),
+    [W_EXPANSION] = {.name = "EXPANSION", .kind = OPT_REFUSED, .bad = NO_SCALING},
+    [W_NONSCALING] = {.name = "NONSCALING", .kind = OPT_REFUSED, .bad = NO_SCALING},
+    [W_COUNTING] = {.name = "COUNTING", .kind = OPT_REFUSED,
+                    .bad = "ERR WINDOW filters cannot be COUNTING"},
+};
+static const opt_table window_first = {OPT_SEARCH, 4, window_specs, W_SLICES + 1, NULL, NULL,
+                                       false};
+static const opt_table window_options = {OPT_SEQUENCE, 4, window_specs + W_WINDOW,
+                                         W_N - W_WINDOW, NULL, NULL, false};
+
+typedef struct win_params {
+    uint64_t capacity;
+    double error;
+    uint64_t window_ms;
+    unsigned slices;
+    int64_t start_ms;
+} win_params;
+
+static int build_window(kv_obj *o, const void *arg) {
+    const win_params *p = arg;
+    win_t *w;
+    int rc = win_create(&w, p->capacity, p->error, p->window_ms, p->slices, p->start_ms, NULL);
+    if (rc == BLOOMERY_OK) o->v = w;
+    return rc;
+}
+
+static void log_window(const ks_ref *ref, const kv_entry *e, const void *arg) {
+    const win_params *p = arg;
+    wal_window ww = {p->capacity, p->error, p->window_ms, p->slices, p->start_ms, e->expire_ms};
+    wal_log_win_create(ref->key, ref->klen, &ww);
+}
+
+bool window_requested(cmd_ctx *c) {
+    return ck_arg_index(c, 4, "window") >= 0 || ck_arg_index(c, 4, "slices") >= 0;
 }
 
 bool window_reserve(cmd_ctx *c) {
-    int wi = arg_index(c, "window"), si = arg_index(c, "slices");
-    if (wi < 0 && si < 0) return false;
-    if (wi < 0) {
+    if (ck_arg_index(c, 4, "window") < 0) {
         reply_error(&c->out, "ERR SLICES needs WINDOW");
-        return true;
+        return false;
     }
-    double error;
-    long long capacity, seconds, slices = WIN_DEFAULT_SLICES, ttl = 0;
-    if (!str_to_double(c->argv[2], c->argvlen[2], &error)) {
-        reply_error(&c->out, "ERR bad error rate");
-        return true;
-    }
-    if (!(error > 0 && error < 1)) {
-        reply_error(&c->out, "ERR error rate must be in the range (0.000000, 1.000000)");
-        return true;
-    }
-    if (!str_to_ll(c->argv[3], c->argvlen[3], &capacity)) {
-        reply_error(&c->out, "ERR bad capacity");
-        return true;
-    }
-    if (capacity < 1 || capacity > (1LL << 30)) {
-        reply_error(&c->out, "ERR capacity must be in the range [1, 1073741824]");
-        return true;
-    }
-    if (wi + 1 >= c->argc || !str_to_ll(c->argv[wi + 1], c->argvlen[wi + 1], &seconds) ||
-        seconds < 1 || seconds > WIN_MAX_SECONDS) {
-        reply_error(&c->out, "ERR WINDOW must be a positive number of seconds");
-        return true;
-    }
-    if (si >= 0 && (si + 1 >= c->argc || !str_to_ll(c->argv[si + 1], c->argvlen[si + 1], &slices) ||
-                    slices < 1 || slices > WIN_MAX_SLICES)) {
-        reply_error(&c->out, "ERR SLICES must be in the range [1, 64]");
-        return true;
-    }
-    /* Every other option: LAYOUT BLOCKED and TTL apply, the rest not. */
-    for (int i = 4; i < c->argc; i++) {
-        if (i == wi || i == si) {
-            i++;
-        } else if (arg_eq(c, i, "layout")) {
-            if (i + 1 < c->argc && arg_eq(c, i + 1, "blocked")) {
-                i++;
-                continue;
-            }
-            reply_error(&c->out, "ERR WINDOW filters use the blocked layout");
-            return true;
-        } else if (arg_eq(c, i, "ttl")) {
-            if (i + 1 >= c->argc || !str_to_ll(c->argv[i + 1], c->argvlen[i + 1], &ttl) ||
-                ttl <= 0 || ttl > WIN_MAX_SECONDS) {
-                reply_error(&c->out, "ERR TTL must be a positive number of seconds");
-                return true;
-            }
-            i++;
-        } else if (arg_eq(c, i, "expansion") || arg_eq(c, i, "nonscaling")) {
-            reply_error(&c->out, "ERR WINDOW filters do not scale: EXPANSION and NONSCALING do not apply");
-            return true;
-        } else if (arg_eq(c, i, "counting")) {
-            reply_error(&c->out, "ERR WINDOW filters cannot be COUNTING");
-            return true;
-        } else {
-            reply_syntax_error(c);
-            return true;
-        }
-    }
-    ks_ref ref;
-    kv_entry *e = ks_open(&ref, c->argv[1], c->argvlen[1], true);
-    if (e) {
-        if (e->obj->type == &bloom_type || e->obj->type == &counting_type || e->obj->type == &window_type ||
-            e->obj->type == &bf_loading_type)
-            reply_error(&c->out, "ERR item exists");
-        else reply_wrongtype(c);
-        ks_close(&ref);
-        return true;
-    }
-    uint64_t bytes = win_bytes_for((uint64_t)capacity, error, (unsigned)slices, NULL);
-    uint64_t total = bytes + ks_entry_overhead(ref.klen);
-    kv_obj *o = NULL;
-    int64_t now = window_now();
-    uint64_t maxmem = server_maxmemory();
-    if (bytes == 0) {
-        reply_error(&c->out, "ERR could not create filter");
-    } else if (!ks_mem_try_reserve(total, maxmem)) {
-        if (maxmem) reply_oom(c);
-        else reply_error(&c->out, "ERR Insufficient memory to create filter");
-    } else {
-        ks_mem_add(-(int64_t)ks_entry_overhead(ref.klen));
-        win_t *w;
-        int rc = win_create(&w, (uint64_t)capacity, error, (uint64_t)seconds * 1000,
-                            (unsigned)slices, now, NULL);
-        if (rc == BLOOMERY_OK && (o = kv_obj_new(&window_type, w)) == NULL) win_free(w);
-        if (o == NULL) {
-            ks_mem_add(-(int64_t)bytes);
-            reply_error(&c->out, rc == BLOOMERY_OK || rc == BLOOMERY_ENOMEM
-                                     ? "ERR Insufficient memory to create filter"
-                                     : "ERR could not create filter");
-        } else {
-            atomic_store(&o->value_bytes, bytes);
-            if ((e = ks_add(&ref, o)) == NULL) {
-                ks_mem_add(-(int64_t)bytes);
-                kv_obj_free(o);
-                reply_error(&c->out, "ERR Insufficient memory to create filter");
-            } else {
-                if (ttl > 0) ks_set_expire(&ref, now_ms() + ttl * 1000);
-                wal_window ww = {(uint64_t)capacity, error, (uint64_t)seconds * 1000,
-                                 (uint32_t)slices, now, e->expire_ms};
-                wal_log_win_create(ref.key, ref.klen, &ww);
-                reply_ok(&c->out);
-            }
-        }
-    }
-    ks_close(&ref);
-    return true;
+    opt_val v[W_N], rest[W_N - W_WINDOW];
+    if (!ck_scan(c, "bf.reserve", &window_first, v, NULL) ||
+        !ck_scan(c, "bf.reserve", &window_options, rest, NULL))
+        return false;
+    win_params p = {
+        .capacity = (uint64_t)v[W_CAPACITY].n,
+        .error = v[W_ERROR].d,
+        .window_ms = (uint64_t)v[W_WINDOW].n * 1000,
+        .slices = v[W_SLICES].at ? (unsigned)v[W_SLICES].n : WIN_DEFAULT_SLICES,
+        .start_ms = window_now(),
+    };
+    /* A window allocates its slices at once. */
+    ck_value wv = {
+        .kind = &bfc_any_kind,
+        .type = &window_type,
+        .bytes = win_bytes_for(p.capacity, p.error, p.slices, NULL),
+        .build = build_window,
+        .log = log_window,
+        .params = &p,
+        .ttl_s = rest[W_TTL - W_WINDOW].at ? rest[W_TTL - W_WINDOW].n : 0,
+    };
+    return ck_reserve(c, c->argv[1], c->argvlen[1], &bfc_any_kind, &wv);
 }
 
 /* ---- adds ---- */
@@ -177,32 +149,28 @@ kv_entry *window_open_for_add(cmd_ctx *c, ks_ref *ref, kv_entry *e, int64_t *now
     const char *key = ref->key;
     size_t klen = ref->klen;
     ks_close(ref);
-    e = ks_open(ref, key, klen, true);
-    if (e == NULL || e->obj->type != &window_type) {
-        /* Deleted or replaced meanwhile. */
-        if (e == NULL) reply_error(&c->out, "ERR not found");
-        else reply_wrongtype(c);
-        return NULL;
-    }
+    /* Deleted or replaced meanwhile: not found, or WRONGTYPE. */
+    if (!ck_open(c, ref, key, klen, &window_kind, CK_WRITE | CK_MUST_EXIST, &e)) return NULL;
     *now = window_now();
     rot_ctx rc = {key, klen};
     win_advance(e->obj->v, *now, log_rotation, &rc);
     return e;
 }
 
-void window_add_items(cmd_ctx *c, const char *key, size_t klen, kv_obj *o, int64_t now,
+bool window_add_items(cmd_ctx *c, const char *key, size_t klen, kv_obj *o, int64_t now,
                       const char **items, const size_t *lens, size_t n, bool multi) {
     uint8_t small[256];
     uint8_t *res = n <= 256 ? small : malloc(n);
     if (res == NULL) {
         reply_oom(c);
-        return;
+        return false;
     }
     win_check_and_add_many(o->v, (const void *const *)items, lens, n, now, res);
     wal_log_win_add(key, klen, o->v, now, items, lens, n, res);
     if (multi) reply_array(&c->out, (long long)n);
     for (size_t i = 0; i < n; i++) reply_bool(&c->out, res[i]);
     if (res != small) free(res);
+    return true;
 }
 
 void window_check_items(cmd_ctx *c, kv_obj *o, const char **items, const size_t *lens, size_t n) {
@@ -217,21 +185,12 @@ void window_check_items(cmd_ctx *c, kv_obj *o, const char **items, const size_t 
 
 /* ---- BF.INFO, BF.CARD ---- */
 
-/* Answers BF.INFO / BF.CARD when the key holds a window; false otherwise
- * (nothing replied). */
-bool window_info(cmd_ctx *c, bool card) {
-    ks_ref ref;
-    kv_entry *e = ks_open(&ref, c->argv[1], c->argvlen[1], false);
-    if (e == NULL || e->obj->type != &window_type) {
-        ks_close(&ref);
-        return false;
-    }
+bool window_info(cmd_ctx *c, const kv_entry *e, bool card) {
     const win_t *w = e->obj->v;
     int64_t now = window_now();
     reply *r = &c->out;
     if (card) {
         reply_int(r, (long long)win_count(w, now));
-        ks_close(&ref);
         return true;
     }
     unsigned s = win_slices(w);
@@ -247,17 +206,16 @@ bool window_info(cmd_ctx *c, bool card) {
             if (arg_eq(c, 2, fields[i])) f = i;
         if (f < 0) {
             reply_error(r, "Invalid information value");
-        } else {
-            if (r->proto == 3) {
-                reply_map(r, 1);
-                reply_simple(r, names[f]);
-            } else {
-                reply_array(r, 1);
-            }
-            if (vals[f] < 0) reply_null(r);
-            else reply_int(r, vals[f]);
+            return false;
         }
-        ks_close(&ref);
+        if (r->proto == 3) {
+            reply_map(r, 1);
+            reply_simple(r, names[f]);
+        } else {
+            reply_array(r, 1);
+        }
+        if (vals[f] < 0) reply_null(r);
+        else reply_int(r, vals[f]);
         return true;
     }
     reply_map(r, all ? 16 : 5);
@@ -296,7 +254,6 @@ bool window_info(cmd_ctx *c, bool card) {
         reply_simple(r, "TTL");
         reply_int(r, ttl);
     }
-    ks_close(&ref);
     return true;
 }
 

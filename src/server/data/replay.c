@@ -10,23 +10,21 @@
  *
  * Barriers re-create the structural change: creation with the logged
  * parameters, deletion, expiry, a forced rename, flush. Merges and loaded
- * chunks run their command again on the replayed state, through the same
- * handler that ran them first (a private client whose reply is inspected).
- * Expiry is paused meanwhile (keyspace.h), so the keyspace looks as it did
- * when the records were written; a key that existed then exists now.
+ * chunks run again on the replayed state through the core their command
+ * ran (bloom_merge, hll_merge_keys, restore.c), reached through their
+ * type's descriptor: replay never calls a command handler. Expiry is
+ * paused meanwhile (keyspace.h), so the keyspace looks as it did when the
+ * records were written; a key that existed then exists now.
  *
  * A record that no longer fits the state (its key missing, another type)
  * is skipped with a warning: the state is what the log produced, and a
  * replay never stops half way for a semantic mismatch.
  */
 #include <inttypes.h>
-#include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "persist.h"
 #include "replay.h"
-#include "cmd.h"   /* run_command: goes with the merge and restore records */
 #include "log.h"
 #include "util.h"
 
@@ -44,24 +42,6 @@ static void drop_key(const uint8_t *key, size_t klen) {
     ks_ref ref;
     if (ks_open(&ref, (const char *)key, klen, true)) ks_remove(&ref);
     ks_close(&ref);
-}
-
-/* Run a command through its handler on a private context. */
-static bool run_command(int argc, const char **argv, size_t *lens, char *why, size_t whylen) {
-    const command *cmd = command_lookup(argv[0], lens[0]);
-    if (cmd == NULL) {
-        snprintf(why, whylen, "no command %s", argv[0]);
-        return false;
-    }
-    cmd_ctx c = {.argc = argc, .argv = argv, .argvlen = lens};
-    reply_init(&c.out);
-    cmd->proc(&c);
-    bool ok = c.out.errors == 0;
-    if (!ok)
-        snprintf(why, whylen, "%s answered %.*s", argv[0],
-                 (int)(c.out.len > 2 ? (c.out.len - 2 < 200 ? c.out.len - 2 : 200) : 0), c.out.buf);
-    reply_free(&c.out);
-    return ok;
 }
 
 static void apply_rename(const wal_op *op) {
@@ -86,55 +66,6 @@ static void apply_rename(const wal_op *op) {
     ks_unlock_many(&m);
 }
 
-/* Merges and loaded chunks: run the command again. */
-static void apply_command(const wal_record *rec, const wal_op *op) {
-    const char *argv[64];
-    size_t lens[64];
-    const char **av = argv;
-    size_t *al = lens;
-    bool load = op->type == WAL_LOADCHUNK || op->type == WAL_CF_LOADCHUNK;
-    size_t need = load ? 4 : (size_t)op->n + 1;
-    if (need > 64) {
-        av = malloc(need * sizeof(*av));
-        al = malloc(need * sizeof(*al));
-        if (av == NULL || al == NULL) {
-            free(av);
-            free(al);
-            skip(rec, "out of memory");
-            return;
-        }
-    }
-    char iter[32];
-    if (load) {
-        /* A header on iterator 1 loads only onto a missing key. */
-        if (op->iter == 1) drop_key(op->key, op->klen);
-        av[0] = op->type == WAL_CF_LOADCHUNK ? "cf.loadchunk" : "bf.loadchunk";
-        av[1] = (const char *)op->key;
-        al[1] = op->klen;
-        al[2] = (size_t)snprintf(iter, sizeof(iter), "%" PRId64, op->iter);
-        av[2] = iter;
-        av[3] = (const char *)op->data;
-        al[3] = op->dlen;
-    } else {
-        if (op->created) drop_key(op->key, op->klen);
-        av[0] = op->type == WAL_BF_MERGE ? "bf.merge" : "pfmerge";
-        size_t cur = 0, k = 1;
-        const uint8_t *key;
-        size_t klen;
-        while (wal_op_next_key(op, &cur, &key, &klen)) {
-            av[k] = (const char *)key;
-            al[k++] = klen;
-        }
-    }
-    al[0] = strlen(av[0]);
-    char why[256];
-    if (!run_command((int)need, av, al, why, sizeof(why))) skip(rec, why);
-    if (av != argv) {
-        free(av);
-        free(al);
-    }
-}
-
 void replay_apply(const wal_record *rec, const wal_op *op) {
     switch (op->type) {
     case WAL_DEL: {
@@ -152,12 +83,9 @@ void replay_apply(const wal_record *rec, const wal_op *op) {
     }
     case WAL_RENAME: apply_rename(op); return;
     case WAL_FLUSH: ks_flush(); return;
-    case WAL_BF_MERGE:
-    case WAL_PF_MERGE:
-    case WAL_LOADCHUNK:
-    case WAL_CF_LOADCHUNK: apply_command(rec, op); return;
     }
-    /* A value's own records: its type replays them. */
+    /* A value's own records (merges and restored chunks included): its
+     * type replays them. */
     const value_type *t = type_by_record(op->type);
     const char *why = t ? t->replay(op) : "no type replays this record";
     if (why) skip(rec, why);

@@ -1,12 +1,28 @@
-/* A cuckoo filter dump being restored with CF.LOADCHUNK (cmd/dump.c): a
+/* A cuckoo filter dump being restored with CF.LOADCHUNK (dump.c): a
  * serial.h loader that becomes a cuckoo filter value when its last chunk
  * arrives, guarded by the object's lock. Its records (WAL_CF_LOADCHUNK)
- * replay through the restore.
+ * replay through the restore itself (restore.c), as for BF.LOADCHUNK
+ * (type_bf_loading.c).
  */
 #include "keyspace.h"
+#include "restore.h"
 #include "types.h"
 
 static void free_value(void *v) { bloomery_loader_free(v); }
+
+static const char *replay(const wal_op *op) {
+    ks_ref ref;
+    kv_entry *e = ks_open(&ref, (const char *)op->key, op->klen, true);
+    if (e && op->iter == 1) {
+        ks_remove(&ref);
+        e = NULL;
+    }
+    value_status st = restore_cf_chunk(&ref, e, op->iter, op->data, op->dlen);
+    ks_close(&ref);
+    return st == VS_OK ? NULL : value_status_text(st);
+}
+
+static const uint8_t records[] = {WAL_CF_LOADCHUNK, 0};
 
 const value_type cf_loading_type = {
     .name = "cuckoo filter being loaded",
@@ -15,4 +31,6 @@ const value_type cf_loading_type = {
     .locked = true,
     .filter = true,
     .free_value = free_value,
+    .records = records,
+    .replay = replay,
 };

@@ -1,5 +1,5 @@
 /* The counting Bloom filter value (cntbf_t), BF.RESERVE ... COUNTING, with
- * BF.DEL (t_bloom.c).
+ * BF.DEL (bf_del.c).
  *
  * Writers serialize on the object so the log holds their changes in the
  * order they were applied (saturated counters make adds and deletes

@@ -2,8 +2,11 @@
  * (t_hll.c). Not safe for concurrent readers: every access holds the
  * object's lock. Log: WAL_PF_ADD with the elements' 64-bit hashes (and
  * whether the command created the key); a snapshot copies the value at its
- * capture, so each record after it applies once.
+ * capture, so each record after it applies once. WAL_PF_MERGE replays
+ * through hll_merge_keys, the core PFMERGE runs.
  */
+#include <stdlib.h>
+
 #include "config.h"
 #include "keyspace.h"
 #include "le.h"
@@ -41,7 +44,67 @@ kv_obj *hll_value_new(void) {
     return o;
 }
 
+value_status hll_merge_keys(const char *const *keys, const size_t *lens, size_t n, bool *created,
+                            const char **used, size_t *used_lens, size_t *nused) {
+    *created = false;
+    hll_t **srcs = calloc(n ? n : 1, sizeof(*srcs));
+    if (srcs == NULL) return VS_OOM;
+    size_t nsrc = 0, k = 1;
+    value_status st = VS_OK;
+    ks_ref dref;
+    kv_entry *dst = ks_find_locked(keys[0], lens[0], &dref, true);
+    if (dst && dst->obj->type != &hll_type) {
+        st = VS_WRONGTYPE;
+        goto out;
+    }
+    for (size_t i = 1; i < n; i++) {
+        ks_ref r;
+        kv_entry *e = ks_find_locked(keys[i], lens[i], &r, false);
+        if (e == NULL) continue;
+        if (e->obj->type != &hll_type) {
+            st = VS_WRONGTYPE;
+            goto out;
+        }
+        if (dst && e->obj == dst->obj) continue;
+        srcs[nsrc++] = e->obj->v;
+        /* Replay must not merge a key that was missing (expired) here but
+         * is still present there. */
+        if (used) {
+            used[k] = keys[i];
+            used_lens[k++] = lens[i];
+        }
+    }
+    if (dst == NULL) {
+        kv_obj *o = hll_value_new();
+        if (o == NULL || (dst = ks_add(&dref, o)) == NULL) {
+            if (o) ks_mem_add(-(int64_t)kv_obj_bytes(o));
+            kv_obj_free(o);
+            st = VS_OOM;
+            goto out;
+        }
+        *created = true;
+    }
+    /* Exclusive stripes: nobody else can touch these HLLs meanwhile. */
+    hll_set_sparse_max(dst->obj->v, hll_sparse_max());
+    int rc = hll_merge(dst->obj->v, srcs, nsrc);
+    hll_value_sync(dst->obj);
+    if (rc < 0) st = VS_CORRUPT;
+    if (used) {
+        used[0] = keys[0];
+        used_lens[0] = lens[0];
+        *nused = k;
+    }
+out:
+    free(srcs);
+    return st;
+}
+
+static value_status merge(const char *const *keys, const size_t *lens, size_t n, bool *created) {
+    return hll_merge_keys(keys, lens, n, created, NULL, NULL, NULL);
+}
+
 static const char *replay(const wal_op *op) {
+    if (op->type == WAL_PF_MERGE) return type_replay_merge(op, merge);
     if (op->created) {
         kv_obj *o = hll_value_new();
         if (o == NULL || !ks_replace(op->key, op->klen, o, 0)) return "out of memory";
@@ -64,7 +127,7 @@ static const char *replay(const wal_op *op) {
     return why;
 }
 
-static const uint8_t records[] = {WAL_PF_ADD, 0};
+static const uint8_t records[] = {WAL_PF_ADD, WAL_PF_MERGE, 0};
 
 const value_type hll_type = {
     .name = "HyperLogLog",

@@ -11,6 +11,7 @@
 #define BLOOMERYD_TYPES_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "bloomery/bloomery.h"
@@ -71,6 +72,47 @@ const value_type *type_at(size_t i);
 
 /* The value of o as serial.h sees it (snapshot capture). */
 bloomery_object type_object(const struct kv_obj *o);
+
+/* What an operation below the command layer (a merge, a restored dump
+ * chunk) reports. The commands answer it in their family's words; replay
+ * logs value_status_text when a record does not apply. */
+typedef enum value_status {
+    VS_OK = 0,
+    VS_NOT_FOUND,    /* a key that must exist is missing */
+    VS_WRONGTYPE,    /* a key holds another type */
+    VS_LOADING,      /* a key holds a dump still being loaded */
+    VS_MISMATCH,     /* filters of different shapes */
+    VS_OOM,          /* refused by maxmemory, or the key could not be added */
+    VS_NOMEM,        /* refused by the machine's memory (no maxmemory) */
+    VS_FAILED,       /* the library could not build the value */
+    VS_BAD_HEADER,   /* a dump header refused */
+    VS_BAD_CHUNK,    /* a dump chunk refused */
+    VS_BAD_OFFSET,   /* a RedisBloom chunk that no link holds */
+    VS_TOO_BIG,      /* a RedisBloom chunk past the end of its link */
+    VS_CORRUPT,      /* an HLL's bytes are damaged */
+} value_status;
+
+const char *value_status_text(value_status st);
+
+/* The cores of multi-key commands, shared with replay. Called with the
+ * stripes of keys[0..n) locked exclusively (ks_lock_many); keys[0] is the
+ * destination, *created whether the call created it.
+ *
+ * BF.MERGE: ORs the filters keys[1..n) into keys[0], a copy of keys[1]
+ * when missing. Every source and every shape is checked first: on an error
+ * nothing changed. */
+value_status bloom_merge(const char *const *keys, const size_t *lens, size_t n, bool *created);
+/* PFMERGE: merges the HLLs among keys[1..n) (missing keys are empty) into
+ * keys[0]. When used is not NULL, used[0..*nused) / used_lens receive the
+ * destination and the sources that existed: what the log names. */
+value_status hll_merge_keys(const char *const *keys, const size_t *lens, size_t n, bool *created,
+                            const char **used, size_t *used_lens, size_t *nused);
+
+/* Replay of a merge record: its keys as logged, the destination dropped
+ * first when the merge created it. */
+const char *type_replay_merge(const wal_op *op,
+                              value_status (*merge)(const char *const *keys, const size_t *lens,
+                                                    size_t n, bool *created));
 
 /* Helpers a type's commands share with its descriptor. */
 size_t hll_sparse_max(void);                  /* hll-sparse-max-bytes */

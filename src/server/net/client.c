@@ -323,11 +323,11 @@ static void run_batch(client *c, const command *cmd, char *start) {
     }
     int64_t t0 = mono_us();
     c->cx.hits = c->cx.misses = 0;
-    cmd->batch(&c->cx, key, klen, c->bitems, c->blens, n);
+    size_t failed = cmd->batch(&c->cx, key, klen, c->bitems, c->blens, n);
     if (write) commit_write_end(c->w);
     c->touched_keys = true;
     worker_count_hits(c->w, c->cx.hits, c->cx.misses);
-    command_account(c, cmd, n, (uint64_t)(mono_us() - t0));
+    command_account(c, cmd, n, failed, (uint64_t)(mono_us() - t0));
 }
 
 static void process_input(client *c) {

@@ -206,7 +206,6 @@ void command_dispatch(client *c) {
         return;
     }
     atomic_store_explicit(&c->lastcmd, cmd->name, memory_order_relaxed);
-    uint64_t errors = c->cx.out.errors;
     c->cx.hits = c->cx.misses = 0;
     bool write = cmd->flags & CMD_WRITE;
     if (write) {
@@ -214,14 +213,14 @@ void command_dispatch(client *c) {
         commit_write_begin(w);
     }
     int64_t t0 = mono_us();
-    cmd->proc(&c->cx);
+    bool ok = cmd->proc(&c->cx);
     int64_t dt = mono_us() - t0;
     if (write) commit_write_end(w);
     c->touched_keys |= cmd->touches_keys;
     stat_add(&st->calls, 1);
     stat_add(&st->usec, (uint64_t)dt);
     worker_count_hits(w, c->cx.hits, c->cx.misses);
-    if (c->cx.out.errors > errors) {
+    if (!ok) {
         stat_add(&st->failed, 1);
         stat_add(&w->errors, 1);
     }
@@ -232,11 +231,15 @@ void worker_count_hits(worker *w, uint64_t hits, uint64_t misses) {
     if (misses) stat_add(&w->misses, misses);
 }
 
-void command_account(client *c, const command *cmd, uint64_t n, uint64_t usec) {
+void command_account(client *c, const command *cmd, uint64_t n, uint64_t failed, uint64_t usec) {
     worker *w = c->w;
     stat_add(&w->commands, n);
     stat_add(&w->stats[cmd->id].calls, n);
     stat_add(&w->stats[cmd->id].usec, usec);
+    if (failed) {
+        stat_add(&w->stats[cmd->id].failed, failed);
+        stat_add(&w->errors, failed);
+    }
     atomic_store_explicit(&c->lastcmd, cmd->name, memory_order_relaxed);
 }
 
@@ -287,11 +290,11 @@ static void reply_command_doc(cmd_ctx *c, const command *cmd) {
     reply_bulk_str(&c->out, cmd->group);
 }
 
-void commandCommand(cmd_ctx *c) {
+bool commandCommand(cmd_ctx *c) {
     if (c->argc == 1) {
         reply_array(&c->out, (long long)NCOMMANDS);
         for (size_t i = 0; i < NCOMMANDS; i++) reply_command_info(c, &table[i]);
-        return;
+        return true;
     }
     if (arg_eq(c, 1, "count") && c->argc == 2) {
         reply_int(&c->out, (long long)NCOMMANDS);
@@ -299,7 +302,7 @@ void commandCommand(cmd_ctx *c) {
         if (c->argc == 2) {
             reply_array(&c->out, (long long)NCOMMANDS);
             for (size_t i = 0; i < NCOMMANDS; i++) reply_command_info(c, &table[i]);
-            return;
+            return true;
         }
         reply_array(&c->out, c->argc - 2);
         for (int i = 2; i < c->argc; i++)
@@ -308,7 +311,7 @@ void commandCommand(cmd_ctx *c) {
         if (c->argc == 2) {
             reply_map(&c->out, (long long)NCOMMANDS);
             for (size_t i = 0; i < NCOMMANDS; i++) reply_command_doc(c, &table[i]);
-            return;
+            return true;
         }
         int found = 0;
         for (int i = 2; i < c->argc; i++) found += command_lookup(c->argv[i], c->argvlen[i]) != NULL;
@@ -324,5 +327,7 @@ void commandCommand(cmd_ctx *c) {
         reply_errorf(&c->out, "ERR unknown subcommand or wrong number of arguments for '%.*s'. "
                               "Try COMMAND HELP.",
                      (int)(c->argvlen[1] < 64 ? c->argvlen[1] : 64), c->argv[1]);
+        return false;
     }
+    return true;
 }

@@ -9,10 +9,13 @@
  *   commands.c  the command table, dispatch, COMMAND
  *   keyspace.c  striped hash table of keys, expiry, memory accounting
  *   config.c    settings, config file, CONFIG GET/SET
- *   t_bloom.c   BF.* over libbloomery's scalable and counting filters
+ *   cmdkit.c    what value commands share: keys of a kind, creating values, options
+ *   bf_*.c      BF.* over libbloomery's scalable and counting filters, one
+ *               concept per file (bf.h lists them)
  *   t_window.c  time-windowed filters behind BF.* (BF.RESERVE ... WINDOW)
  *   t_cuckoo.c  CF.* over libbloomery's cuckoo filter
  *   dump.c      bloomery-format dumps shared by BF.* and CF.* SCANDUMP/LOADCHUNK
+ *   restore.c   a dump chunk into a key: BF./CF.LOADCHUNK's core, shared with replay
  *   t_hll.c     PF* over libbloomery's HyperLogLog
  *   t_keys.c    DEL, EXISTS, TYPE, KEYS, SCAN, RENAME, EXPIRE family ...
  *   t_server.c  PING, HELLO, AUTH, INFO, CLIENT, CONFIG, MEMORY, SHUTDOWN ...
@@ -159,8 +162,9 @@ bool client_obuf_over_limit(client *c);
 
 /* ---- commands.c: bloomeryd's side of the command table ---- */
 void command_dispatch(client *c);
-/* Account n calls of cmd that took usec in total (batched execution). */
-void command_account(client *c, const command *cmd, uint64_t n, uint64_t usec);
+/* Account n calls of cmd, failed of which failed, that took usec in total
+ * (batched execution). */
+void command_account(client *c, const command *cmd, uint64_t n, uint64_t failed, uint64_t usec);
 /* Fold a command's keyspace hits and misses into its worker's stats. */
 void worker_count_hits(worker *w, uint64_t hits, uint64_t misses);
 

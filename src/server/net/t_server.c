@@ -13,49 +13,58 @@
 #include "server.h"
 #include "util.h"
 
-void pingCommand(cmd_ctx *c) {
+bool pingCommand(cmd_ctx *c) {
     if (c->argc > 2) {
         reply_wrong_arity(&c->out, "ping");
-        return;
+        return false;
     }
     if (c->argc == 2)
         reply_bulk(&c->out, c->argv[1], c->argvlen[1]);
     else
         reply_simple(&c->out, "PONG");
+    return true;
 }
 
-void echoCommand(cmd_ctx *c) { reply_bulk(&c->out, c->argv[1], c->argvlen[1]); }
+bool echoCommand(cmd_ctx *c) {
+    reply_bulk(&c->out, c->argv[1], c->argvlen[1]);
+    return true;
+}
 
-void selectCommand(cmd_ctx *c) {
+bool selectCommand(cmd_ctx *c) {
     long long db;
     if (!str_to_ll(c->argv[1], c->argvlen[1], &db)) {
         reply_error(&c->out, "ERR value is not an integer or out of range");
-        return;
+        return false;
     }
     if (db != 0) {
         reply_error(&c->out, "ERR DB index is out of range");
-        return;
+        return false;
     }
     reply_ok(&c->out);
+    return true;
 }
 
-void dbsizeCommand(cmd_ctx *c) { reply_int(&c->out, (long long)ks_dbsize()); }
+bool dbsizeCommand(cmd_ctx *c) {
+    reply_int(&c->out, (long long)ks_dbsize());
+    return true;
+}
 
-void quitCommand(cmd_ctx *c) {
+bool quitCommand(cmd_ctx *c) {
     reply_ok(&c->out);
     client_of(c)->close_after_reply = true;
+    return true;
 }
 
-void shutdownCommand(cmd_ctx *c) {
+bool shutdownCommand(cmd_ctx *c) {
     for (int i = 1; i < c->argc; i++) {
         if (!arg_eq(c, i, "nosave") && !arg_eq(c, i, "save") && !arg_eq(c, i, "now") &&
             !arg_eq(c, i, "force") && !arg_eq(c, i, "abort")) {
             reply_syntax_error(c);
-            return;
+            return false;
         }
         if (arg_eq(c, i, "abort")) {
             reply_error(&c->out, "ERR No shutdown in progress.");
-            return;
+            return false;
         }
     }
     if (arg_eq(c, 1, "nosave") || arg_eq(c, 2, "nosave")) atomic_store(&persist_shutdown_save, -1);
@@ -64,12 +73,13 @@ void shutdownCommand(cmd_ctx *c) {
     uv_async_send(&srv.shutdown_async);
     /* As Redis: no reply, the connection closes with the server. */
     client_of(c)->close_after_reply = true;
+    return true;
 }
 
-void flushallCommand(cmd_ctx *c) {
+bool flushallCommand(cmd_ctx *c) {
     if (c->argc > 2 || (c->argc == 2 && !arg_eq(c, 1, "async") && !arg_eq(c, 1, "sync"))) {
         reply_syntax_error(c);
-        return;
+        return false;
     }
     /* Every stripe at once, so the log's flush record splits the history
      * exactly: no key is created between the flush and its record. */
@@ -78,13 +88,15 @@ void flushallCommand(cmd_ctx *c) {
     wal_log_flush();
     ks_unlock_all();
     reply_ok(&c->out);
+    return true;
 }
 
-void timeCommand(cmd_ctx *c) {
+bool timeCommand(cmd_ctx *c) {
     int64_t us = now_us();
     reply_array(&c->out, 2);
     reply_bulk_ll(&c->out, us / 1000000);
     reply_bulk_ll(&c->out, us % 1000000);
+    return true;
 }
 
 /* ---- AUTH and HELLO ---- */
@@ -104,32 +116,33 @@ static bool check_auth(cmd_ctx *c, const char *user, size_t ulen, const char *pa
     return true;
 }
 
-void authCommand(cmd_ctx *c) {
+bool authCommand(cmd_ctx *c) {
     if (c->argc > 3) {
         reply_syntax_error(c);
-        return;
+        return false;
     }
     if (!config_requirepass_set()) {
         if (c->argc == 2) {
             reply_error(&c->out, "ERR AUTH <password> called without any password configured for "
                                  "the default user. Are you sure your configuration is correct?");
-            return;
+            return false;
         }
         /* AUTH default <anything> succeeds without a password: the default
          * user is "nopass" in Redis. */
         if (!str_eq_ci(c->argv[1], c->argvlen[1], "default")) {
             reply_error(&c->out, wrongpass);
-            return;
+            return false;
         }
         client_of(c)->authenticated = true;
         reply_ok(&c->out);
-        return;
+        return true;
     }
     bool ok = c->argc == 2 ? check_auth(c, NULL, 0, c->argv[1], c->argvlen[1])
                            : check_auth(c, c->argv[1], c->argvlen[1], c->argv[2], c->argvlen[2]);
-    if (!ok) return;
+    if (!ok) return false;
     client_of(c)->authenticated = true;
     reply_ok(&c->out);
+    return true;
 }
 
 static bool valid_client_name(const char *s, size_t n) {
@@ -146,18 +159,18 @@ static void set_client_name(client *c, const char *s, size_t n) {
     pthread_mutex_unlock(&clients_lock);
 }
 
-void helloCommand(cmd_ctx *c) {
+bool helloCommand(cmd_ctx *c) {
     long long ver = 0;
     int next = 1;
     if (c->argc >= 2) {
         if (!str_to_ll(c->argv[1], c->argvlen[1], &ver)) {
             reply_error(&c->out, "ERR Protocol version is not an integer or out of range");
-            return;
+            return false;
         }
         next = 2;
         if (ver < 2 || ver > 3) {
             reply_error(&c->out, "NOPROTO unsupported protocol version");
-            return;
+            return false;
         }
     }
     const char *name = NULL;
@@ -166,14 +179,14 @@ void helloCommand(cmd_ctx *c) {
         int more = c->argc - j - 1;
         if (arg_eq(c, j, "auth") && more >= 2) {
             if (!check_auth(c, c->argv[j + 1], c->argvlen[j + 1], c->argv[j + 2], c->argvlen[j + 2]))
-                return;
+                return false;
             client_of(c)->authenticated = true;
             j += 2;
         } else if (arg_eq(c, j, "setname") && more >= 1) {
             if (!valid_client_name(c->argv[j + 1], c->argvlen[j + 1])) {
                 reply_error(&c->out, "ERR Client names cannot contain spaces, newlines or special "
                                      "characters.");
-                return;
+                return false;
             }
             name = c->argv[j + 1];
             namelen = c->argvlen[j + 1];
@@ -181,7 +194,7 @@ void helloCommand(cmd_ctx *c) {
         } else {
             reply_errorf(&c->out, "ERR Syntax error in HELLO option '%.*s'",
                          (int)(c->argvlen[j] < 128 ? c->argvlen[j] : 128), c->argv[j]);
-            return;
+            return false;
         }
     }
     if (!client_of(c)->authenticated) {
@@ -189,7 +202,7 @@ void helloCommand(cmd_ctx *c) {
                              "otherwise the HELLO <proto> AUTH <user> <pass> option can be used to "
                              "authenticate the client and select the RESP protocol version at the "
                              "same time");
-        return;
+        return false;
     }
     if (name) set_client_name(client_of(c), name, namelen);
     if (ver) {
@@ -221,6 +234,7 @@ void helloCommand(cmd_ctx *c) {
     reply_bulk_str(r, "builtin");
     reply_bulk_str(r, "args");
     reply_array(r, 0);
+    return true;
 }
 
 /* ---- CLIENT ---- */
@@ -244,7 +258,7 @@ static client *find_client_by(bool (*match)(client *, const void *), const void 
 
 static bool match_addr(client *o, const void *arg) { return strcmp(o->addr, arg) == 0; }
 
-static void client_kill(cmd_ctx *c) {
+static bool client_kill(cmd_ctx *c) {
     if (c->argc == 3) {
         /* Old form: CLIENT KILL addr:port */
         char addr[128];
@@ -257,13 +271,16 @@ static void client_kill(cmd_ctx *c) {
             client_of(c)->close_after_reply = true;
             n++;
         }
-        if (n == 0) reply_error(&c->out, "ERR No such client");
-        else reply_ok(&c->out);
-        return;
+        if (n == 0) {
+            reply_error(&c->out, "ERR No such client");
+            return false;
+        }
+        reply_ok(&c->out);
+        return true;
     }
     if ((c->argc - 2) % 2 != 0) {
         reply_syntax_error(c);
-        return;
+        return false;
     }
     bool have_id = false, have_addr = false, have_laddr = false, skipme = true;
     uint64_t id = 0;
@@ -274,7 +291,7 @@ static void client_kill(cmd_ctx *c) {
             long long v;
             if (!str_to_ll(c->argv[i + 1], c->argvlen[i + 1], &v) || v <= 0) {
                 reply_error(&c->out, "ERR client-id should be greater than 0");
-                return;
+                return false;
             }
             id = (uint64_t)v;
             have_id = true;
@@ -289,18 +306,18 @@ static void client_kill(cmd_ctx *c) {
             else if (arg_eq(c, i + 1, "no")) skipme = false;
             else {
                 reply_syntax_error(c);
-                return;
+                return false;
             }
         } else if (arg_eq(c, i, "type") || arg_eq(c, i, "user") || arg_eq(c, i, "maxage")) {
             /* Accepted filters that match nothing special here: every client
              * is a normal client of the default user. */
             if (arg_eq(c, i, "type") && !arg_eq(c, i + 1, "normal")) {
                 reply_int(&c->out, 0);
-                return;
+                return true;
             }
         } else {
             reply_syntax_error(c);
-            return;
+            return false;
         }
     }
     int n = 0;
@@ -321,16 +338,17 @@ static void client_kill(cmd_ctx *c) {
     }
     pthread_mutex_unlock(&clients_lock);
     reply_int(&c->out, n);
+    return true;
 }
 
-void clientCommand(cmd_ctx *c) {
+bool clientCommand(cmd_ctx *c) {
     reply *r = &c->out;
     if (arg_eq(c, 1, "id") && c->argc == 2) {
         reply_int(r, (long long)client_of(c)->id);
     } else if (arg_eq(c, 1, "setname") && c->argc == 3) {
         if (!valid_client_name(c->argv[2], c->argvlen[2])) {
             reply_error(r, "ERR Client names cannot contain spaces, newlines or special characters.");
-            return;
+            return false;
         }
         set_client_name(client_of(c), c->argv[2], c->argvlen[2]);
         reply_ok(r);
@@ -344,12 +362,12 @@ void clientCommand(cmd_ctx *c) {
         if (!isname && !arg_eq(c, 2, "lib-ver")) {
             reply_errorf(r, "ERR Unrecognized option '%.*s'",
                          (int)(c->argvlen[2] < 64 ? c->argvlen[2] : 64), c->argv[2]);
-            return;
+            return false;
         }
         if (!valid_client_name(c->argv[3], c->argvlen[3])) {
             reply_errorf(r, "ERR %s cannot contain spaces, newlines or special characters.",
                          isname ? "lib-name" : "lib-ver");
-            return;
+            return false;
         }
         char *v = strndup(c->argv[3], c->argvlen[3]);
         pthread_mutex_lock(&clients_lock);
@@ -361,14 +379,14 @@ void clientCommand(cmd_ctx *c) {
     } else if (arg_eq(c, 1, "list")) {
         if (c->argc > 2 && !(c->argc >= 4 && (arg_eq(c, 2, "type") || arg_eq(c, 2, "id")))) {
             reply_syntax_error(c);
-            return;
+            return false;
         }
         bool by_id = c->argc >= 4 && arg_eq(c, 2, "id");
         size_t cap = 4096, len = 0;
         char *out = malloc(cap);
         if (out == NULL) {
             reply_oom(c);
-            return;
+            return false;
         }
         /* A client leaves the registry before its worker frees it, so every
          * client listed while the lock is held is alive. */
@@ -407,11 +425,11 @@ void clientCommand(cmd_ctx *c) {
         line[ll++] = '\n';
         reply_verbatim(r, line, ll);
     } else if (arg_eq(c, 1, "kill") && c->argc >= 3) {
-        client_kill(c);
+        return client_kill(c);
     } else if ((arg_eq(c, 1, "no-evict") || arg_eq(c, 1, "no-touch")) && c->argc == 3) {
         if (!arg_eq(c, 2, "on") && !arg_eq(c, 2, "off")) {
             reply_syntax_error(c);
-            return;
+            return false;
         }
         reply_ok(r);
     } else if (arg_eq(c, 1, "help") && c->argc == 2) {
@@ -433,7 +451,9 @@ void clientCommand(cmd_ctx *c) {
         reply_errorf(r, "ERR unknown subcommand or wrong number of arguments for '%.*s'. Try "
                         "CLIENT HELP.",
                      (int)(c->argvlen[1] < 64 ? c->argvlen[1] : 64), c->argv[1]);
+        return false;
     }
+    return true;
 }
 
 /* ---- CONFIG ---- */
@@ -450,7 +470,7 @@ static void collect_name(void *ctx, const char *name) {
     if (cc->n < 64) cc->names[cc->n++] = name;
 }
 
-void configCommand(cmd_ctx *c) {
+bool configCommand(cmd_ctx *c) {
     reply *r = &c->out;
     if (arg_eq(c, 1, "get") && c->argc >= 3) {
         cfg_collect cc = {.n = 0};
@@ -471,7 +491,7 @@ void configCommand(cmd_ctx *c) {
             if (!config_format(name, val, sizeof(val))) {
                 reply_errorf(r, "ERR Unknown option or number of arguments for CONFIG SET - '%s'",
                              name);
-                return;
+                return false;
             }
         }
         for (int i = 2; i < c->argc; i += 2) {
@@ -483,7 +503,7 @@ void configCommand(cmd_ctx *c) {
             if (!config_apply(name, 1, &v, &vl, false, err, sizeof(err))) {
                 reply_errorf(r, "ERR CONFIG SET failed (possibly related to argument '%s') - %s",
                              name, err);
-                return;
+                return false;
             }
         }
         reply_ok(r);
@@ -506,32 +526,35 @@ void configCommand(cmd_ctx *c) {
         reply_ok(r);
     } else if (arg_eq(c, 1, "rewrite") && c->argc == 2) {
         reply_error(r, "ERR CONFIG REWRITE is not supported by this server");
+        return false;
     } else {
         reply_errorf(r, "ERR unknown subcommand or wrong number of arguments for '%.*s'. Try "
                         "CONFIG HELP.",
                      (int)(c->argvlen[1] < 64 ? c->argvlen[1] : 64), c->argv[1]);
+        return false;
     }
+    return true;
 }
 
 /* ---- MEMORY ---- */
 
-void memoryCommand(cmd_ctx *c) {
+bool memoryCommand(cmd_ctx *c) {
     reply *r = &c->out;
     if (arg_eq(c, 1, "usage") && (c->argc == 3 || c->argc == 5)) {
         if (c->argc == 5) {
             long long samples;
             if (!arg_eq(c, 3, "samples")) {
                 reply_syntax_error(c);
-                return;
+                return false;
             }
-            if (!arg_ll(c, 4, &samples)) return;
+            if (!arg_ll(c, 4, &samples)) return false;
         }
         ks_ref ref;
         kv_entry *e = ks_open(&ref, c->argv[2], c->argvlen[2], false);
         if (e == NULL) {
             ks_close(&ref);
             reply_null(r);
-            return;
+            return true;
         }
         uint64_t bytes = ks_entry_overhead(e->klen);
         if (e->obj->type->locked) {
@@ -555,7 +578,9 @@ void memoryCommand(cmd_ctx *c) {
         reply_errorf(r, "ERR unknown subcommand or wrong number of arguments for '%.*s'. Try "
                         "MEMORY HELP.",
                      (int)(c->argvlen[1] < 64 ? c->argvlen[1] : 64), c->argv[1]);
+        return false;
     }
+    return true;
 }
 
 /* ---- INFO ---- */
@@ -615,11 +640,11 @@ static void count_filters(void *ctx, const kv_entry *e) {
     if (e->obj->type->filter) (*(uint64_t *)ctx)++;
 }
 
-void infoCommand(cmd_ctx *c) {
+bool infoCommand(cmd_ctx *c) {
     sbuf b = {malloc(4096), 0, 4096};
     if (b.p == NULL) {
         reply_oom(c);
-        return;
+        return false;
     }
     int64_t now = now_ms();
     char h1[32], h2[32], h3[32];
@@ -752,4 +777,5 @@ void infoCommand(cmd_ctx *c) {
 #undef SECTION
     reply_verbatim(&c->out, b.p, b.len);
     free(b.p);
+    return true;
 }

@@ -1,8 +1,11 @@
 /* Dumps in bloomery's own format (serial.h images), shared by BF.SCANDUMP /
  * BF.LOADCHUNK for blocked and counting filters and CF.SCANDUMP /
  * CF.LOADCHUNK: the image header is the first chunk, then every chunk is
- * sent as its bytes followed by their 8-byte checksum. Replies and error
- * strings stay with the commands, which follow RedisBloom's per family. */
+ * sent as its bytes followed by their 8-byte checksum. Classic-layout
+ * chains dump in RedisBloom's format instead: a header, then the links'
+ * bit arrays as one byte range. Replies and error strings stay with the
+ * commands, which follow RedisBloom's per family; restore.h applies a
+ * chunk to a key. */
 #ifndef BLOOMERYD_DUMP_H
 #define BLOOMERYD_DUMP_H
 
@@ -16,6 +19,11 @@
 /* The bulk of chunk i: its bytes and a checksum of the copy that is sent, so
  * writers changing the live bits meanwhile cannot make the pair disagree. */
 void dump_reply_chunk(reply *r, const bloomery_image *img, uint64_t i);
+
+/* RedisBloom's format: the link of a classic chain holding byte off of its
+ * links' bit arrays laid end to end in creation order, and where that link
+ * starts (*link_start). sbf_nlinks(f) when off is past the end. */
+size_t dump_classic_link_at(const sbf_t *f, uint64_t off, uint64_t *link_start);
 
 /* Bytes a loader may still allocate under ks_mem_limit (0: no limit). */
 uint64_t dump_load_limit(void);

@@ -4,7 +4,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cmd.h"
 #include "config.h"
 #include "log.h"
 
@@ -26,9 +25,24 @@ void dump_reply_chunk(reply *r, const bloomery_image *img, uint64_t i)
     r->len += len + 10;
 }
 
+size_t dump_classic_link_at(const sbf_t *f, uint64_t off, uint64_t *link_start)
+{
+    size_t n = sbf_nlinks(f);
+    uint64_t start = 0;
+    for (size_t i = 0; i < n; i++) {
+        uint64_t b = cbf_bytes(sbf_link_classic(f, i));
+        if (off < start + b) {
+            *link_start = start;
+            return i;
+        }
+        start += b;
+    }
+    return n;
+}
+
 uint64_t dump_load_limit(void)
 {
-    uint64_t max = ks_mem_limit(server_maxmemory()), used = ks_used_memory();
+    uint64_t max = ks_mem_limit((uint64_t)atomic_load_explicit(&cfg.maxmemory, memory_order_relaxed)), used = ks_used_memory();
     if (max == 0) return 0;
     return max > used ? max - used : 1;
 }

@@ -1,0 +1,108 @@
+/* The BF.* commands, over libbloomery's scalable (sbf_t), counting (cntbf_t)
+ * and windowed (win_t) filters, one concept per file:
+ *
+ *   bf_create.c  filter parameters and creation: BF.RESERVE, BF.INSERT, and
+ *                the creation an add of a missing key does
+ *   bf_add.c     BF.ADD, BF.MADD, pipelined BF.ADD batches
+ *   bf_check.c   BF.EXISTS, BF.MEXISTS, pipelined BF.EXISTS batches
+ *   bf_info.c    BF.INFO, BF.CARD, BF.DEBUG
+ *   bf_del.c     BF.DEL (counting filters)
+ *   bf_merge.c   BF.MERGE
+ *   bf_dump.c    BF.SCANDUMP, BF.LOADCHUNK
+ *   t_window.c   windowed filters, behind all of them
+ *
+ * Replies and errors are RedisBloom's, quirks included (docs/COMMANDS.md):
+ * BF.EXISTS answers 0 for a missing or wrong-type key, some errors have no
+ * ERR prefix, BF.MADD/BF.INSERT end their array at the first "full" error.
+ * This header holds what those files share; its names start with bfc_
+ * (BF commands), as the library's blocked filter owns bf_.
+ */
+#ifndef BLOOMERYD_BF_H
+#define BLOOMERYD_BF_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cmdkit.h"
+
+#define BF_MAX_CAPACITY (1LL << 30)
+#define BF_MAX_TTL (100LL * 365 * 86400)
+
+/* Bloom and counting filters (a dump still loading answers so). */
+extern const ck_kind bfc_kind;
+/* The same, and windows. */
+extern const ck_kind bfc_any_kind;
+
+/* Open argv[1] as a Bloom or counting filter, which must exist: the entry,
+ * or NULL after replying. ref is open either way. */
+static inline kv_entry *bfc_open_filter(cmd_ctx *c, ks_ref *ref) {
+    kv_entry *e;
+    return ck_open(c, ref, c->argv[1], c->argvlen[1], &bfc_kind, CK_MUST_EXIST, &e) ? e : NULL;
+}
+
+/* ---- bf_create.c ---- */
+
+typedef struct bfc_params {
+    double error;
+    long long capacity;
+    long long expansion;   /* 0: non-scaling */
+    bloomery_layout layout;
+    bool counting;
+    long long ttl_s;       /* 0: none */
+} bfc_params;
+
+/* This server's defaults (bf-error-rate, bf-initial-size, bf-expansion,
+ * bf-layout). */
+void bfc_default_params(bfc_params *p);
+/* ck_create_fn: the filter for the bfc_params *arg, its creation logged
+ * with the full parameters. */
+kv_entry *bfc_create(cmd_ctx *c, ks_ref *ref, const void *arg);
+
+/* RESERVE's error rate and capacity, RedisBloom's checks and replies. */
+#define BF_RATE_SPEC                                                                    \
+    {.name = "error", .kind = OPT_RATE, .pos = 2, .bad = "ERR bad error rate",          \
+     .range = "ERR error rate must be in the range (0.000000, 1.000000)"}
+#define BF_CAPACITY_SPEC                                                                \
+    {.name = "capacity", .kind = OPT_INT, .pos = 3, .lo = 1, .hi = BF_MAX_CAPACITY,     \
+     .bad = "ERR bad capacity", .range = "ERR capacity must be in the range [1, 1073741824]"}
+/* Our TTL option (seconds); missing_: the reply when no value follows. */
+#define BF_TTL_TEXT "ERR TTL must be a positive number of seconds"
+#define BF_TTL_SPEC(letters_, missing_)                                                 \
+    {.name = "TTL", .kind = OPT_INT, .lo = 1, .hi = BF_MAX_TTL, .bad = BF_TTL_TEXT,     \
+     .missing = (missing_), .letters = (letters_)}
+
+/* ---- bf_add.c ---- */
+
+/* Open argv[1] for adding, created with p when missing and create is set.
+ * Returns the entry with ref locked, or NULL after replying. *now: for a
+ * window, the clock its due rotations were checked at, which the add that
+ * follows uses. */
+kv_entry *bfc_open_for_add(cmd_ctx *c, ks_ref *ref, const bfc_params *p, bool create,
+                           int64_t *now);
+/* Add items[0..n) to o and reply: an integer/boolean for a single add
+ * (multi false) or an array that ends at the first error. False after an
+ * error. */
+bool bfc_add_items(cmd_ctx *c, const char *key, size_t klen, kv_obj *o, int64_t now,
+                   const char **items, const size_t *lens, size_t n, bool multi);
+
+/* ---- t_window.c: windowed filters behind BF.* ---- */
+
+/* Whether BF.RESERVE asks for a window (WINDOW or SLICES). */
+bool window_requested(cmd_ctx *c);
+/* BF.RESERVE ... WINDOW seconds [SLICES s]: true when created. */
+bool window_reserve(cmd_ctx *c);
+/* With ref shared-locked on window entry e: perform due rotations (under an
+ * exclusive lock taken meanwhile) and return the entry to add to, *now the
+ * clock to add at; NULL after replying. ref stays locked either way. */
+kv_entry *window_open_for_add(cmd_ctx *c, ks_ref *ref, kv_entry *e, int64_t *now);
+/* False after an error. */
+bool window_add_items(cmd_ctx *c, const char *key, size_t klen, kv_obj *o, int64_t now,
+                      const char **items, const size_t *lens, size_t n, bool multi);
+/* n booleans, no array header. */
+void window_check_items(cmd_ctx *c, kv_obj *o, const char **items, const size_t *lens, size_t n);
+/* BF.INFO (card false) or BF.CARD for the window in e (its key open);
+ * false after an error. */
+bool window_info(cmd_ctx *c, const kv_entry *e, bool card);
+
+#endif

@@ -1,0 +1,28 @@
+/* Restoring a dump into a key: the core of BF.LOADCHUNK and CF.LOADCHUNK,
+ * shared by the commands and the replay of their log records (the loading
+ * types' descriptors, type_loading.c), so a replayed chunk does exactly
+ * what the command did.
+ *
+ * Called with the key open exclusively (ref, e its entry or NULL when
+ * missing); a header (iterator 1) on a missing key creates it. The caller
+ * logs an accepted chunk before closing the key. Formats: dump.h.
+ */
+#ifndef BLOOMERYD_RESTORE_H
+#define BLOOMERYD_RESTORE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "keyspace.h"
+#include "types.h"
+
+/* A Bloom or counting filter's chunk, either format. On VS_BAD_CHUNK,
+ * *detail is the image loader's reason when it has one (else NULL), valid
+ * while the key stays open. */
+value_status restore_bf_chunk(ks_ref *ref, kv_entry *e, long long iter, const uint8_t *data,
+                              size_t len, const char **detail);
+/* A cuckoo filter's chunk (iter >= 1). */
+value_status restore_cf_chunk(ks_ref *ref, kv_entry *e, long long iter, const uint8_t *data,
+                              size_t len);
+
+#endif
