@@ -1,4 +1,5 @@
-// fuzz-sources: src/server/base/config.c src/server/base/resp.c src/server/base/util.c src/server/base/log.c
+// fuzz-sources: src/server/base/config.c src/server/base/resp.c src/server/base/util.c
+// fuzz-sources: src/server/base/log.c
 /* libFuzzer target for bloomeryd's configuration reader (src/server/base/
  * config.c): the input is a bloomery.conf, read from a memory file the way
  * the server reads its config file. Every input must end in success or a
@@ -14,19 +15,23 @@
 
 #include "../src/server/base/config.h"
 
-static void check_name(void *ctx, const char *name) {
+static void check_name(void *ctx, const char *name)
+{
     (void)ctx;
     char out[4096];
     assert(config_format(name, out, sizeof(out)));
 }
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
     int fd = memfd_create("bloomery.conf", 0);
-    if (fd < 0) return 0;
+    if (fd < 0)
+        return 0;
     size_t off = 0;
     while (off < size) {
         ssize_t w = write(fd, data + off, size - off);
-        if (w <= 0) break;
+        if (w <= 0)
+            break;
         off += (size_t)w;
     }
     char path[64], err[512];

@@ -599,7 +599,7 @@ static void test_fpr_matches_formula(void **state)
 
 typedef struct shadow {
     const cf_t *c;
-    uint32_t n;                    /* sub-filters when the hook was set */
+    uint32_t n; /* sub-filters when the hook was set */
     uint64_t len[SHADOW_MAX];
     uint8_t *orig[SHADOW_MAX], *saved[SHADOW_MAX], *mark[SHADOW_MAX];
     uint64_t calls, outside, whole;
@@ -709,7 +709,7 @@ static void test_write_hook(void **state)
                sh.n, grown, least, (unsigned long long)sh.calls);
         uint64_t calls = sh.calls, saved = shadow_check(&sh);
         assert_true(saved > 0);
-        assert_true(least < sh.n);  /* a sub-filter of the start was freed */
+        assert_true(least < sh.n); /* a sub-filter of the start was freed */
         assert_true(sh.whole > 0);
         assert_true(sh.outside > 0); /* and tables grown later were written */
         /* Removed: no more calls. */

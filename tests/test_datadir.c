@@ -31,14 +31,17 @@
 
 static char tmp_root[256];
 
-static int rm_one(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
+static int rm_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
     (void)st, (void)flag, (void)ftw;
     return remove(path);
 }
 
 /* A fresh DIR with log/, snapshots/, chunks/. */
-static const char *fresh_dir(void) {
-    if (tmp_root[0]) nftw(tmp_root, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+static const char *fresh_dir(void)
+{
+    if (tmp_root[0])
+        nftw(tmp_root, rm_one, 16, FTW_DEPTH | FTW_PHYS);
     snprintf(tmp_root, sizeof(tmp_root), "/tmp/bloomery-test-datadir-XXXXXX");
     assert_non_null(mkdtemp(tmp_root));
     const char *subs[] = {"log", "snapshots", "chunks"};
@@ -50,33 +53,40 @@ static const char *fresh_dir(void) {
     return tmp_root;
 }
 
-static void cleanup(void) {
-    if (tmp_root[0]) nftw(tmp_root, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+static void cleanup(void)
+{
+    if (tmp_root[0])
+        nftw(tmp_root, rm_one, 16, FTW_DEPTH | FTW_PHYS);
     tmp_root[0] = '\0';
 }
 
-static void write_file(const char *path, const void *buf, size_t len) {
+static void write_file(const char *path, const void *buf, size_t len)
+{
     FILE *f = fopen(path, "wb");
     assert_non_null(f);
     assert_int_equal(fwrite(buf, 1, len, f), len);
     fclose(f);
 }
 
-static bool exists(const char *path) {
+static bool exists(const char *path)
+{
     struct stat st;
     return stat(path, &st) == 0;
 }
 
-static void add_record(pbuf *f, uint8_t type, uint64_t lsn, const void *payload, size_t plen) {
+static void add_record(pbuf *f, uint8_t type, uint64_t lsn, const void *payload, size_t plen)
+{
     size_t size = wal_record_size(plen);
     assert_true(pbuf_reserve(f, size));
-    if (plen) memcpy(f->p + f->len + WAL_PREFIX, payload, plen);
+    if (plen)
+        memcpy(f->p + f->len + WAL_PREFIX, payload, plen);
     wal_record_seal(f->p + f->len, type, lsn, plen);
     f->len += size;
 }
 
 /* A log file starting at first with n DEL records; offs[i]: record i. */
-static pbuf make_log(uint64_t first, unsigned n, size_t *offs) {
+static pbuf make_log(uint64_t first, unsigned n, size_t *offs)
+{
     pbuf f = {0};
     uint8_t h[WAL_HEADER_SIZE];
     wal_header_encode(h, first);
@@ -87,7 +97,8 @@ static pbuf make_log(uint64_t first, unsigned n, size_t *offs) {
         const char *keys[1] = {key};
         pbuf p = {0};
         wal_enc_keys(&p, -1, keys, &kl, 1);
-        if (offs) offs[i] = f.len;
+        if (offs)
+            offs[i] = f.len;
         add_record(&f, WAL_DEL, first + i, p.p, p.len);
         free(p.p);
     }
@@ -99,29 +110,39 @@ typedef struct seen {
     uint64_t n, first, last;
 } seen;
 
-static void on_record(void *ctx, const wal_record *rec, const wal_op *op) {
+static void on_record(void *ctx, const wal_record *rec, const wal_op *op)
+{
     seen *s = ctx;
     assert_int_equal(op->type, rec->type);
-    if (s->n++ == 0) s->first = rec->lsn;
+    if (s->n++ == 0)
+        s->first = rec->lsn;
     s->last = rec->lsn;
 }
 
-static datadir_log new_log(uint64_t start, seen *s) {
+static datadir_log new_log(uint64_t start, seen *s)
+{
     return (datadir_log){.start = start, .have_snapshot = start > 1, .fn = on_record, .ctx = s};
 }
 
 /* ---- names ---- */
 
-static void test_names(void **state) {
+static void test_names(void **state)
+{
     (void)state;
     uint64_t v;
     assert_true(datadir_parse_name("00000000000000ff.wal", ".wal", &v));
     assert_int_equal(v, 255);
     assert_true(datadir_parse_name("ffffffffffffffff.index", ".index", &v));
     assert_int_equal(v, UINT64_MAX);
-    const char *bad[] = {"00000000000000FF.wal", "0000000000000ff.wal", "000000000000000ff.wal",
-                         "00000000000000ff.wa", "00000000000000ff.wal.torn-32", "LAST",
-                         "00000000000000fg.wal", ".wal", ""};
+    const char *bad[] = {"00000000000000FF.wal",
+                         "0000000000000ff.wal",
+                         "000000000000000ff.wal",
+                         "00000000000000ff.wa",
+                         "00000000000000ff.wal.torn-32",
+                         "LAST",
+                         "00000000000000fg.wal",
+                         ".wal",
+                         ""};
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
         assert_false(datadir_parse_name(bad[i], ".wal", &v));
 
@@ -139,7 +160,8 @@ static void test_names(void **state) {
     uint64_t *got;
     snprintf(p, sizeof(p), "%s/log", dir);
     assert_int_equal(datadir_list(p, ".wal", &got), 3);
-    for (int i = 0; i < 3; i++) assert_int_equal(got[i], want[i]);
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(got[i], want[i]);
     free(got);
     char **torn;
     assert_int_equal(datadir_torn_files(dir, &torn), 1);
@@ -151,13 +173,15 @@ static void test_names(void **state) {
 
 /* ---- snapshot entries: every kind against a real image of its type ---- */
 
-static bloomery_object make_object(uint8_t kind) {
+static bloomery_object make_object(uint8_t kind)
+{
     bloomery_object o = {0};
     switch (kind) {
     case SNAP_KIND_BLOOM:
         o.type = BLOOMERY_TYPE_SCALABLE;
         assert_int_equal(sbf_create(&o.u.sbf, 5000, 0.01, NULL), BLOOMERY_OK);
-        for (int i = 0; i < 100; i++) sbf_add(o.u.sbf, &i, sizeof(i));
+        for (int i = 0; i < 100; i++)
+            sbf_add(o.u.sbf, &i, sizeof(i));
         break;
     case SNAP_KIND_COUNTING:
         o.type = BLOOMERY_TYPE_COUNTING;
@@ -189,7 +213,8 @@ typedef struct entry_image {
 
 /* An index entry of the given kind for obj, its chunks inline (or, with
  * dir, in chunk files). */
-static entry_image make_entry(bloomery_object obj, uint8_t kind, const char *dir) {
+static entry_image make_entry(bloomery_object obj, uint8_t kind, const char *dir)
+{
     entry_image ei = {0};
     assert_int_equal(bloomery_image_create(&ei.img, obj, 4096), BLOOMERY_OK);
     ei.e.key = (const uint8_t *)"key";
@@ -230,8 +255,10 @@ static entry_image make_entry(bloomery_object obj, uint8_t kind, const char *dir
     return ei;
 }
 
-static void free_entry(entry_image *ei) {
-    for (uint64_t i = 0; i < ei->e.nchunks; i++) free(ei->frames[i]);
+static void free_entry(entry_image *ei)
+{
+    for (uint64_t i = 0; i < ei->e.nchunks; i++)
+        free(ei->frames[i]);
     free(ei->frames);
     free(ei->chunks);
     bloomery_image_free(ei->img);
@@ -239,14 +266,17 @@ static void free_entry(entry_image *ei) {
 
 /* Open, fill and finish entry e through datadir; NULL error when loaded. */
 static bool load_entry(const char *dir, const snap_entry *e, bloomery_type *type, char *err,
-                       size_t errlen) {
+                       size_t errlen)
+{
     bloomery_loader *l = datadir_open_entry("INDEX", e, err, errlen);
-    if (l == NULL) return false;
+    if (l == NULL)
+        return false;
     bool ok = true;
     for (uint64_t i = 0; i < e->nchunks && ok; i++)
         ok = datadir_load_chunk(dir, "INDEX", e, i, l, NULL, err, errlen);
     bloomery_object obj = {0};
-    if (ok) ok = datadir_finish_entry("INDEX", e, l, &obj, err, errlen);
+    if (ok)
+        ok = datadir_finish_entry("INDEX", e, l, &obj, err, errlen);
     if (ok) {
         *type = obj.type;
         bloomery_object_free(&obj);
@@ -255,7 +285,8 @@ static bool load_entry(const char *dir, const snap_entry *e, bloomery_type *type
     return ok;
 }
 
-static void test_every_kind_loads(void **state) {
+static void test_every_kind_loads(void **state)
+{
     (void)state;
     const char *dir = fresh_dir();
     assert_int_equal(datadir_kind_type(0), 0);
@@ -268,11 +299,13 @@ static void test_every_kind_loads(void **state) {
             entry_image ei = make_entry(obj, kind, files ? dir : NULL);
             char err[1024];
             bloomery_type t;
-            if (!load_entry(dir, &ei.e, &t, err, sizeof(err))) fail_msg("kind %u: %s", kind, err);
+            if (!load_entry(dir, &ei.e, &t, err, sizeof(err)))
+                fail_msg("kind %u: %s", kind, err);
             assert_int_equal(t, obj.type);
             /* The image under any other kind is refused, naming the index. */
             for (uint8_t other = 0; other <= SNAP_KIND_CUCKOO + 1; other++) {
-                if (other == kind) continue;
+                if (other == kind)
+                    continue;
                 ei.e.kind = other;
                 assert_false(load_entry(dir, &ei.e, &t, err, sizeof(err)));
                 assert_non_null(strstr(err, "INDEX: offset 0: key 'key': image header does not"));
@@ -281,7 +314,8 @@ static void test_every_kind_loads(void **state) {
             /* A chunk length other than the image's. */
             ei.chunks[0].raw_len++;
             assert_false(load_entry(dir, &ei.e, &t, err, sizeof(err)));
-            assert_non_null(strstr(err, "INDEX: offset 1000: key 'key': chunk 0 has the wrong length"));
+            assert_non_null(
+                strstr(err, "INDEX: offset 1000: key 'key': chunk 0 has the wrong length"));
             ei.chunks[0].raw_len--;
             if (files) {
                 char hex[33], path[400];
@@ -315,7 +349,8 @@ static void test_every_kind_loads(void **state) {
 /* ---- snapshot index ---- */
 
 static void write_index(const char *dir, uint64_t name_seq, uint64_t seq, const char *k1,
-                        const char *k2) {
+                        const char *k2)
+{
     pbuf b = {0};
     snap_index_begin(&b, seq, 10, 1700000000000LL, 2);
     const uint8_t hdr[8] = "hdr";
@@ -331,7 +366,8 @@ static void write_index(const char *dir, uint64_t name_seq, uint64_t seq, const 
     free(b.p);
 }
 
-static void test_snapshot_open(void **state) {
+static void test_snapshot_open(void **state)
+{
     (void)state;
     const char *dir = fresh_dir();
     datadir_snapshot s;
@@ -340,7 +376,7 @@ static void test_snapshot_open(void **state) {
     write_index(dir, 1, 1, "a", "b");
     write_index(dir, 2, 2, "a", "c");
     assert_int_equal(datadir_snapshot_open(dir, &s, err, sizeof(err)), 1);
-    assert_int_equal(s.ix.seq, 2);   /* the newest */
+    assert_int_equal(s.ix.seq, 2); /* the newest */
     assert_non_null(strstr(s.path, "0000000000000002.index"));
     datadir_snapshot_close(&s);
     write_index(dir, 3, 4, "a", "b");
@@ -355,7 +391,8 @@ static void test_snapshot_open(void **state) {
 
 /* ---- LAST ---- */
 
-static void test_last_codec(void **state) {
+static void test_last_codec(void **state)
+{
     (void)state;
     uint8_t b[WAL_LAST_SIZE + 1];
     uint64_t v;
@@ -381,7 +418,7 @@ static void test_last_codec(void **state) {
     snprintf(ldir, sizeof(ldir), "%s/log", dir);
     assert_int_equal(wal_last_read(ldir, &v, err, sizeof(err)), 0);
     assert_true(wal_last_write(ldir, 77, err, sizeof(err)));
-    assert_true(wal_last_write(ldir, 78, err, sizeof(err)));   /* replaced */
+    assert_true(wal_last_write(ldir, 78, err, sizeof(err))); /* replaced */
     assert_int_equal(wal_last_read(ldir, &v, err, sizeof(err)), 1);
     assert_int_equal(v, 78);
     snprintf(path, sizeof(path), "%s/LAST.tmp", ldir);
@@ -400,7 +437,8 @@ static void test_last_codec(void **state) {
 
 /* ---- one log file ---- */
 
-static void test_log_file_rules(void **state) {
+static void test_log_file_rules(void **state)
+{
     (void)state;
     size_t offs[8];
     pbuf f = make_log(10, 5, offs);
@@ -437,7 +475,7 @@ static void test_log_file_rules(void **state) {
     assert_int_equal(datadir_log_file(&lg, "F", 10, f.p, f.len, false, &torn, err, sizeof(err)),
                      DATADIR_LOG_BAD);
     assert_non_null(strstr(err, "the snapshot needs records from LSN 9"));
-    lg = new_log(0, &s);   /* unknown start: not checked */
+    lg = new_log(0, &s); /* unknown start: not checked */
     assert_int_equal(datadir_log_file(&lg, "F", 10, f.p, f.len, false, &torn, err, sizeof(err)),
                      DATADIR_LOG_OK);
 
@@ -469,21 +507,24 @@ static void test_log_file_rules(void **state) {
     /* A header never completed: torn in the newest file, else damage. */
     uint8_t zeros[WAL_HEADER_SIZE + 100] = {0};
     lg = new_log(1, &s);
-    assert_int_equal(datadir_log_file(&lg, "N", 20, zeros, sizeof(zeros), true, &torn, err,
-                                      sizeof(err)), DATADIR_LOG_TORN);
+    assert_int_equal(
+        datadir_log_file(&lg, "N", 20, zeros, sizeof(zeros), true, &torn, err, sizeof(err)),
+        DATADIR_LOG_TORN);
     assert_int_equal(torn, 0);
     assert_int_equal(datadir_log_file(&lg, "N", 20, f.p, 20, true, &torn, err, sizeof(err)),
                      DATADIR_LOG_TORN);
-    assert_int_equal(datadir_log_file(&lg, "N", 20, zeros, sizeof(zeros), false, &torn, err,
-                                      sizeof(err)), DATADIR_LOG_BAD);
+    assert_int_equal(
+        datadir_log_file(&lg, "N", 20, zeros, sizeof(zeros), false, &torn, err, sizeof(err)),
+        DATADIR_LOG_BAD);
 
     /* LAST is written before a file's first record: a newer file may be
      * there without records (a crash before LAST), never with one. */
     lg = new_log(10, &s);
     lg.have_last = true;
     lg.last = 9;
-    assert_int_equal(datadir_log_file(&lg, "F", 10, f.p, WAL_HEADER_SIZE, true, &torn, err,
-                                      sizeof(err)), DATADIR_LOG_OK);
+    assert_int_equal(
+        datadir_log_file(&lg, "F", 10, f.p, WAL_HEADER_SIZE, true, &torn, err, sizeof(err)),
+        DATADIR_LOG_OK);
     lg = new_log(10, &s);
     lg.have_last = true;
     lg.last = 9;
@@ -497,7 +538,8 @@ static void test_log_file_rules(void **state) {
 /* Zeros from a sector boundary inside the last record to the end of the
  * file are a torn write (the sectors after it never arrived); zeros that
  * start elsewhere inside its checksum are damage. */
-static void test_zeros_from_a_sector(void **state) {
+static void test_zeros_from_a_sector(void **state)
+{
     (void)state;
     /* One record whose checksum spans the sector boundary at 512: it
      * starts at 32, so its trailer starts at 32 + 17 + P = 508. */
@@ -506,7 +548,8 @@ static void test_zeros_from_a_sector(void **state) {
     wal_header_encode(h, 1);
     pbuf_put(&f, h, sizeof(h));
     uint8_t data[438];
-    for (size_t i = 0; i < sizeof(data); i++) data[i] = (uint8_t)(i * 7 + 1);
+    for (size_t i = 0; i < sizeof(data); i++)
+        data[i] = (uint8_t)(i * 7 + 1);
     pbuf p = {0};
     wal_enc_loadchunk(&p, "k", 1, 1, data, sizeof(data));
     assert_int_equal(p.len, 459);
@@ -525,7 +568,8 @@ static void test_zeros_from_a_sector(void **state) {
     assert_int_equal(torn, 32);
     /* From one byte after it: a damaged checksum, not a torn write. */
     memcpy(buf, f.p, 513);
-    if (buf[512] == 0) buf[512] = 1;
+    if (buf[512] == 0)
+        buf[512] = 1;
     lg = new_log(1, &s);
     assert_int_equal(datadir_log_file(&lg, "F", 1, buf, 4096, true, &torn, err, sizeof(err)),
                      DATADIR_LOG_BAD);
@@ -542,7 +586,8 @@ static void test_zeros_from_a_sector(void **state) {
 
 /* ---- a directory's log ---- */
 
-static void put_log(const char *dir, uint64_t first, unsigned n) {
+static void put_log(const char *dir, uint64_t first, unsigned n)
+{
     pbuf f = make_log(first, n, NULL);
     char path[400];
     snprintf(path, sizeof(path), "%s/log/%016" PRIx64 ".wal", dir, first);
@@ -550,25 +595,29 @@ static void put_log(const char *dir, uint64_t first, unsigned n) {
     free(f.p);
 }
 
-static void rm_log(const char *dir, uint64_t first) {
+static void rm_log(const char *dir, uint64_t first)
+{
     char path[400];
     snprintf(path, sizeof(path), "%s/log/%016" PRIx64 ".wal", dir, first);
     assert_int_equal(unlink(path), 0);
 }
 
-static void set_last(const char *dir, uint64_t first) {
+static void set_last(const char *dir, uint64_t first)
+{
     char ldir[300], err[256];
     snprintf(ldir, sizeof(ldir), "%s/log", dir);
     assert_true(wal_last_write(ldir, first, err, sizeof(err)));
 }
 
-static bool scan(const char *dir, uint64_t start, seen *s, char *err) {
+static bool scan(const char *dir, uint64_t start, seen *s, char *err)
+{
     *s = (seen){0};
     datadir_log lg = new_log(start, s);
     return datadir_scan_log(dir, &lg, err, 1024);
 }
 
-static void test_scan_directory(void **state) {
+static void test_scan_directory(void **state)
+{
     (void)state;
     const char *dir = fresh_dir();
     char err[1024];
@@ -580,7 +629,7 @@ static void test_scan_directory(void **state) {
     set_last(dir, 8);
     assert_true(scan(dir, 1, &s, err));
     assert_int_equal(s.n, 9);
-    assert_true(scan(dir, 6, &s, err));   /* a snapshot at 6: the first file is skipped */
+    assert_true(scan(dir, 6, &s, err)); /* a snapshot at 6: the first file is skipped */
     assert_int_equal(s.n, 4);
     assert_int_equal(s.first, 6);
 
@@ -589,7 +638,7 @@ static void test_scan_directory(void **state) {
     assert_false(scan(dir, 1, &s, err));
     assert_non_null(strstr(err, "/log/LAST: offset 16: log file 0000000000000008.wal named by "
                                 "LAST is missing"));
-    assert_false(scan(dir, 8, &s, err));   /* a snapshot at its start needs it */
+    assert_false(scan(dir, 8, &s, err)); /* a snapshot at its start needs it */
     /* Below a snapshot's start it held nothing the snapshot lacks. */
     assert_true(scan(dir, 9, &s, err));
     /* Without LAST (a directory from before it) the loss can't be seen. */
@@ -617,7 +666,8 @@ static void test_scan_directory(void **state) {
     cleanup();
 }
 
-static void test_keep_torn(void **state) {
+static void test_keep_torn(void **state)
+{
     (void)state;
     const char *dir = fresh_dir();
     size_t offs[4];
@@ -679,16 +729,13 @@ static void test_keep_torn(void **state) {
     cleanup();
 }
 
-int main(void) {
+int main(void)
+{
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_names),
-        cmocka_unit_test(test_every_kind_loads),
-        cmocka_unit_test(test_snapshot_open),
-        cmocka_unit_test(test_last_codec),
-        cmocka_unit_test(test_log_file_rules),
-        cmocka_unit_test(test_zeros_from_a_sector),
-        cmocka_unit_test(test_scan_directory),
-        cmocka_unit_test(test_keep_torn),
+        cmocka_unit_test(test_names),          cmocka_unit_test(test_every_kind_loads),
+        cmocka_unit_test(test_snapshot_open),  cmocka_unit_test(test_last_codec),
+        cmocka_unit_test(test_log_file_rules), cmocka_unit_test(test_zeros_from_a_sector),
+        cmocka_unit_test(test_scan_directory), cmocka_unit_test(test_keep_torn),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -215,7 +215,7 @@ static void test_invalid(void **state)
  * here, so a replay that checked before adding (win_check_and_add_hashed)
  * would miss the count of items whose bits the copy already had. */
 typedef struct wlog {
-    int64_t *start;   /* rotation: its start; add: INT64_MIN */
+    int64_t *start; /* rotation: its start; add: INT64_MIN */
     uint8_t *early;
     bloomery_hash *h;
     size_t n, cap;
@@ -259,8 +259,7 @@ static win_t *replayed(const uint8_t *blob, size_t len, const wlog *l, bool chec
 
 static bool same_window(const win_t *a, const win_t *b)
 {
-    if (win_rotations(a) != win_rotations(b) ||
-        win_early_rotations(a) != win_early_rotations(b))
+    if (win_rotations(a) != win_rotations(b) || win_early_rotations(a) != win_early_rotations(b))
         return false;
     for (unsigned i = 0; i <= win_slices(a); i++) {
         const bf_t *x = win_slice(a, i), *y = win_slice(b, i);

@@ -24,15 +24,15 @@ extern "C" {
 
 typedef enum bloomery_err {
     BLOOMERY_OK = 0,
-    BLOOMERY_ENOMEM = -1,   /* allocation failed */
-    BLOOMERY_EINVAL = -2,   /* argument out of range */
-    BLOOMERY_EFULL = -3,    /* non-scaling filter reached its capacity */
-    BLOOMERY_ECORRUPT = -4, /* serialized data fails a check */
-    BLOOMERY_ETRUNC = -5,   /* serialized data ends early */
-    BLOOMERY_ETOOBIG = -6,  /* a size exceeds what may be allocated */
-    BLOOMERY_EVERSION = -7, /* serialized by an unknown format version */
-    BLOOMERY_ETYPE = -8,    /* serialized data holds another type */
-    BLOOMERY_ESTATE = -9,   /* call out of order (e.g. chunk before header) */
+    BLOOMERY_ENOMEM = -1,    /* allocation failed */
+    BLOOMERY_EINVAL = -2,    /* argument out of range */
+    BLOOMERY_EFULL = -3,     /* non-scaling filter reached its capacity */
+    BLOOMERY_ECORRUPT = -4,  /* serialized data fails a check */
+    BLOOMERY_ETRUNC = -5,    /* serialized data ends early */
+    BLOOMERY_ETOOBIG = -6,   /* a size exceeds what may be allocated */
+    BLOOMERY_EVERSION = -7,  /* serialized by an unknown format version */
+    BLOOMERY_ETYPE = -8,     /* serialized data holds another type */
+    BLOOMERY_ESTATE = -9,    /* call out of order (e.g. chunk before header) */
     BLOOMERY_EREFUSED = -10, /* the caller's may_allocate hook refused memory */
 } bloomery_err;
 

@@ -12,15 +12,14 @@
 
 static void calc_usage(FILE *f)
 {
-    fprintf(f,
-            "usage: bloomery calc CAPACITY ERROR_RATE [--policy latency|memory]\n"
-            "       bloomery calc --bits-per-key M --hashes K [--capacity N]\n"
-            "\n"
-            "The first form sizes a filter for CAPACITY items at false-positive rate\n"
-            "ERROR_RATE (0 < p < 1) in the blocked layout (bloomery's default) and the\n"
-            "classic layout (RedisBloom's). The second gives the false-positive rate of\n"
-            "M bits per item and K hash probes, and the memory for N items.\n"
-            "Numbers may be written as 1e9.\n");
+    fprintf(f, "usage: bloomery calc CAPACITY ERROR_RATE [--policy latency|memory]\n"
+               "       bloomery calc --bits-per-key M --hashes K [--capacity N]\n"
+               "\n"
+               "The first form sizes a filter for CAPACITY items at false-positive rate\n"
+               "ERROR_RATE (0 < p < 1) in the blocked layout (bloomery's default) and the\n"
+               "classic layout (RedisBloom's). The second gives the false-positive rate of\n"
+               "M bits per item and K hash probes, and the memory for N items.\n"
+               "Numbers may be written as 1e9.\n");
 }
 
 /* "304.00 MiB (0.30 GiB)": the GiB figure is how the seeds' tables read. */

@@ -29,7 +29,8 @@
 static unsigned problems;
 
 /* msg is already "file: offset N: reason". */
-static void problem(const char *msg) {
+static void problem(const char *msg)
+{
     printf("%s\n", msg);
     problems++;
 }
@@ -37,10 +38,12 @@ static void problem(const char *msg) {
 /* The first LSN the snapshot needs from the log (restores in progress). */
 static uint64_t log_from;
 
-static void check_entry(const char *dir, const char *ipath, const snap_entry *e) {
+static void check_entry(const char *dir, const char *ipath, const snap_entry *e)
+{
     /* A restore in progress has no image: its records are in the log, which
      * check_logs reads from the first of them. */
-    if (e->kind == SNAP_KIND_RESTORE) return;
+    if (e->kind == SNAP_KIND_RESTORE)
+        return;
     char err[1024];
     bloomery_loader *l = datadir_open_entry(ipath, e, err, sizeof(err));
     if (l == NULL) {
@@ -55,15 +58,18 @@ static void check_entry(const char *dir, const char *ipath, const snap_entry *e)
         }
     bloomery_object obj = {0};
     if (ok) {
-        if (datadir_finish_entry(ipath, e, l, &obj, err, sizeof(err))) bloomery_object_free(&obj);
-        else problem(err);
+        if (datadir_finish_entry(ipath, e, l, &obj, err, sizeof(err)))
+            bloomery_object_free(&obj);
+        else
+            problem(err);
     }
     bloomery_loader_free(l);
 }
 
 /* The log's start: the snapshot's (1 without a snapshot, 0 when the index
  * can't be read). */
-static uint64_t check_snapshot(const char *dir, bool *found) {
+static uint64_t check_snapshot(const char *dir, bool *found)
+{
     datadir_snapshot s;
     char err[1024];
     int rc = datadir_snapshot_open(dir, &s, err, sizeof(err));
@@ -77,7 +83,8 @@ static uint64_t check_snapshot(const char *dir, bool *found) {
         return 0;
     }
     unsigned before = problems;
-    for (uint64_t k = 0; k < s.ix.nkeys; k++) check_entry(dir, s.path, &s.ix.entries[k]);
+    for (uint64_t k = 0; k < s.ix.nkeys; k++)
+        check_entry(dir, s.path, &s.ix.entries[k]);
     uint64_t start = s.ix.start_lsn;
     log_from = snap_index_log_from(&s.ix);
     printf("snapshot %s: %" PRIu64 " keys, %" PRIu64 " chunks, log from LSN %" PRIu64 ": %s\n",
@@ -86,9 +93,10 @@ static uint64_t check_snapshot(const char *dir, bool *found) {
     return start;
 }
 
-static void check_logs(const char *dir, uint64_t start, bool have_snapshot, bool fix) {
-    datadir_log lg = {.start = start, .from = log_from, .have_snapshot = have_snapshot,
-                      .keep_torn = fix};
+static void check_logs(const char *dir, uint64_t start, bool have_snapshot, bool fix)
+{
+    datadir_log lg = {
+        .start = start, .from = log_from, .have_snapshot = have_snapshot, .keep_torn = fix};
     char err[1024];
     bool ok = datadir_scan_log(dir, &lg, err, sizeof(err));
     if (lg.torn) {
@@ -96,18 +104,20 @@ static void check_logs(const char *dir, uint64_t start, bool have_snapshot, bool
         snprintf(aside, sizeof(aside), "%s.torn-%zu", lg.torn_file, lg.torn_off);
         if (fix && lg.torn_kept[0])
             printf("%s: offset %zu: torn tail of %zu bytes at offset %zu (%s): kept aside in %s, "
-                   "cut off the log\n", lg.torn_file, lg.torn_off, lg.torn_len, lg.torn_off,
-                   lg.torn_why, lg.torn_kept);
+                   "cut off the log\n",
+                   lg.torn_file, lg.torn_off, lg.torn_len, lg.torn_off, lg.torn_why, lg.torn_kept);
         else if (fix && ok)
             printf("%s: offset %zu: torn tail of 0 bytes (%s): removed the empty file\n",
                    lg.torn_file, lg.torn_off, lg.torn_why);
         else if (!fix)
             printf("%s: offset %zu: torn tail of %zu bytes at offset %zu (%s); the server keeps "
-                   "it aside in %s and cuts it off at start, --fix does the same\n", lg.torn_file,
-                   lg.torn_off, lg.torn_len, lg.torn_off, lg.torn_why, aside);
-        if (!fix) problems++;
+                   "it aside in %s and cuts it off at start, --fix does the same\n",
+                   lg.torn_file, lg.torn_off, lg.torn_len, lg.torn_off, lg.torn_why, aside);
+        if (!fix)
+            problems++;
     }
-    if (!ok) problem(err);
+    if (!ok)
+        problem(err);
     if (lg.have_last)
         printf("log: LAST names %016" PRIx64 ".wal\n", lg.last);
     else if (lg.files)
@@ -122,17 +132,20 @@ static void check_logs(const char *dir, uint64_t start, bool have_snapshot, bool
         snprintf(path, sizeof(path), "%s/log/%s", dir, torn[i]);
         long long size = stat(path, &st) == 0 ? (long long)st.st_size : -1;
         printf("note: %s: a torn tail of %lld bytes kept aside earlier (not part of the log; "
-               "delete it once looked at)\n", path, size);
+               "delete it once looked at)\n",
+               path, size);
         free(torn[i]);
     }
     free(torn);
 }
 
-int cmd_check_data(int argc, char **argv) {
+int cmd_check_data(int argc, char **argv)
+{
     bool fix = false;
     const char *dir = NULL;
     for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--fix") == 0) fix = true;
+        if (strcmp(argv[i], "--fix") == 0)
+            fix = true;
         else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
             printf("usage: bloomery check-data DIR [--fix]\n\n"
                    "Verifies a bloomeryd data directory with the server's own start-up checks:\n"
@@ -142,7 +155,8 @@ int cmd_check_data(int argc, char **argv) {
                    "and cuts it off (what bloomeryd does at start), nothing else.\n"
                    "Exit status 0 when clean, 1 when damaged.\n");
             return CLI_OK;
-        } else if (dir == NULL) dir = argv[i];
+        } else if (dir == NULL)
+            dir = argv[i];
         else {
             fprintf(stderr, "bloomery check-data: unexpected argument '%s'\n", argv[i]);
             return CLI_USAGE;

@@ -49,51 +49,50 @@ enum { SLOT_FREE, SLOT_FILLED, SLOT_DONE };
 
 static void dedup_usage(FILE *f)
 {
-    fprintf(f,
-"usage: bloomery dedup [options] [FILE...]\n"
-"\n"
-"Writes the first occurrence of every record key, in input order, and drops\n"
-"later occurrences. Reads the FILEs in order, or stdin when there are none\n"
-"(or for '-'). A summary goes to stderr.\n"
-"\n"
-"  -o, --out FILE        write kept records to FILE (default stdout)\n"
-"      --dups FILE       write dropped duplicates to FILE\n"
-"  -k, --key LIST        key fields, 1-based, e.g. 1,3-5 (default: whole record);\n"
-"                        several fields are joined by the delimiter\n"
-"  -d, --delimiter C     field delimiter: one byte, or \\t (default), comma, space\n"
-"  -z, --zero            records end with NUL instead of newline\n"
-"      --exact           two passes, never drops a unique record (default when\n"
-"                        every input is a regular file; stdin or a pipe is\n"
-"                        first copied to a temporary file in $TMPDIR)\n"
-"      --filter-only     one pass with the Bloom filter only (default on stdin)\n"
-"  -n, --capacity N      distinct keys to size the filter for (default: a quick\n"
-"                        count of the input files; 1e7 on stdin)\n"
-"  -e, --error P         filter false-positive rate (default 0.01 exact,\n"
-"                        1e-6 filter-only)\n"
-"  -t, --threads N       filter channels (default: one per core)\n"
-"      --progress        progress bar on stderr (default when it is a terminal)\n"
-"      --no-progress\n"
-"  -q, --quiet           no summary\n"
-"\n"
-"Exact mode: pass 1 check-and-adds every key into a Bloom filter and keeps the\n"
-"keys it calls \"maybe seen\" (true duplicates and false positives) in an\n"
-"exact set; pass 2 rereads the files, writes records whose key is not in that\n"
-"set and, of a suspect key, only its first occurrence. Memory is the filter\n"
-"(freed before pass 2) plus the suspect keys. Filter-only mode drops a record\n"
-"whenever the filter says its key was seen: unique records are lost at about\n"
-"the filter's false-positive rate, and the summary says how many to expect.\n"
-"\n"
-"The input files must not change while dedup runs (it checks their size).\n"
-"Records with fewer fields than --key needs are written unchanged, counted\n"
-"and reported. Records must end with the separator; a missing one at the end\n"
-"of a file is added on output.\n"
-"\n"
-"Exit codes: 0 ok, 1 error (unreadable input, write failure, memory),\n"
-"2 usage.\n");
+    fprintf(f, "usage: bloomery dedup [options] [FILE...]\n"
+               "\n"
+               "Writes the first occurrence of every record key, in input order, and drops\n"
+               "later occurrences. Reads the FILEs in order, or stdin when there are none\n"
+               "(or for '-'). A summary goes to stderr.\n"
+               "\n"
+               "  -o, --out FILE        write kept records to FILE (default stdout)\n"
+               "      --dups FILE       write dropped duplicates to FILE\n"
+               "  -k, --key LIST        key fields, 1-based, e.g. 1,3-5 (default: whole record);\n"
+               "                        several fields are joined by the delimiter\n"
+               "  -d, --delimiter C     field delimiter: one byte, or \\t (default), comma, space\n"
+               "  -z, --zero            records end with NUL instead of newline\n"
+               "      --exact           two passes, never drops a unique record (default when\n"
+               "                        every input is a regular file; stdin or a pipe is\n"
+               "                        first copied to a temporary file in $TMPDIR)\n"
+               "      --filter-only     one pass with the Bloom filter only (default on stdin)\n"
+               "  -n, --capacity N      distinct keys to size the filter for (default: a quick\n"
+               "                        count of the input files; 1e7 on stdin)\n"
+               "  -e, --error P         filter false-positive rate (default 0.01 exact,\n"
+               "                        1e-6 filter-only)\n"
+               "  -t, --threads N       filter channels (default: one per core)\n"
+               "      --progress        progress bar on stderr (default when it is a terminal)\n"
+               "      --no-progress\n"
+               "  -q, --quiet           no summary\n"
+               "\n"
+               "Exact mode: pass 1 check-and-adds every key into a Bloom filter and keeps the\n"
+               "keys it calls \"maybe seen\" (true duplicates and false positives) in an\n"
+               "exact set; pass 2 rereads the files, writes records whose key is not in that\n"
+               "set and, of a suspect key, only its first occurrence. Memory is the filter\n"
+               "(freed before pass 2) plus the suspect keys. Filter-only mode drops a record\n"
+               "whenever the filter says its key was seen: unique records are lost at about\n"
+               "the filter's false-positive rate, and the summary says how many to expect.\n"
+               "\n"
+               "The input files must not change while dedup runs (it checks their size).\n"
+               "Records with fewer fields than --key needs are written unchanged, counted\n"
+               "and reported. Records must end with the separator; a missing one at the end\n"
+               "of a file is added on output.\n"
+               "\n"
+               "Exit codes: 0 ok, 1 error (unreadable input, write failure, memory),\n"
+               "2 usage.\n");
 }
 
 typedef struct rec {
-    uint32_t off, len;   /* record in block data, separator excluded */
+    uint32_t off, len; /* record in block data, separator excluded */
     const char *key;
     uint32_t klen;
     uint8_t dec;
@@ -111,20 +110,20 @@ typedef struct block {
     size_t kcap;
     rec *recs;
     bloomery_hash *hash;
-    uint32_t *chidx;     /* record indices grouped by channel */
+    uint32_t *chidx; /* record indices grouped by channel */
     size_t chstart[MAX_THREADS + 1];
     size_t n, rcap;
 } block;
 
 typedef struct chan_scratch {
-    bf_t *bf;            /* this channel's filter (pass 1, filter-only) */
+    bf_t *bf; /* this channel's filter (pass 1, filter-only) */
     bloomery_hash *h;
     uint8_t *out;
-    uint32_t *cand;      /* pass 2: records that may be suspects */
+    uint32_t *cand; /* pass 2: records that may be suspects */
     size_t cap;
     uint64_t dups, suspects, fresh;
     hset set;
-    uint64_t *bits;      /* pass 2: one bit per hashed suspect, 16 bits per key */
+    uint64_t *bits; /* pass 2: one bit per hashed suspect, 16 bits per key */
     unsigned bits_log2;
     int err;
 } chan_scratch;
@@ -140,14 +139,14 @@ typedef struct outbuf {
 typedef struct dedup {
     /* options */
     char **inputs;
-    char **names;           /* the inputs as given, for messages */
+    char **names; /* the inputs as given, for messages */
     int ninputs;
     const char *out_path, *dups_path;
     keyspec ks;
     unsigned char rs;
     int nchan;
     bool progress;
-    uint64_t total_bytes;   /* of the inputs, 0 if unknown */
+    uint64_t total_bytes; /* of the inputs, 0 if unknown */
     /* state */
     int op;
     const char *pass_name;
@@ -170,7 +169,7 @@ typedef struct dedup {
     uint64_t first_nokey_line;
     int first_nokey_file;
     uint64_t bytes_done;
-    uint64_t bytes_read;    /* by the last pass */
+    uint64_t bytes_read; /* by the last pass */
     outbuf out, dupout;
     double last_progress;
 } dedup;
@@ -896,9 +895,9 @@ int cmd_dedup(int argc, char **argv)
             quiet = true;
             continue;
         }
-        static const char *valued[] = {"-o", "--out", "--dups", "-k", "--key", "--fields",
-                                       "-d", "--delimiter", "-n", "--capacity", "-e",
-                                       "--error", "-t", "--threads"};
+        static const char *valued[] = {
+            "-o",          "--out", "--dups",     "-k", "--key",   "--fields", "-d",
+            "--delimiter", "-n",    "--capacity", "-e", "--error", "-t",       "--threads"};
         bool known = false;
         for (size_t j = 0; j < sizeof valued / sizeof valued[0]; j++)
             known = known || strcmp(a, valued[j]) == 0;
@@ -1060,8 +1059,9 @@ int cmd_dedup(int argc, char **argv)
             goto cleanup;
         }
         if (d->bytes_read != pass1_bytes) {
-            fprintf(stderr, PROG ": the input changed between the passes (%llu bytes, then "
-                            "%llu); the output may keep duplicates\n",
+            fprintf(stderr,
+                    PROG ": the input changed between the passes (%llu bytes, then "
+                         "%llu); the output may keep duplicates\n",
                     (unsigned long long)pass1_bytes, (unsigned long long)d->bytes_read);
             rc = CLI_ERROR;
             goto cleanup;
@@ -1091,8 +1091,7 @@ int cmd_dedup(int argc, char **argv)
         char where[64];
         snprintf(where, sizeof where, "%llu", (unsigned long long)d->first_nokey_line);
         const char *f = d->ninputs ? d->names[d->first_nokey_file] : "-";
-        fprintf(stderr,
-                PROG ": %llu record%s a key field (first: %s line %s); written unchanged\n",
+        fprintf(stderr, PROG ": %llu record%s a key field (first: %s line %s); written unchanged\n",
                 (unsigned long long)d->nokey, d->nokey == 1 ? " lacks" : "s lack",
                 strcmp(f, "-") == 0 ? "stdin" : f, where);
     }
@@ -1112,21 +1111,23 @@ int cmd_dedup(int argc, char **argv)
                 (unsigned long long)filter_bytes, capacity, error);
         if (exact) {
             cli_human_bytes((double)set_bytes, sb, sizeof sb);
-            fprintf(stderr, "suspects      %llu keys, exact set %s\n",
-                    (unsigned long long)suspects, sb);
+            fprintf(stderr, "suspects      %llu keys, exact set %s\n", (unsigned long long)suspects,
+                    sb);
             fprintf(stderr, "false drops   0 (suspects confirmed exactly)\n");
         } else {
             fprintf(stderr,
                     "false drops   expected <= %.3g (from the filters' final FPR, at most %.3g)\n",
                     expected_false, fpr_now);
             if (d->kept - d->nokey > capacity)
-                fprintf(stderr, "warning       %llu keys kept, more than --capacity %llu: "
-                                "the false-positive rate rose above %g\n",
+                fprintf(stderr,
+                        "warning       %llu keys kept, more than --capacity %llu: "
+                        "the false-positive rate rose above %g\n",
                         (unsigned long long)(d->kept - d->nokey), capacity, error);
         }
         if (exact)
             fprintf(stderr,
-                    "time          %.3f s (pass 1 %.3f s, pass 2 %.3f s), %.1f M records/s\n", secs, t1 - t0, t2 - t1, secs > 0 ? (double)d->records / secs / 1e6 : 0.0);
+                    "time          %.3f s (pass 1 %.3f s, pass 2 %.3f s), %.1f M records/s\n", secs,
+                    t1 - t0, t2 - t1, secs > 0 ? (double)d->records / secs / 1e6 : 0.0);
         else
             fprintf(stderr, "time          %.3f s, %.1f M records/s\n", secs,
                     secs > 0 ? (double)d->records / secs / 1e6 : 0.0);

@@ -5,10 +5,7 @@
 
 #include "hset.h"
 
-void hset_init(hset *s)
-{
-    memset(s, 0, sizeof *s);
-}
+void hset_init(hset *s) { memset(s, 0, sizeof *s); }
 
 void hset_free(hset *s)
 {
@@ -17,10 +14,7 @@ void hset_free(hset *s)
     memset(s, 0, sizeof *s);
 }
 
-static uint64_t fix(uint64_t h)
-{
-    return h ? h : 1;
-}
+static uint64_t fix(uint64_t h) { return h ? h : 1; }
 
 static hset_entry *probe(const hset *s, const void *key, size_t len, uint64_t h)
 {
@@ -28,8 +22,7 @@ static hset_entry *probe(const hset *s, const void *key, size_t len, uint64_t h)
         hset_entry *e = &s->slots[i];
         if (e->hash == 0)
             return e;
-        if (e->hash == h && e->len == len &&
-            (len == 0 || memcmp(s->arena + e->off, key, len) == 0))
+        if (e->hash == h && e->len == len && (len == 0 || memcmp(s->arena + e->off, key, len) == 0))
             return e;
     }
 }

@@ -10,15 +10,15 @@
 #include <stdint.h>
 
 typedef struct hset_entry {
-    uint64_t hash;       /* 0 marks an empty slot (hashes of 0 are stored as 1) */
-    uint64_t off;        /* key bytes at arena + off */
+    uint64_t hash; /* 0 marks an empty slot (hashes of 0 are stored as 1) */
+    uint64_t off;  /* key bytes at arena + off */
     uint32_t len;
     uint32_t seen;
 } hset_entry;
 
 typedef struct hset {
     hset_entry *slots;
-    uint64_t mask;       /* slots - 1 */
+    uint64_t mask; /* slots - 1 */
     uint64_t count;
     char *arena;
     uint64_t arena_len, arena_cap;

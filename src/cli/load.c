@@ -17,7 +17,7 @@
 #include "records.h"
 
 typedef struct batch {
-    char *keys;          /* key bytes back to back */
+    char *keys; /* key bytes back to back */
     size_t klen, kcap;
     size_t *lens;
     size_t n, cap;
@@ -26,10 +26,10 @@ typedef struct batch {
 typedef struct loader {
     const char *prog;
     bool check;
-    int show;            /* check: 1 may exist, 0 missing, 2 all */
+    int show; /* check: 1 may exist, 0 missing, 2 all */
     const char *name;
     size_t batch_size, depth;
-    batch *ring;         /* depth batches; head is the oldest in flight */
+    batch *ring; /* depth batches; head is the oldest in flight */
     size_t head, inflight;
     rc_conn conn;
     long long *ints;
@@ -43,45 +43,40 @@ static void loadcheck_usage(FILE *f, bool check)
     const char *cmd = check ? "check" : "load";
     fprintf(f, "usage: bloomery %s [options] --key NAME [FILE...]\n\n", cmd);
     if (check)
-        fprintf(f,
-"Asks a bloomeryd (or any RedisBloom-compatible server) which keys may be in\n"
-"the filter NAME, with pipelined BF.MEXISTS commands, and writes the keys that\n"
-"may exist to stdout in input order.\n\n");
+        fprintf(f, "Asks a bloomeryd (or any RedisBloom-compatible server) which keys may be in\n"
+                   "the filter NAME, with pipelined BF.MEXISTS commands, and writes the keys that\n"
+                   "may exist to stdout in input order.\n\n");
     else
-        fprintf(f,
-"Adds keys to the filter NAME on a bloomeryd (or any RedisBloom-compatible\n"
-"server) with pipelined BF.MADD commands.\n\n");
-    fprintf(f,
-"Keys are the records (lines) of the FILEs, or of stdin when there are none.\n"
-"\n"
-"      --key NAME        the filter (required)\n"
-"  -H, --host HOST       server host (default 127.0.0.1)\n"
-"  -p, --port PORT       server port (default 6379)\n"
-"  -b, --batch N         keys per command (default 1000)\n"
-"  -P, --pipeline N      commands in flight (default 16)\n"
-"  -f, --fields LIST     key fields of each record, 1-based, e.g. 1,3-5\n"
-"                        (default: the whole record)\n"
-"  -d, --delimiter C     field delimiter: one byte, or \\t (default), comma\n"
-"  -z, --zero            records end with NUL instead of newline\n");
+        fprintf(f, "Adds keys to the filter NAME on a bloomeryd (or any RedisBloom-compatible\n"
+                   "server) with pipelined BF.MADD commands.\n\n");
+    fprintf(f, "Keys are the records (lines) of the FILEs, or of stdin when there are none.\n"
+               "\n"
+               "      --key NAME        the filter (required)\n"
+               "  -H, --host HOST       server host (default 127.0.0.1)\n"
+               "  -p, --port PORT       server port (default 6379)\n"
+               "  -b, --batch N         keys per command (default 1000)\n"
+               "  -P, --pipeline N      commands in flight (default 16)\n"
+               "  -f, --fields LIST     key fields of each record, 1-based, e.g. 1,3-5\n"
+               "                        (default: the whole record)\n"
+               "  -d, --delimiter C     field delimiter: one byte, or \\t (default), comma\n"
+               "  -z, --zero            records end with NUL instead of newline\n");
     if (check)
-        fprintf(f,
-"      --missing         write the keys that are certainly absent instead\n"
-"      --all             write every key as \"1<TAB>key\" or \"0<TAB>key\"\n");
+        fprintf(f, "      --missing         write the keys that are certainly absent instead\n"
+                   "      --all             write every key as \"1<TAB>key\" or \"0<TAB>key\"\n");
     else
-        fprintf(f,
-"  -n, --capacity N      first BF.RESERVE NAME with this capacity (an existing\n"
-"                        filter is kept)\n"
-"  -e, --error P         its error rate (default 0.01)\n"
-"      --nonscaling      reserve a filter that does not grow\n");
+        fprintf(f, "  -n, --capacity N      first BF.RESERVE NAME with this capacity (an existing\n"
+                   "                        filter is kept)\n"
+                   "  -e, --error P         its error rate (default 0.01)\n"
+                   "      --nonscaling      reserve a filter that does not grow\n");
     fprintf(f,
-"      --progress        progress on stderr (default when it is a terminal)\n"
-"      --no-progress\n"
-"  -q, --quiet           no summary\n"
-"\n"
-"A summary (keys, %s, seconds, keys per second) goes to stderr. An error\n"
-"reply stops the run with the server's message.\n"
-"\n"
-"Exit codes: 0 ok, 1 error (input, connection, or an error reply), 2 usage.\n",
+            "      --progress        progress on stderr (default when it is a terminal)\n"
+            "      --no-progress\n"
+            "  -q, --quiet           no summary\n"
+            "\n"
+            "A summary (keys, %s, seconds, keys per second) goes to stderr. An error\n"
+            "reply stops the run with the server's message.\n"
+            "\n"
+            "Exit codes: 0 ok, 1 error (input, connection, or an error reply), 2 usage.\n",
             check ? "how many may exist" : "how many were new");
 }
 
@@ -162,8 +157,8 @@ static int take_replies(loader *L)
         if (r.type != '*' || r.nelem != b->n) {
             snprintf(L->err, sizeof L->err,
                      "unexpected reply to %s (type '%c', %zu elements for %zu keys)",
-                     L->check ? "BF.MEXISTS" : "BF.MADD", r.type,
-                     r.type == '*' ? r.nelem : 0, b->n);
+                     L->check ? "BF.MEXISTS" : "BF.MADD", r.type, r.type == '*' ? r.nelem : 0,
+                     b->n);
             return -1;
         }
         size_t off = 0;
@@ -286,8 +281,8 @@ static int run(int argc, char **argv, bool check)
             nonscaling = true;
             continue;
         }
-        static const char *valued[] = {"--key", "-H", "--host", "-p", "--port", "-b", "--batch",
-                                       "-P", "--pipeline", "-f", "--fields", "-d",
+        static const char *valued[] = {"--key",       "-H", "--host",     "-p", "--port",   "-b",
+                                       "--batch",     "-P", "--pipeline", "-f", "--fields", "-d",
                                        "--delimiter", "-n", "--capacity", "-e", "--error"};
         bool known = false;
         for (size_t j = 0; j < sizeof valued / sizeof valued[0]; j++)
@@ -501,12 +496,6 @@ done:
     return rc;
 }
 
-int cmd_load(int argc, char **argv)
-{
-    return run(argc, argv, false);
-}
+int cmd_load(int argc, char **argv) { return run(argc, argv, false); }
 
-int cmd_check(int argc, char **argv)
-{
-    return run(argc, argv, true);
-}
+int cmd_check(int argc, char **argv) { return run(argc, argv, true); }

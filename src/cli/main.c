@@ -16,7 +16,8 @@ static const struct {
     {"dedup", cmd_dedup, "drop duplicate records, exactly (two passes) or with the filter only"},
     {"load", cmd_load, "add keys to a filter on a bloomeryd/RedisBloom server (BF.MADD)"},
     {"check", cmd_check, "ask a server which keys may exist (BF.MEXISTS)"},
-    {"check-data", cmd_check_data, "verify a bloomeryd data directory (--fix drops a torn log tail)"},
+    {"check-data", cmd_check_data,
+     "verify a bloomeryd data directory (--fix drops a torn log tail)"},
 };
 
 static void usage(FILE *f)
@@ -61,7 +62,8 @@ int main(int argc, char **argv)
         usage(stderr);
         return CLI_USAGE;
     }
-    if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "help") == 0) {
+    if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 ||
+        strcmp(argv[1], "help") == 0) {
         usage(stdout);
         return CLI_OK;
     }

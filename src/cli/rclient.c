@@ -238,8 +238,7 @@ static int parse_value(const char *buf, size_t len, size_t *used, rc_reply *r, i
         *used = pos;
         return 1;
     }
-    default:
-        return -1;
+    default: return -1;
     }
 }
 

@@ -11,7 +11,7 @@
 
 typedef struct rc_buf {
     char *p;
-    size_t len, cap, pos;  /* pos: consumed bytes (output written or input parsed) */
+    size_t len, cap, pos; /* pos: consumed bytes (output written or input parsed) */
 } rc_buf;
 
 typedef struct rc_conn {
@@ -31,15 +31,15 @@ int rc_arg(rc_conn *c, const void *p, size_t len);
  * error element is counted in nerr and its text kept; other element types
  * count as -1). */
 typedef struct rc_reply {
-    char type;             /* '+', '-', ':', '$', '*', or a RESP3 type byte */
-    long long integer;     /* ':' */
-    const char *str;       /* '+', '-', '$': points into the input buffer */
+    char type;         /* '+', '-', ':', '$', '*', or a RESP3 type byte */
+    long long integer; /* ':' */
+    const char *str;   /* '+', '-', '$': points into the input buffer */
     size_t len;
-    size_t nelem;          /* '*': element count (-1 as SIZE_MAX for a null array) */
-    long long *ints;       /* caller's array for the elements, may be NULL */
+    size_t nelem;    /* '*': element count (-1 as SIZE_MAX for a null array) */
+    long long *ints; /* caller's array for the elements, may be NULL */
     size_t ints_cap;
-    size_t nerr;           /* error elements */
-    const char *err;       /* first error text (the reply's, or an element's) */
+    size_t nerr;     /* error elements */
+    const char *err; /* first error text (the reply's, or an element's) */
     size_t errlen;
 } rc_reply;
 

@@ -37,10 +37,7 @@ void rdr_close(rdr *r)
     r->carry = NULL;
 }
 
-static const char *shown(const char *path)
-{
-    return strcmp(path, "-") == 0 ? "stdin" : path;
-}
+static const char *shown(const char *path) { return strcmp(path, "-") == 0 ? "stdin" : path; }
 
 static int open_input(const char *prog, const char *path, bool *regular, uint64_t *size)
 {
@@ -70,8 +67,7 @@ static int open_input(const char *prog, const char *path, bool *regular, uint64_
     return fd;
 }
 
-int rdr_check_inputs(const char *prog, char **paths, int npaths, bool *all_regular,
-                     uint64_t *total)
+int rdr_check_inputs(const char *prog, char **paths, int npaths, bool *all_regular, uint64_t *total)
 {
     *all_regular = npaths > 0;
     *total = 0;
@@ -113,10 +109,7 @@ static int grow(char **buf, size_t *cap, size_t need)
 }
 
 /* Last separator in b[0..n), or NULL. */
-static char *last_sep(char *b, size_t n, unsigned char rs)
-{
-    return memrchr(b, rs, n);
-}
+static char *last_sep(char *b, size_t n, unsigned char rs) { return memrchr(b, rs, n); }
 
 ssize_t rdr_next(rdr *r, char **buf, size_t *cap, size_t want, int *file, bool *unterminated)
 {
@@ -318,8 +311,8 @@ int cli_parse_delim(const char *s, unsigned char *out)
     static const struct {
         const char *name;
         unsigned char c;
-    } names[] = {{"\\t", '\t'}, {"tab", '\t'}, {"\\0", '\0'}, {"nul", '\0'}, {"\\n", '\n'},
-                 {"comma", ','}, {"space", ' '}, {"\\\\", '\\'}};
+    } names[] = {{"\\t", '\t'}, {"tab", '\t'},  {"\\0", '\0'},  {"nul", '\0'},
+                 {"\\n", '\n'}, {"comma", ','}, {"space", ' '}, {"\\\\", '\\'}};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         if (strcmp(s, names[i].name) == 0) {
             *out = names[i].c;

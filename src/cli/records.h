@@ -19,16 +19,16 @@
 #define RDR_MAX_RECORD ((size_t)1 << 30)
 
 typedef struct rdr {
-    char **paths;        /* inputs; "-" is stdin */
+    char **paths; /* inputs; "-" is stdin */
     int npaths;
-    int cur;             /* index of the open input, -1 before the first */
+    int cur; /* index of the open input, -1 before the first */
     int fd;
-    bool regular;        /* the open input is a regular file */
-    unsigned char rs;    /* record separator */
-    char *carry;         /* bytes after the last separator of the previous block */
+    bool regular;     /* the open input is a regular file */
+    unsigned char rs; /* record separator */
+    char *carry;      /* bytes after the last separator of the previous block */
     size_t carrylen, carrycap;
-    uint64_t bytes;      /* bytes read so far, all inputs */
-    const char *prog;    /* "bloomery dedup", for messages */
+    uint64_t bytes;   /* bytes read so far, all inputs */
+    const char *prog; /* "bloomery dedup", for messages */
 } rdr;
 
 /* Prepares to read paths in order (npaths 0: stdin). No I/O yet. */
@@ -51,10 +51,10 @@ int rdr_check_inputs(const char *prog, char **paths, int npaths, bool *all_regul
 /* Key fields. An empty spec (nfields 0) means the whole record. */
 typedef struct keyspec {
     unsigned nfields;
-    unsigned *fields;    /* 0-based field numbers, in key order */
-    unsigned maxfield;   /* largest of them */
-    unsigned char fs;    /* field delimiter */
-    size_t *fstart;      /* scratch: maxfield + 1 field bounds */
+    unsigned *fields;  /* 0-based field numbers, in key order */
+    unsigned maxfield; /* largest of them */
+    unsigned char fs;  /* field delimiter */
+    size_t *fstart;    /* scratch: maxfield + 1 field bounds */
     size_t *fend;
 } keyspec;
 

@@ -417,8 +417,7 @@ const uint8_t *bloomery_image_chunk(const bloomery_image *img, uint64_t i, size_
     return img->regions[r].data + off;
 }
 
-uint64_t bloomery_image_chunk_at(const bloomery_image *img, uint32_t r, uint64_t offset,
-                                 size_t *at)
+uint64_t bloomery_image_chunk_at(const bloomery_image *img, uint32_t r, uint64_t offset, size_t *at)
 {
     if (r >= img->nregions || offset >= img->regions[r].len)
         return UINT64_MAX;

@@ -10,34 +10,43 @@
 
 #include "le.h"
 
-static void setf(char *err, size_t errlen, const char *fmt, ...) {
-    if (err == NULL || errlen == 0) return;
+static void setf(char *err, size_t errlen, const char *fmt, ...)
+{
+    if (err == NULL || errlen == 0)
+        return;
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(err, errlen, fmt, ap);
     va_end(ap);
 }
 
-chunk_hash chunk_hash_of(const void *data, size_t len) {
+chunk_hash chunk_hash_of(const void *data, size_t len)
+{
     XXH128_hash_t h = XXH3_128bits(data, len);
     return (chunk_hash){h.low64, h.high64};
 }
 
-void chunk_hash_hex(chunk_hash h, char out[33]) {
+void chunk_hash_hex(chunk_hash h, char out[33])
+{
     snprintf(out, 33, "%016llx%016llx", (unsigned long long)h.hi, (unsigned long long)h.lo);
 }
 
-static int hexval(char c) {
-    if (c >= '0' && c <= '9') return c - '0';
-    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+static int hexval(char c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
     return -1;
 }
 
-bool chunk_hash_from_hex(const char *s, chunk_hash *h) {
+bool chunk_hash_from_hex(const char *s, chunk_hash *h)
+{
     uint64_t v[2] = {0, 0};
     for (int i = 0; i < 32; i++) {
         int d = hexval(s[i]);
-        if (d < 0) return false;
+        if (d < 0)
+            return false;
         v[i / 16] = v[i / 16] << 4 | (uint64_t)d;
     }
     h->hi = v[0];
@@ -45,10 +54,12 @@ bool chunk_hash_from_hex(const char *s, chunk_hash *h) {
     return true;
 }
 
-bool chunk_compress(const void *raw, size_t len, int level, uint8_t **frame, size_t *flen) {
+bool chunk_compress(const void *raw, size_t len, int level, uint8_t **frame, size_t *flen)
+{
     size_t cap = ZSTD_compressBound(len);
     uint8_t *out = malloc(cap ? cap : 1);
-    if (out == NULL) return false;
+    if (out == NULL)
+        return false;
     size_t n = ZSTD_compress(out, cap, raw, len, level);
     if (ZSTD_isError(n)) {
         free(out);
@@ -61,7 +72,8 @@ bool chunk_compress(const void *raw, size_t len, int level, uint8_t **frame, siz
 }
 
 bool chunk_frame_decode(const uint8_t *frame, size_t flen, uint32_t raw_len, chunk_hash want,
-                        uint8_t *out, char *err, size_t errlen) {
+                        uint8_t *out, char *err, size_t errlen)
+{
     if (raw_len == 0 || raw_len > CHUNK_MAX_RAW) {
         setf(err, errlen, "raw length %u out of range", raw_len);
         return false;
@@ -71,8 +83,9 @@ bool chunk_frame_decode(const uint8_t *frame, size_t flen, uint32_t raw_len, chu
     unsigned long long declared = ZSTD_getFrameContentSize(frame, flen);
     if (declared != raw_len) {
         setf(err, errlen, "compressed frame declares %s bytes, expected %u",
-             declared == ZSTD_CONTENTSIZE_ERROR ? "an invalid number of"
-             : declared == ZSTD_CONTENTSIZE_UNKNOWN ? "an unknown number of" : "another number of",
+             declared == ZSTD_CONTENTSIZE_ERROR     ? "an invalid number of"
+             : declared == ZSTD_CONTENTSIZE_UNKNOWN ? "an unknown number of"
+                                                    : "another number of",
              raw_len);
         return false;
     }
@@ -95,7 +108,8 @@ bool chunk_frame_decode(const uint8_t *frame, size_t flen, uint32_t raw_len, chu
 }
 
 void chunk_file_header(uint8_t out[CHUNK_HEADER_SIZE], uint32_t raw_len, chunk_hash h,
-                       uint64_t frame_len) {
+                       uint64_t frame_len)
+{
     memcpy(out, CHUNK_MAGIC, 8);
     le_store(out + 8, CHUNK_VERSION, 2);
     le_store(out + 10, 0, 2);
@@ -107,7 +121,8 @@ void chunk_file_header(uint8_t out[CHUNK_HEADER_SIZE], uint32_t raw_len, chunk_h
 }
 
 bool chunk_file_decode(const uint8_t *buf, size_t len, const chunk_hash *want, uint8_t **out,
-                       uint32_t *raw_len, char *err, size_t errlen, size_t *err_off) {
+                       uint32_t *raw_len, char *err, size_t errlen, size_t *err_off)
+{
     *out = NULL;
     *err_off = 0;
     if (len < CHUNK_HEADER_SIZE) {

@@ -20,14 +20,17 @@
 #define CHUNK_MAGIC "BLMRYCHK"
 #define CHUNK_VERSION 1
 #define CHUNK_HEADER_SIZE 48
-#define CHUNK_MAX_RAW (64u << 20)   /* BLOOMERY_CHUNK_MAX */
+#define CHUNK_MAX_RAW (64u << 20) /* BLOOMERY_CHUNK_MAX */
 
 typedef struct chunk_hash {
     uint64_t lo, hi;
 } chunk_hash;
 
 chunk_hash chunk_hash_of(const void *data, size_t len);
-static inline bool chunk_hash_eq(chunk_hash a, chunk_hash b) { return a.lo == b.lo && a.hi == b.hi; }
+static inline bool chunk_hash_eq(chunk_hash a, chunk_hash b)
+{
+    return a.lo == b.lo && a.hi == b.hi;
+}
 /* 32 lowercase hex digits, high half first, and a NUL. */
 void chunk_hash_hex(chunk_hash h, char out[33]);
 bool chunk_hash_from_hex(const char *s, chunk_hash *h);

@@ -18,50 +18,61 @@
 
 /* ---- files ---- */
 
-bool datadir_parse_name(const char *name, const char *suffix, uint64_t *num) {
+bool datadir_parse_name(const char *name, const char *suffix, uint64_t *num)
+{
     size_t sl = strlen(suffix);
-    if (strlen(name) != 16 + sl || strcmp(name + 16, suffix) != 0) return false;
+    if (strlen(name) != 16 + sl || strcmp(name + 16, suffix) != 0)
+        return false;
     uint64_t v = 0;
     for (int i = 0; i < 16; i++) {
         char c = name[i];
         int x = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
-        if (x < 0) return false;
+        if (x < 0)
+            return false;
         v = v << 4 | (uint64_t)x;
     }
     *num = v;
     return true;
 }
 
-static int cmp_u64(const void *a, const void *b) {
+static int cmp_u64(const void *a, const void *b)
+{
     uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
     return x < y ? -1 : x > y;
 }
 
-size_t datadir_list(const char *dir, const char *suffix, uint64_t **out) {
+size_t datadir_list(const char *dir, const char *suffix, uint64_t **out)
+{
     DIR *d = opendir(dir);
     *out = NULL;
-    if (d == NULL) return 0;
+    if (d == NULL)
+        return 0;
     size_t n = 0, cap = 0;
     struct dirent *de;
     while ((de = readdir(d)) != NULL) {
         uint64_t v;
-        if (!datadir_parse_name(de->d_name, suffix, &v)) continue;
+        if (!datadir_parse_name(de->d_name, suffix, &v))
+            continue;
         if (n == cap) {
             cap = cap ? cap * 2 : 16;
             uint64_t *p = realloc(*out, cap * sizeof(uint64_t));
-            if (p == NULL) break;
+            if (p == NULL)
+                break;
             *out = p;
         }
         (*out)[n++] = v;
     }
     closedir(d);
-    if (n) qsort(*out, n, sizeof(uint64_t), cmp_u64);
+    if (n)
+        qsort(*out, n, sizeof(uint64_t), cmp_u64);
     return n;
 }
 
-bool datadir_read_file(const char *path, uint8_t **out, size_t *len) {
+bool datadir_read_file(const char *path, uint8_t **out, size_t *len)
+{
     int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return false;
+    if (fd < 0)
+        return false;
     struct stat st;
     if (fstat(fd, &st) != 0) {
         int e = errno;
@@ -75,8 +86,9 @@ bool datadir_read_file(const char *path, uint8_t **out, size_t *len) {
     while (buf && got < (size_t)st.st_size) {
         ssize_t n = read(fd, buf + got, (size_t)st.st_size - got);
         if (n <= 0) {
-            if (n < 0 && errno == EINTR) continue;
-            e = n < 0 ? errno : EIO;   /* shorter than fstat said */
+            if (n < 0 && errno == EINTR)
+                continue;
+            e = n < 0 ? errno : EIO; /* shorter than fstat said */
             break;
         }
         got += (size_t)n;
@@ -94,7 +106,8 @@ bool datadir_read_file(const char *path, uint8_t **out, size_t *len) {
 
 /* ---- snapshot ---- */
 
-bloomery_type datadir_kind_type(uint8_t kind) {
+bloomery_type datadir_kind_type(uint8_t kind)
+{
     switch (kind) {
     case SNAP_KIND_BLOOM: return BLOOMERY_TYPE_SCALABLE;
     case SNAP_KIND_COUNTING: return BLOOMERY_TYPE_COUNTING;
@@ -108,26 +121,32 @@ bloomery_type datadir_kind_type(uint8_t kind) {
 #define KEYFMT "key '%.*s'"
 #define KEYARG(e) (int)((e)->klen < 200 ? (e)->klen : 200), (const char *)(e)->key
 
-static int cmp_entry(const void *a, const void *b, void *entries) {
+static int cmp_entry(const void *a, const void *b, void *entries)
+{
     const snap_entry *x = &((const snap_entry *)entries)[*(const uint64_t *)a];
     const snap_entry *y = &((const snap_entry *)entries)[*(const uint64_t *)b];
     size_t n = x->klen < y->klen ? x->klen : y->klen;
     int c = n ? memcmp(x->key, y->key, n) : 0;
-    if (c) return c;
-    if (x->klen != y->klen) return x->klen < y->klen ? -1 : 1;
+    if (c)
+        return c;
+    if (x->klen != y->klen)
+        return x->klen < y->klen ? -1 : 1;
     return x->off < y->off ? -1 : x->off > y->off;
 }
 
 /* The keyspace refuses a key twice; so does the index. */
-static bool unique_keys(const datadir_snapshot *s, char *err, size_t errlen) {
+static bool unique_keys(const datadir_snapshot *s, char *err, size_t errlen)
+{
     const snap_index *ix = &s->ix;
-    if (ix->nkeys < 2) return true;
+    if (ix->nkeys < 2)
+        return true;
     uint64_t *ord = malloc(ix->nkeys * sizeof(uint64_t));
     if (ord == NULL) {
         snprintf(err, errlen, "%s: offset 0: out of memory", s->path);
         return false;
     }
-    for (uint64_t k = 0; k < ix->nkeys; k++) ord[k] = k;
+    for (uint64_t k = 0; k < ix->nkeys; k++)
+        ord[k] = k;
     qsort_r(ord, ix->nkeys, sizeof(uint64_t), cmp_entry, ix->entries);
     bool ok = true;
     for (uint64_t k = 1; k < ix->nkeys && ok; k++) {
@@ -142,7 +161,8 @@ static bool unique_keys(const datadir_snapshot *s, char *err, size_t errlen) {
     return ok;
 }
 
-int datadir_snapshot_open(const char *dir, datadir_snapshot *s, char *err, size_t errlen) {
+int datadir_snapshot_open(const char *dir, datadir_snapshot *s, char *err, size_t errlen)
+{
     memset(s, 0, sizeof(*s));
     char sdir[4200];
     snprintf(sdir, sizeof(sdir), "%.4096s/snapshots", dir);
@@ -178,7 +198,8 @@ int datadir_snapshot_open(const char *dir, datadir_snapshot *s, char *err, size_
     return 1;
 }
 
-void datadir_snapshot_close(datadir_snapshot *s) {
+void datadir_snapshot_close(datadir_snapshot *s)
+{
     snap_index_free(&s->ix);
     free(s->buf);
     s->buf = NULL;
@@ -186,7 +207,8 @@ void datadir_snapshot_close(datadir_snapshot *s) {
 }
 
 bloomery_loader *datadir_open_entry(const char *index_path, const snap_entry *e, char *err,
-                                    size_t errlen) {
+                                    size_t errlen)
+{
     bloomery_loader *l = NULL;
     size_t used;
     int rc = bloomery_loader_open(&l, e->header, e->hlen, 0, &used);
@@ -201,8 +223,9 @@ bloomery_loader *datadir_open_entry(const char *index_path, const snap_entry *e,
     }
     for (uint64_t i = 0; i < e->nchunks; i++)
         if (e->chunks[i].raw_len != bloomery_loader_chunk_len(l, i)) {
-            snprintf(err, errlen, "%s: offset %zu: " KEYFMT ": chunk %" PRIu64
-                     " has the wrong length", index_path, e->chunks[i].off, KEYARG(e), i);
+            snprintf(err, errlen,
+                     "%s: offset %zu: " KEYFMT ": chunk %" PRIu64 " has the wrong length",
+                     index_path, e->chunks[i].off, KEYARG(e), i);
             bloomery_loader_free(l);
             return NULL;
         }
@@ -210,11 +233,13 @@ bloomery_loader *datadir_open_entry(const char *index_path, const snap_entry *e,
 }
 
 uint8_t *datadir_read_chunk(const char *dir, const char *index_path, const snap_entry *e,
-                            const snap_chunk *c, char *err, size_t errlen) {
+                            const snap_chunk *c, char *err, size_t errlen)
+{
     char why[256];
     if (c->where == SNAP_CHUNK_INLINE) {
         uint8_t *raw = malloc(c->raw_len ? c->raw_len : 1);
-        if (raw && chunk_frame_decode(c->frame, c->flen, c->raw_len, c->hash, raw, why, sizeof(why)))
+        if (raw &&
+            chunk_frame_decode(c->frame, c->flen, c->raw_len, c->hash, raw, why, sizeof(why)))
             return raw;
         free(raw);
         snprintf(err, errlen, "%s: offset %zu: inline chunk of " KEYFMT ": %s", index_path, c->off,
@@ -247,23 +272,29 @@ uint8_t *datadir_read_chunk(const char *dir, const char *index_path, const snap_
 }
 
 bool datadir_load_chunk(const char *dir, const char *index_path, const snap_entry *e, uint64_t i,
-                        bloomery_loader *l, pthread_mutex_t *lock, char *err, size_t errlen) {
+                        bloomery_loader *l, pthread_mutex_t *lock, char *err, size_t errlen)
+{
     const snap_chunk *c = &e->chunks[i];
     uint8_t *raw = datadir_read_chunk(dir, index_path, e, c, err, errlen);
-    if (raw == NULL) return false;
-    if (lock) pthread_mutex_lock(lock);
+    if (raw == NULL)
+        return false;
+    if (lock)
+        pthread_mutex_lock(lock);
     int rc = bloomery_loader_chunk(l, i, raw, c->raw_len, c->checksum);
     if (rc != BLOOMERY_OK)
         snprintf(err, errlen, "%s: offset %zu: " KEYFMT ": chunk %" PRIu64 ": %s", index_path,
                  c->off, KEYARG(e), i, bloomery_loader_error(l));
-    if (lock) pthread_mutex_unlock(lock);
+    if (lock)
+        pthread_mutex_unlock(lock);
     free(raw);
     return rc == BLOOMERY_OK;
 }
 
 bool datadir_finish_entry(const char *index_path, const snap_entry *e, bloomery_loader *l,
-                          bloomery_object *out, char *err, size_t errlen) {
-    if (bloomery_loader_finish(l, out) == BLOOMERY_OK) return true;
+                          bloomery_object *out, char *err, size_t errlen)
+{
+    if (bloomery_loader_finish(l, out) == BLOOMERY_OK)
+        return true;
     snprintf(err, errlen, "%s: offset %zu: " KEYFMT ": %s", index_path, e->off, KEYARG(e),
              bloomery_loader_error(l));
     return false;
@@ -271,20 +302,24 @@ bool datadir_finish_entry(const char *index_path, const snap_entry *e, bloomery_
 
 /* ---- log ---- */
 
-static bool all_zero(const uint8_t *p, size_t n) {
+static bool all_zero(const uint8_t *p, size_t n)
+{
     for (size_t i = 0; i < n; i++)
-        if (p[i]) return false;
+        if (p[i])
+            return false;
     return true;
 }
 
 /* The first LSN the scan must read: the start, or an earlier `from`. */
-static uint64_t log_from(const datadir_log *lg) {
+static uint64_t log_from(const datadir_log *lg)
+{
     return lg->from && lg->from < lg->start ? lg->from : lg->start;
 }
 
 datadir_log_status datadir_log_file(datadir_log *lg, const char *path, uint64_t name_lsn,
-                                    const uint8_t *buf, size_t len, bool newest,
-                                    size_t *torn_off, char *err, size_t errlen) {
+                                    const uint8_t *buf, size_t len, bool newest, size_t *torn_off,
+                                    char *err, size_t errlen)
+{
     char why[256];
     uint64_t first;
     if (!wal_header_decode(buf, len, &first, why, sizeof(why))) {
@@ -305,15 +340,18 @@ datadir_log_status datadir_log_file(datadir_log *lg, const char *path, uint64_t 
         return DATADIR_LOG_BAD;
     }
     if (lg->expect && first != lg->expect) {
-        snprintf(err, errlen, "%s: offset 16: starts at LSN %" PRIu64 " but LSN %" PRIu64
-                 " was expected (a log file is missing)", path, first, lg->expect);
+        snprintf(err, errlen,
+                 "%s: offset 16: starts at LSN %" PRIu64 " but LSN %" PRIu64
+                 " was expected (a log file is missing)",
+                 path, first, lg->expect);
         return DATADIR_LOG_BAD;
     }
     uint64_t need = log_from(lg);
     if (lg->expect == 0 && need && first > need) {
-        snprintf(err, errlen, "%s: offset 16: the log starts at LSN %" PRIu64 " but the %s needs "
-                 "records from LSN %" PRIu64 " (a log file is missing)", path, first,
-                 lg->have_snapshot ? "snapshot" : "empty data set", need);
+        snprintf(err, errlen,
+                 "%s: offset 16: the log starts at LSN %" PRIu64 " but the %s needs "
+                 "records from LSN %" PRIu64 " (a log file is missing)",
+                 path, first, lg->have_snapshot ? "snapshot" : "empty data set", need);
         return DATADIR_LOG_BAD;
     }
     lg->expect = first;
@@ -321,7 +359,8 @@ datadir_log_status datadir_log_file(datadir_log *lg, const char *path, uint64_t 
     for (;;) {
         wal_record rec;
         wal_status st = wal_record_next(buf, len, off, &rec, why, sizeof(why));
-        if (st == WAL_REC_END) break;
+        if (st == WAL_REC_END)
+            break;
         if (st == WAL_REC_TORN && newest) {
             *torn_off = off;
             snprintf(err, errlen, "%s", why);
@@ -332,14 +371,17 @@ datadir_log_status datadir_log_file(datadir_log *lg, const char *path, uint64_t 
             return DATADIR_LOG_BAD;
         }
         if (rec.lsn != lg->expect) {
-            snprintf(err, errlen, "%s: offset %zu: record LSN %" PRIu64 " where %" PRIu64
-                     " was expected", path, off, rec.lsn, lg->expect);
+            snprintf(err, errlen,
+                     "%s: offset %zu: record LSN %" PRIu64 " where %" PRIu64 " was expected", path,
+                     off, rec.lsn, lg->expect);
             return DATADIR_LOG_BAD;
         }
         /* The writer updates LAST before the first record of a new file. */
         if (lg->have_last && name_lsn > lg->last) {
-            snprintf(err, errlen, "%s: offset %zu: a record in a log file newer than "
-                     "%016" PRIx64 ".wal, the newest one LAST names", path, off, lg->last);
+            snprintf(err, errlen,
+                     "%s: offset %zu: a record in a log file newer than "
+                     "%016" PRIx64 ".wal, the newest one LAST names",
+                     path, off, lg->last);
             return DATADIR_LOG_BAD;
         }
         wal_op op;
@@ -348,10 +390,12 @@ datadir_log_status datadir_log_file(datadir_log *lg, const char *path, uint64_t 
             return DATADIR_LOG_BAD;
         }
         if (rec.lsn >= lg->start) {
-            if (lg->fn) lg->fn(lg->ctx, &rec, &op);
+            if (lg->fn)
+                lg->fn(lg->ctx, &rec, &op);
             lg->applied++;
         } else {
-            if (lg->below && rec.lsn >= need) lg->below(lg->ctx, &rec, &op);
+            if (lg->below && rec.lsn >= need)
+                lg->below(lg->ctx, &rec, &op);
             lg->passed++;
         }
         lg->expect++;
@@ -360,22 +404,28 @@ datadir_log_status datadir_log_file(datadir_log *lg, const char *path, uint64_t 
     return DATADIR_LOG_OK;
 }
 
-static int fsync_dir_of(const char *path) {
+static int fsync_dir_of(const char *path)
+{
     char dir[DATADIR_PATH_MAX];
     snprintf(dir, sizeof(dir), "%s", path);
     char *slash = strrchr(dir, '/');
-    if (slash == NULL) snprintf(dir, sizeof(dir), ".");
-    else if (slash == dir) slash[1] = '\0';
-    else *slash = '\0';
+    if (slash == NULL)
+        snprintf(dir, sizeof(dir), ".");
+    else if (slash == dir)
+        slash[1] = '\0';
+    else
+        *slash = '\0';
     int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd < 0) return -1;
+    if (fd < 0)
+        return -1;
     int rc = fsync(fd);
     close(fd);
     return rc;
 }
 
 bool datadir_keep_torn(const char *path, const uint8_t *buf, size_t len, size_t off, char *kept,
-                       size_t keptlen, char *err, size_t errlen) {
+                       size_t keptlen, char *err, size_t errlen)
+{
     kept[0] = '\0';
     if (len > off) {
         /* The copy is durable before the log loses the bytes: a crash in
@@ -385,13 +435,16 @@ bool datadir_keep_torn(const char *path, const uint8_t *buf, size_t len, size_t 
         size_t done = 0;
         while (fd >= 0 && done < len - off) {
             ssize_t w = write(fd, buf + off + done, len - off - done);
-            if (w < 0 && errno == EINTR) continue;
-            if (w <= 0) break;
+            if (w < 0 && errno == EINTR)
+                continue;
+            if (w <= 0)
+                break;
             done += (size_t)w;
         }
         bool ok = fd >= 0 && done == len - off && fsync(fd) == 0;
         int e = errno;
-        if (fd >= 0) close(fd);
+        if (fd >= 0)
+            close(fd);
         if (!ok || fsync_dir_of(kept) != 0) {
             snprintf(err, errlen, "%s: offset %zu: can't keep the torn tail aside in %s: %s", path,
                      off, kept, strerror(ok ? errno : e));
@@ -411,25 +464,29 @@ bool datadir_keep_torn(const char *path, const uint8_t *buf, size_t len, size_t 
     if (fd < 0 || ftruncate(fd, (off_t)off) != 0 || fdatasync(fd) != 0) {
         snprintf(err, errlen, "%s: offset %zu: can't truncate the torn tail: %s", path, off,
                  strerror(errno));
-        if (fd >= 0) close(fd);
+        if (fd >= 0)
+            close(fd);
         return false;
     }
     close(fd);
     return true;
 }
 
-static bool has(const uint64_t *v, size_t n, uint64_t x) {
+static bool has(const uint64_t *v, size_t n, uint64_t x)
+{
     return n && bsearch(&x, v, n, sizeof(uint64_t), cmp_u64) != NULL;
 }
 
 /* One file: map it, check it, keep or report a torn tail. */
 static bool scan_file(datadir_log *lg, const char *path, uint64_t name_lsn, bool newest, char *err,
-                      size_t errlen) {
+                      size_t errlen)
+{
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     struct stat st;
     if (fd < 0 || fstat(fd, &st) != 0) {
         snprintf(err, errlen, "%s: offset 0: can't open: %s", path, strerror(errno));
-        if (fd >= 0) close(fd);
+        if (fd >= 0)
+            close(fd);
         return false;
     }
     size_t len = (size_t)st.st_size;
@@ -446,8 +503,8 @@ static bool scan_file(datadir_log *lg, const char *path, uint64_t name_lsn, bool
     close(fd);
     lg->files++;
     size_t torn_off = 0;
-    datadir_log_status st2 = datadir_log_file(lg, path, name_lsn, buf, len, newest, &torn_off, err,
-                                              errlen);
+    datadir_log_status st2 =
+        datadir_log_file(lg, path, name_lsn, buf, len, newest, &torn_off, err, errlen);
     bool ok = st2 != DATADIR_LOG_BAD;
     if (st2 == DATADIR_LOG_TORN) {
         lg->torn = true;
@@ -459,11 +516,13 @@ static bool scan_file(datadir_log *lg, const char *path, uint64_t name_lsn, bool
             ok = datadir_keep_torn(path, buf, len, torn_off, lg->torn_kept, sizeof(lg->torn_kept),
                                    err, errlen);
     }
-    if (buf) munmap((void *)buf, len);
+    if (buf)
+        munmap((void *)buf, len);
     return ok;
 }
 
-bool datadir_scan_log(const char *dir, datadir_log *lg, char *err, size_t errlen) {
+bool datadir_scan_log(const char *dir, datadir_log *lg, char *err, size_t errlen)
+{
     char ldir[4200], path[DATADIR_PATH_MAX];
     snprintf(ldir, sizeof(ldir), "%.4096s/log", dir);
     lg->expect = 0;
@@ -472,7 +531,8 @@ bool datadir_scan_log(const char *dir, datadir_log *lg, char *err, size_t errlen
     lg->torn = false;
     lg->torn_kept[0] = '\0';
     int lr = wal_last_read(ldir, &lg->last, err, errlen);
-    if (lr < 0) return false;
+    if (lr < 0)
+        return false;
     lg->have_last = lr > 0;
     uint64_t *files;
     size_t n = datadir_list(ldir, ".wal", &files);
@@ -480,58 +540,73 @@ bool datadir_scan_log(const char *dir, datadir_log *lg, char *err, size_t errlen
      * snapshot's start were in it. A file below the start held nothing
      * the snapshot lacks (a snapshot deletes those files). */
     if (lg->have_last && lg->last >= lg->start && !has(files, n, lg->last)) {
-        snprintf(err, errlen, "%s/" WAL_LAST_NAME ": offset 16: log file %016" PRIx64
-                 ".wal named by LAST is missing", ldir, lg->last);
+        snprintf(err, errlen,
+                 "%s/" WAL_LAST_NAME ": offset 16: log file %016" PRIx64
+                 ".wal named by LAST is missing",
+                 ldir, lg->last);
         free(files);
         return false;
     }
     bool ok = true;
     for (size_t i = 0; i < n && ok; i++) {
         /* Wholly before what is needed: the next file starts at or below it. */
-        if (i + 1 < n && files[i + 1] <= log_from(lg)) continue;
+        if (i + 1 < n && files[i + 1] <= log_from(lg))
+            continue;
         snprintf(path, sizeof(path), "%s/%016" PRIx64 ".wal", ldir, files[i]);
         ok = scan_file(lg, path, files[i], i + 1 == n, err, errlen);
     }
     free(files);
     lg->next_lsn = lg->expect > lg->start ? lg->expect : lg->start;
-    if (lg->next_lsn == 0) lg->next_lsn = 1;
+    if (lg->next_lsn == 0)
+        lg->next_lsn = 1;
     return ok;
 }
 
-static bool torn_name(const char *name) {
+static bool torn_name(const char *name)
+{
     uint64_t v;
     char head[21];
-    if (strlen(name) <= 26 || strncmp(name + 16, ".wal.torn-", 10) != 0) return false;
+    if (strlen(name) <= 26 || strncmp(name + 16, ".wal.torn-", 10) != 0)
+        return false;
     snprintf(head, sizeof(head), "%.16s.wal", name);
-    if (!datadir_parse_name(head, ".wal", &v)) return false;
+    if (!datadir_parse_name(head, ".wal", &v))
+        return false;
     for (const char *p = name + 26; *p; p++)
-        if (*p < '0' || *p > '9') return false;
+        if (*p < '0' || *p > '9')
+            return false;
     return true;
 }
 
-static int cmp_str(const void *a, const void *b) {
+static int cmp_str(const void *a, const void *b)
+{
     return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-size_t datadir_torn_files(const char *dir, char ***out) {
+size_t datadir_torn_files(const char *dir, char ***out)
+{
     char ldir[4200];
     snprintf(ldir, sizeof(ldir), "%.4096s/log", dir);
     *out = NULL;
     DIR *d = opendir(ldir);
-    if (d == NULL) return 0;
+    if (d == NULL)
+        return 0;
     size_t n = 0, cap = 0;
     struct dirent *de;
     while ((de = readdir(d)) != NULL) {
-        if (!torn_name(de->d_name)) continue;
+        if (!torn_name(de->d_name))
+            continue;
         if (n == cap) {
             cap = cap ? cap * 2 : 8;
             char **p = realloc(*out, cap * sizeof(char *));
-            if (p == NULL) break;
+            if (p == NULL)
+                break;
             *out = p;
         }
-        if (((*out)[n] = strdup(de->d_name)) != NULL) n++;
+        if (((*out)[n] = strdup(de->d_name)) != NULL)
+            n++;
     }
     closedir(d);
-    if (n) qsort(*out, n, sizeof(char *), cmp_str);
+    if (n)
+        qsort(*out, n, sizeof(char *), cmp_str);
     return n;
 }

@@ -40,10 +40,10 @@ bool datadir_read_file(const char *path, uint8_t **out, size_t *len);
 bloomery_type datadir_kind_type(uint8_t kind);
 
 typedef struct datadir_snapshot {
-    char path[DATADIR_PATH_MAX];   /* the index file */
+    char path[DATADIR_PATH_MAX]; /* the index file */
     uint8_t *buf;
     size_t len;
-    snap_index ix;                 /* points into buf */
+    snap_index ix; /* points into buf */
 } datadir_snapshot;
 
 /* The newest DIR/snapshots/<seq>.index, read and verified: checksum,
@@ -88,24 +88,24 @@ typedef struct datadir_log {
     datadir_record_fn below; /* records in [from, start); may be NULL */
     void *ctx;
     /* out */
-    uint64_t expect;         /* LSN after the last record read (0: no log file used) */
-    uint64_t next_lsn;       /* where the log continues: expect, at least start */
-    uint64_t applied;        /* records handed to fn */
-    uint64_t passed;         /* records below start, checked and passed over */
-    unsigned files;          /* log files read */
-    bool have_last;          /* DIR/log/LAST exists ... */
-    uint64_t last;           /* ... and names this log file */
-    bool torn;               /* a torn tail ends the newest file: */
+    uint64_t expect;   /* LSN after the last record read (0: no log file used) */
+    uint64_t next_lsn; /* where the log continues: expect, at least start */
+    uint64_t applied;  /* records handed to fn */
+    uint64_t passed;   /* records below start, checked and passed over */
+    unsigned files;    /* log files read */
+    bool have_last;    /* DIR/log/LAST exists ... */
+    uint64_t last;     /* ... and names this log file */
+    bool torn;         /* a torn tail ends the newest file: */
     char torn_file[DATADIR_PATH_MAX];
     size_t torn_off, torn_len;
     char torn_why[256];
-    char torn_kept[DATADIR_PATH_MAX + 32];   /* keep_torn: where its bytes went ("" if none) */
+    char torn_kept[DATADIR_PATH_MAX + 32]; /* keep_torn: where its bytes went ("" if none) */
 } datadir_log;
 
 typedef enum datadir_log_status {
     DATADIR_LOG_OK,
-    DATADIR_LOG_TORN,        /* a torn tail at *torn_off; err says why */
-    DATADIR_LOG_BAD,         /* damage; err is "path: offset N: reason" */
+    DATADIR_LOG_TORN, /* a torn tail at *torn_off; err says why */
+    DATADIR_LOG_BAD,  /* damage; err is "path: offset N: reason" */
 } datadir_log_status;
 
 /* Walk DIR/log/<first LSN>.wal in LSN order with the recovery rules: LAST
@@ -122,8 +122,8 @@ bool datadir_scan_log(const char *dir, datadir_log *lg, char *err, size_t errlen
  * name; newest: the newest file present, where a torn tail may end it.
  * lg's in-fields and expect/last carry over from file to file. */
 datadir_log_status datadir_log_file(datadir_log *lg, const char *path, uint64_t name_lsn,
-                                    const uint8_t *buf, size_t len, bool newest,
-                                    size_t *torn_off, char *err, size_t errlen);
+                                    const uint8_t *buf, size_t len, bool newest, size_t *torn_off,
+                                    char *err, size_t errlen);
 
 /* Keep a torn tail aside: copy bytes [off, len) of the log file at path to
  * "<path>.torn-<off>" (fsynced), then cut the file at off (removed when off

@@ -7,8 +7,10 @@
 #include <string.h>
 #include <xxhash.h>
 
-static void setf(char *err, size_t errlen, const char *fmt, ...) {
-    if (err == NULL || errlen == 0) return;
+static void setf(char *err, size_t errlen, const char *fmt, ...)
+{
+    if (err == NULL || errlen == 0)
+        return;
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(err, errlen, fmt, ap);
@@ -20,7 +22,8 @@ static void setf(char *err, size_t errlen, const char *fmt, ...) {
 #define MIN_ENTRY (4 + 1 + 8 + 4 + 8)
 #define MIN_CHUNK (1 + 4 + 8 + 16)
 
-void snap_index_free(snap_index *ix) {
+void snap_index_free(snap_index *ix)
+{
     free(ix->entries);
     free(ix->chunks);
     ix->entries = NULL;
@@ -28,7 +31,8 @@ void snap_index_free(snap_index *ix) {
 }
 
 bool snap_index_parse(const uint8_t *buf, size_t len, snap_index *out, char *err, size_t errlen,
-                      size_t *err_off) {
+                      size_t *err_off)
+{
     memset(out, 0, sizeof(*out));
     *err_off = 0;
     if (len < SNAP_HEADER_SIZE + 8) {
@@ -75,30 +79,42 @@ bool snap_index_parse(const uint8_t *buf, size_t len, snap_index *out, char *err
         int64_t exp = (int64_t)rdr_u64(&r);
         rdr_str(&r, &p, &n);
         uint64_t nc = rdr_u64(&r);
-        if (r.bad) why = "entry truncated";
-        else if (kind < SNAP_KIND_BLOOM || kind > SNAP_KIND_RESTORE) why = "unknown key kind";
-        else if (exp < 0) why = "negative expiry";
-        else if (n == 0) why = "empty image header";
+        if (r.bad)
+            why = "entry truncated";
+        else if (kind < SNAP_KIND_BLOOM || kind > SNAP_KIND_RESTORE)
+            why = "unknown key kind";
+        else if (exp < 0)
+            why = "negative expiry";
+        else if (n == 0)
+            why = "empty image header";
         else if (kind == SNAP_KIND_RESTORE) {
-            if (n % 8 != 0) why = "bad restore record list";
-            else if (nc != 0) why = "bad chunk count";
+            if (n % 8 != 0)
+                why = "bad restore record list";
+            else if (nc != 0)
+                why = "bad chunk count";
             for (size_t i = 0; i < n / 8 && !why; i++) {
                 uint64_t lsn = le_load(p + 8 * i, 8);
                 if (lsn == 0 || lsn >= out->start_lsn ||
                     (i > 0 && lsn <= le_load(p + 8 * (i - 1), 8)))
                     why = "restore record LSNs out of order";
             }
-        } else if (nc == 0 || nc > (body - r.off) / MIN_CHUNK) why = "bad chunk count";
+        } else if (nc == 0 || nc > (body - r.off) / MIN_CHUNK)
+            why = "bad chunk count";
         for (uint64_t i = 0; i < nc && !why; i++) {
             at = r.off;
             uint8_t where = rdr_u8(&r);
             uint32_t raw = rdr_u32(&r);
             rdr_take(&r, 24, &p);
-            if (where == SNAP_CHUNK_INLINE) rdr_str(&r, &p, &n);
-            if (r.bad) why = "chunk record truncated";
-            else if (where > SNAP_CHUNK_INLINE) why = "bad chunk location";
-            else if (raw == 0 || raw > CHUNK_MAX_RAW) why = "chunk length out of range";
-            else if (where == SNAP_CHUNK_INLINE && n == 0) why = "empty inline frame";
+            if (where == SNAP_CHUNK_INLINE)
+                rdr_str(&r, &p, &n);
+            if (r.bad)
+                why = "chunk record truncated";
+            else if (where > SNAP_CHUNK_INLINE)
+                why = "bad chunk location";
+            else if (raw == 0 || raw > CHUNK_MAX_RAW)
+                why = "chunk length out of range";
+            else if (where == SNAP_CHUNK_INLINE && n == 0)
+                why = "empty inline frame";
         }
         total += nc;
     }
@@ -137,14 +153,15 @@ bool snap_index_parse(const uint8_t *buf, size_t len, snap_index *out, char *err
             c->checksum = rdr_u64(&r);
             c->hash.lo = rdr_u64(&r);
             c->hash.hi = rdr_u64(&r);
-            if (c->where == SNAP_CHUNK_INLINE) rdr_str(&r, &c->frame, &c->flen);
+            if (c->where == SNAP_CHUNK_INLINE)
+                rdr_str(&r, &c->frame, &c->flen);
         }
     }
     return true;
 }
 
-void snap_index_begin(pbuf *b, uint64_t seq, uint64_t start_lsn, int64_t created_ms,
-                      uint64_t nkeys) {
+void snap_index_begin(pbuf *b, uint64_t seq, uint64_t start_lsn, int64_t created_ms, uint64_t nkeys)
+{
     uint8_t h[SNAP_HEADER_SIZE];
     memcpy(h, SNAP_MAGIC, 8);
     le_store(h + 8, SNAP_VERSION, 2);
@@ -158,7 +175,8 @@ void snap_index_begin(pbuf *b, uint64_t seq, uint64_t start_lsn, int64_t created
 }
 
 void snap_index_entry(pbuf *b, const void *key, size_t klen, uint8_t kind, int64_t expire_ms,
-                      const uint8_t *header, size_t hlen, uint64_t nchunks) {
+                      const uint8_t *header, size_t hlen, uint64_t nchunks)
+{
     pbuf_str(b, key, klen);
     pbuf_u8(b, kind);
     pbuf_u64(b, (uint64_t)expire_ms);
@@ -166,21 +184,26 @@ void snap_index_entry(pbuf *b, const void *key, size_t klen, uint8_t kind, int64
     pbuf_u64(b, nchunks);
 }
 
-void snap_index_chunk(pbuf *b, const snap_chunk *c) {
+void snap_index_chunk(pbuf *b, const snap_chunk *c)
+{
     pbuf_u8(b, c->where);
     pbuf_u32(b, c->raw_len);
     pbuf_u64(b, c->checksum);
     pbuf_u64(b, c->hash.lo);
     pbuf_u64(b, c->hash.hi);
-    if (c->where == SNAP_CHUNK_INLINE) pbuf_str(b, c->frame, c->flen);
+    if (c->where == SNAP_CHUNK_INLINE)
+        pbuf_str(b, c->frame, c->flen);
 }
 
-void snap_index_finish(pbuf *b) {
-    if (b->failed) return;
+void snap_index_finish(pbuf *b)
+{
+    if (b->failed)
+        return;
     pbuf_u64(b, XXH3_64bits(b->p, b->len));
 }
 
-uint64_t snap_index_log_from(const snap_index *ix) {
+uint64_t snap_index_log_from(const snap_index *ix)
+{
     uint64_t from = ix->start_lsn;
     for (uint64_t k = 0; k < ix->nkeys; k++) {
         const snap_entry *e = &ix->entries[k];

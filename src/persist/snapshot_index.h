@@ -32,11 +32,11 @@
 #define SNAP_VERSION 1
 #define SNAP_HEADER_SIZE 48
 
-#define SNAP_KIND_BLOOM 1      /* scalable chain */
-#define SNAP_KIND_COUNTING 2   /* counting filter */
-#define SNAP_KIND_HLL 3        /* HyperLogLog */
-#define SNAP_KIND_WINDOW 4     /* time-windowed filter */
-#define SNAP_KIND_CUCKOO 5     /* cuckoo filter */
+#define SNAP_KIND_BLOOM 1    /* scalable chain */
+#define SNAP_KIND_COUNTING 2 /* counting filter */
+#define SNAP_KIND_HLL 3      /* HyperLogLog */
+#define SNAP_KIND_WINDOW 4   /* time-windowed filter */
+#define SNAP_KIND_CUCKOO 5   /* cuckoo filter */
 /* A BF.LOADCHUNK / CF.LOADCHUNK restore still in progress at the snapshot:
  * no image and no chunks; its "image header" is the LSNs (u64 each,
  * ascending, below the start LSN) of the log records that loaded it so far,
@@ -49,11 +49,11 @@
 typedef struct snap_chunk {
     uint8_t where;
     uint32_t raw_len;
-    uint64_t checksum;      /* serial.h chunk checksum of the raw bytes */
-    chunk_hash hash;        /* XXH3-128 of the raw bytes; names the file */
-    const uint8_t *frame;   /* inline: the zstd frame */
+    uint64_t checksum;    /* serial.h chunk checksum of the raw bytes */
+    chunk_hash hash;      /* XXH3-128 of the raw bytes; names the file */
+    const uint8_t *frame; /* inline: the zstd frame */
     size_t flen;
-    size_t off;             /* offset of this chunk's record in the index */
+    size_t off; /* offset of this chunk's record in the index */
 } snap_chunk;
 
 typedef struct snap_entry {
@@ -61,11 +61,11 @@ typedef struct snap_entry {
     size_t klen;
     uint8_t kind;
     int64_t expire_ms;
-    const uint8_t *header;  /* serial.h image header */
+    const uint8_t *header; /* serial.h image header */
     size_t hlen;
     uint64_t nchunks;
-    snap_chunk *chunks;     /* into snap_index.chunks */
-    size_t off;             /* offset of the entry in the index */
+    snap_chunk *chunks; /* into snap_index.chunks */
+    size_t off;         /* offset of the entry in the index */
 } snap_entry;
 
 typedef struct snap_index {
@@ -85,7 +85,8 @@ void snap_index_free(snap_index *ix);
 
 /* A restore entry's record LSNs (SNAP_KIND_RESTORE). */
 static inline uint64_t snap_restore_count(const snap_entry *e) { return e->hlen / 8; }
-static inline uint64_t snap_restore_lsn(const snap_entry *e, uint64_t i) {
+static inline uint64_t snap_restore_lsn(const snap_entry *e, uint64_t i)
+{
     return le_load(e->header + 8 * i, 8);
 }
 /* The first LSN recovery needs: the start, or the oldest record of a

@@ -7,15 +7,18 @@
 #include <string.h>
 #include <xxhash.h>
 
-static void setf(char *err, size_t errlen, const char *fmt, ...) {
-    if (err == NULL || errlen == 0) return;
+static void setf(char *err, size_t errlen, const char *fmt, ...)
+{
+    if (err == NULL || errlen == 0)
+        return;
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(err, errlen, fmt, ap);
     va_end(ap);
 }
 
-const char *wal_type_name(unsigned type) {
+const char *wal_type_name(unsigned type)
+{
     switch (type) {
     case WAL_BF_ADD: return "bf-add";
     case WAL_CNT_ADD: return "counting-add";
@@ -39,7 +42,8 @@ const char *wal_type_name(unsigned type) {
     return NULL;
 }
 
-void wal_header_encode(uint8_t out[WAL_HEADER_SIZE], uint64_t first_lsn) {
+void wal_header_encode(uint8_t out[WAL_HEADER_SIZE], uint64_t first_lsn)
+{
     memcpy(out, WAL_MAGIC, 8);
     le_store(out + 8, WAL_VERSION, 2);
     le_store(out + 10, 0, 2);
@@ -49,7 +53,8 @@ void wal_header_encode(uint8_t out[WAL_HEADER_SIZE], uint64_t first_lsn) {
 }
 
 bool wal_header_decode(const uint8_t *buf, size_t len, uint64_t *first_lsn, char *err,
-                       size_t errlen) {
+                       size_t errlen)
+{
     if (len < WAL_HEADER_SIZE) {
         setf(err, errlen, "file header truncated (%zu of %d bytes)", len, WAL_HEADER_SIZE);
         return false;
@@ -81,7 +86,8 @@ bool wal_header_decode(const uint8_t *buf, size_t len, uint64_t *first_lsn, char
 
 static uint32_t prefix_check(const uint8_t *rec) { return (uint32_t)XXH3_64bits(rec, 13); }
 
-void wal_record_seal(uint8_t *rec, uint8_t type, uint64_t lsn, size_t len) {
+void wal_record_seal(uint8_t *rec, uint8_t type, uint64_t lsn, size_t len)
+{
     le_store(rec, len, 4);
     rec[4] = type;
     le_store(rec + 5, lsn, 8);
@@ -89,15 +95,19 @@ void wal_record_seal(uint8_t *rec, uint8_t type, uint64_t lsn, size_t len) {
     le_store(rec + WAL_PREFIX + len, XXH3_64bits(rec, WAL_PREFIX + len), 8);
 }
 
-static bool all_zero(const uint8_t *p, size_t n) {
+static bool all_zero(const uint8_t *p, size_t n)
+{
     for (size_t i = 0; i < n; i++)
-        if (p[i]) return false;
+        if (p[i])
+            return false;
     return true;
 }
 
 wal_status wal_record_next(const uint8_t *buf, size_t len, size_t off, wal_record *rec, char *err,
-                           size_t errlen) {
-    if (off >= len) return WAL_REC_END;
+                           size_t errlen)
+{
+    if (off >= len)
+        return WAL_REC_END;
     size_t rem = len - off;
     const uint8_t *p = buf + off;
     if (rem < WAL_PREFIX) {
@@ -132,8 +142,9 @@ wal_status wal_record_next(const uint8_t *buf, size_t len, size_t off, wal_recor
          * where its bytes never reached the disk. Zeros from its checksum
          * on, or from a sector boundary inside it, to the end of the file
          * read as torn; a flipped byte does not look like that. */
-        size_t z = rem;   /* start of the zeros that end the file */
-        while (z > 0 && p[z - 1] == 0) z--;
+        size_t z = rem; /* start of the zeros that end the file */
+        while (z > 0 && p[z - 1] == 0)
+            z--;
         size_t sector = (off + z + WAL_SECTOR - 1) / WAL_SECTOR * WAL_SECTOR - off;
         if (z + WAL_TRAILER <= size || sector < size) {
             setf(err, errlen, "record of %zu bytes ends in zeros (an incomplete write)", size);
@@ -156,7 +167,8 @@ wal_status wal_record_next(const uint8_t *buf, size_t len, size_t off, wal_recor
 
 /* ---- payloads ---- */
 
-static bool parse_hashes(rdr *r, wal_op *op, size_t width, char *err, size_t errlen) {
+static bool parse_hashes(rdr *r, wal_op *op, size_t width, char *err, size_t errlen)
+{
     op->n = rdr_u32(r);
     if (r->bad || op->n == 0 || (size_t)op->n > (r->len - r->off) / width) {
         setf(err, errlen, "bad item count");
@@ -167,7 +179,8 @@ static bool parse_hashes(rdr *r, wal_op *op, size_t width, char *err, size_t err
     return true;
 }
 
-static bool parse_keylist(rdr *r, wal_op *op, uint32_t min, char *err, size_t errlen) {
+static bool parse_keylist(rdr *r, wal_op *op, uint32_t min, char *err, size_t errlen)
+{
     op->n = rdr_u32(r);
     if (r->bad || op->n < min) {
         setf(err, errlen, "bad key count");
@@ -191,8 +204,8 @@ static bool parse_keylist(rdr *r, wal_op *op, uint32_t min, char *err, size_t er
     return true;
 }
 
-bool wal_op_parse(uint8_t type, const uint8_t *p, size_t len, wal_op *op, char *err,
-                  size_t errlen) {
+bool wal_op_parse(uint8_t type, const uint8_t *p, size_t len, wal_op *op, char *err, size_t errlen)
+{
     memset(op, 0, sizeof(*op));
     op->type = type;
     rdr r = {p, len, 0, false};
@@ -202,7 +215,8 @@ bool wal_op_parse(uint8_t type, const uint8_t *p, size_t len, wal_op *op, char *
     case WAL_CNT_ADD:
     case WAL_CNT_DEL:
         ok = rdr_str(&r, &op->key, &op->klen) && parse_hashes(&r, op, 16, err, errlen);
-        if (ok && type == WAL_BF_ADD) rdr_take(&r, ((size_t)op->n + 7) / 8, &op->flags);
+        if (ok && type == WAL_BF_ADD)
+            rdr_take(&r, ((size_t)op->n + 7) / 8, &op->flags);
         break;
     case WAL_PF_ADD: {
         ok = rdr_str(&r, &op->key, &op->klen);
@@ -231,7 +245,8 @@ bool wal_op_parse(uint8_t type, const uint8_t *p, size_t len, wal_op *op, char *
         c->capacity = rdr_u64(&r);
         c->error = rdr_f64(&r);
         c->expire_ms = (int64_t)rdr_u64(&r);
-        if (r.bad) break;
+        if (r.bad)
+            break;
         if (c->kind > WAL_KIND_COUNTING || c->layout > 1 || c->capacity == 0 ||
             !(c->error > 0 && c->error < 1) || c->expire_ms < 0 ||
             (c->kind == WAL_KIND_COUNTING && (c->expansion != 0 || c->layout != 0))) {
@@ -240,7 +255,11 @@ bool wal_op_parse(uint8_t type, const uint8_t *p, size_t len, wal_op *op, char *
         }
         break;
     }
-    case WAL_DEL: ok = parse_keylist(&r, op, 1, err, errlen); if (!ok) return false; break;
+    case WAL_DEL:
+        ok = parse_keylist(&r, op, 1, err, errlen);
+        if (!ok)
+            return false;
+        break;
     case WAL_EXPIRE:
         ok = rdr_str(&r, &op->key, &op->klen);
         op->when_ms = (int64_t)rdr_u64(&r);
@@ -261,15 +280,18 @@ bool wal_op_parse(uint8_t type, const uint8_t *p, size_t len, wal_op *op, char *
             return false;
         }
         op->created = c == 1;
-        if (r.bad) break;
-        if (!parse_keylist(&r, op, type == WAL_BF_MERGE ? 2 : 1, err, errlen)) return false;
+        if (r.bad)
+            break;
+        if (!parse_keylist(&r, op, type == WAL_BF_MERGE ? 2 : 1, err, errlen))
+            return false;
         break;
     }
     case WAL_WIN_ADD:
         ok = rdr_str(&r, &op->key, &op->klen);
         op->when_ms = (int64_t)rdr_u64(&r);
         ok = ok && !r.bad && parse_hashes(&r, op, 16, err, errlen);
-        if (!ok && !r.bad) return false;
+        if (!ok && !r.bad)
+            return false;
         break;
     case WAL_CF_OP:
         ok = rdr_str(&r, &op->key, &op->klen);
@@ -280,7 +302,8 @@ bool wal_op_parse(uint8_t type, const uint8_t *p, size_t len, wal_op *op, char *
             return false;
         }
         ok = ok && !r.bad && parse_hashes(&r, op, 8, err, errlen);
-        if (!ok && !r.bad) return false;
+        if (!ok && !r.bad)
+            return false;
         break;
     case WAL_WIN_CREATE: {
         ok = rdr_str(&r, &op->key, &op->klen);
@@ -291,7 +314,8 @@ bool wal_op_parse(uint8_t type, const uint8_t *p, size_t len, wal_op *op, char *
         w->slices = rdr_u32(&r);
         w->start_ms = (int64_t)rdr_u64(&r);
         w->expire_ms = (int64_t)rdr_u64(&r);
-        if (r.bad) break;
+        if (r.bad)
+            break;
         if (w->capacity == 0 || !(w->error > 0 && w->error < 1) || w->window_ms == 0 ||
             w->slices == 0 || w->slices > 64 || w->expire_ms < 0) {
             setf(err, errlen, "bad window parameters");
@@ -318,7 +342,8 @@ bool wal_op_parse(uint8_t type, const uint8_t *p, size_t len, wal_op *op, char *
         c->max_iterations = rdr_u32(&r);
         c->expansion = rdr_u32(&r);
         c->fingerprint_bits = rdr_u32(&r);
-        if (r.bad) break;
+        if (r.bad)
+            break;
         if (c->capacity == 0 || c->bucket_size == 0 || c->bucket_size > 255 ||
             c->max_iterations == 0 || c->max_iterations > 65535 || c->expansion > 32768 ||
             c->fingerprint_bits < 8 || c->fingerprint_bits > 32) {
@@ -354,10 +379,13 @@ bool wal_op_parse(uint8_t type, const uint8_t *p, size_t len, wal_op *op, char *
     return true;
 }
 
-bool wal_op_next_key(const wal_op *op, size_t *cursor, const uint8_t **key, size_t *klen) {
-    if (*cursor >= op->items_len) return false;
+bool wal_op_next_key(const wal_op *op, size_t *cursor, const uint8_t **key, size_t *klen)
+{
+    if (*cursor >= op->items_len)
+        return false;
     rdr r = {op->items, op->items_len, *cursor, false};
-    if (!rdr_str(&r, key, klen)) return false;
+    if (!rdr_str(&r, key, klen))
+        return false;
     *cursor = r.off;
     return true;
 }
@@ -365,10 +393,12 @@ bool wal_op_next_key(const wal_op *op, size_t *cursor, const uint8_t **key, size
 /* ---- encoders ---- */
 
 void wal_enc_hashes(pbuf *b, const void *key, size_t klen, const uint64_t *hashes, uint32_t n,
-                    const uint8_t *isnew) {
+                    const uint8_t *isnew)
+{
     pbuf_str(b, key, klen);
     pbuf_u32(b, n);
-    if (!pbuf_reserve(b, (size_t)n * 16)) return;
+    if (!pbuf_reserve(b, (size_t)n * 16))
+        return;
     for (uint32_t i = 0; i < n; i++) {
         le_store(b->p + b->len, hashes[2 * i], 8);
         le_store(b->p + b->len + 8, hashes[2 * i + 1], 8);
@@ -376,23 +406,28 @@ void wal_enc_hashes(pbuf *b, const void *key, size_t klen, const uint64_t *hashe
     }
     if (isnew) {
         size_t nb = ((size_t)n + 7) / 8;
-        if (!pbuf_reserve(b, nb)) return;
+        if (!pbuf_reserve(b, nb))
+            return;
         memset(b->p + b->len, 0, nb);
         for (uint32_t i = 0; i < n; i++)
-            if (isnew[i]) b->p[b->len + i / 8] |= (uint8_t)(1u << (i % 8));
+            if (isnew[i])
+                b->p[b->len + i / 8] |= (uint8_t)(1u << (i % 8));
         b->len += nb;
     }
 }
 
 void wal_enc_pf_add(pbuf *b, const void *key, size_t klen, bool created, const uint64_t *h,
-                    uint32_t n) {
+                    uint32_t n)
+{
     pbuf_str(b, key, klen);
     pbuf_u8(b, created ? 1 : 0);
     pbuf_u32(b, n);
-    for (uint32_t i = 0; i < n; i++) pbuf_u64(b, h[i]);
+    for (uint32_t i = 0; i < n; i++)
+        pbuf_u64(b, h[i]);
 }
 
-void wal_enc_create(pbuf *b, const void *key, size_t klen, const wal_create *c) {
+void wal_enc_create(pbuf *b, const void *key, size_t klen, const wal_create *c)
+{
     pbuf_str(b, key, klen);
     pbuf_u8(b, c->kind);
     pbuf_u8(b, c->layout);
@@ -402,31 +437,38 @@ void wal_enc_create(pbuf *b, const void *key, size_t klen, const wal_create *c) 
     pbuf_u64(b, (uint64_t)c->expire_ms);
 }
 
-void wal_enc_keys(pbuf *b, int created, const char *const *keys, const size_t *lens, uint32_t n) {
-    if (created >= 0) pbuf_u8(b, created ? 1 : 0);
+void wal_enc_keys(pbuf *b, int created, const char *const *keys, const size_t *lens, uint32_t n)
+{
+    if (created >= 0)
+        pbuf_u8(b, created ? 1 : 0);
     pbuf_u32(b, n);
-    for (uint32_t i = 0; i < n; i++) pbuf_str(b, keys[i], lens[i]);
+    for (uint32_t i = 0; i < n; i++)
+        pbuf_str(b, keys[i], lens[i]);
 }
 
-void wal_enc_expire(pbuf *b, const void *key, size_t klen, int64_t when_ms) {
+void wal_enc_expire(pbuf *b, const void *key, size_t klen, int64_t when_ms)
+{
     pbuf_str(b, key, klen);
     pbuf_u64(b, (uint64_t)when_ms);
 }
 
-void wal_enc_rename(pbuf *b, const void *src, size_t slen, const void *dst, size_t dlen) {
+void wal_enc_rename(pbuf *b, const void *src, size_t slen, const void *dst, size_t dlen)
+{
     pbuf_str(b, src, slen);
     pbuf_str(b, dst, dlen);
 }
 
 void wal_enc_loadchunk(pbuf *b, const void *key, size_t klen, int64_t iter, const void *data,
-                       size_t dlen) {
+                       size_t dlen)
+{
     pbuf_str(b, key, klen);
     pbuf_u64(b, (uint64_t)iter);
     pbuf_u64(b, dlen);
     pbuf_put(b, data, dlen);
 }
 
-void wal_enc_win_create(pbuf *b, const void *key, size_t klen, const wal_window *w) {
+void wal_enc_win_create(pbuf *b, const void *key, size_t klen, const wal_window *w)
+{
     pbuf_str(b, key, klen);
     pbuf_u64(b, w->capacity);
     pbuf_f64(b, w->error);
@@ -437,20 +479,24 @@ void wal_enc_win_create(pbuf *b, const void *key, size_t klen, const wal_window 
 }
 
 void wal_enc_win_add(pbuf *b, const void *key, size_t klen, int64_t now_ms, const uint64_t *h,
-                     uint32_t n) {
+                     uint32_t n)
+{
     pbuf_str(b, key, klen);
     pbuf_u64(b, (uint64_t)now_ms);
     pbuf_u32(b, n);
-    for (uint32_t i = 0; i < 2 * n; i++) pbuf_u64(b, h[i]);
+    for (uint32_t i = 0; i < 2 * n; i++)
+        pbuf_u64(b, h[i]);
 }
 
-void wal_enc_win_rotate(pbuf *b, const void *key, size_t klen, int64_t start_ms, bool early) {
+void wal_enc_win_rotate(pbuf *b, const void *key, size_t klen, int64_t start_ms, bool early)
+{
     pbuf_str(b, key, klen);
     pbuf_u64(b, (uint64_t)start_ms);
     pbuf_u8(b, early ? 1 : 0);
 }
 
-void wal_enc_cf_create(pbuf *b, const void *key, size_t klen, const wal_cuckoo *c) {
+void wal_enc_cf_create(pbuf *b, const void *key, size_t klen, const wal_cuckoo *c)
+{
     pbuf_str(b, key, klen);
     pbuf_u64(b, c->capacity);
     pbuf_u32(b, c->bucket_size);
@@ -460,10 +506,12 @@ void wal_enc_cf_create(pbuf *b, const void *key, size_t klen, const wal_cuckoo *
 }
 
 void wal_enc_cf_op(pbuf *b, const void *key, size_t klen, uint8_t op, uint32_t max_filters,
-                   const uint64_t *h, uint32_t n) {
+                   const uint64_t *h, uint32_t n)
+{
     pbuf_str(b, key, klen);
     pbuf_u8(b, op);
     pbuf_u32(b, max_filters);
     pbuf_u32(b, n);
-    for (uint32_t i = 0; i < n; i++) pbuf_u64(b, h[i]);
+    for (uint32_t i = 0; i < n; i++)
+        pbuf_u64(b, h[i]);
 }

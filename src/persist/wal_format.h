@@ -32,28 +32,28 @@
 #define WAL_PREFIX 17
 #define WAL_TRAILER 8
 #define WAL_MAX_PAYLOAD (1u << 30)
-#define WAL_SECTOR 512   /* a disk writes whole sectors: where unwritten zeros can start */
+#define WAL_SECTOR 512 /* a disk writes whole sectors: where unwritten zeros can start */
 
 enum wal_type {
     /* data: the hashes of items, applied to the filter the key holds */
-    WAL_BF_ADD = 1,      /* key, n, n x 16-byte sbf_hash, n "new" bits */
-    WAL_CNT_ADD = 2,     /* key, n, n x 16-byte bloomery_hash */
-    WAL_CNT_DEL = 3,     /* key, n, n x 16-byte bloomery_hash */
-    WAL_PF_ADD = 4,      /* key, created, n, n x u64 element hash */
-    WAL_WIN_ADD = 5,     /* key, ms, n, n x 16-byte bloomery_hash */
-    WAL_CF_OP = 6,       /* key, op, filter limit, n, n x u64 cf_hash */
+    WAL_BF_ADD = 1,  /* key, n, n x 16-byte sbf_hash, n "new" bits */
+    WAL_CNT_ADD = 2, /* key, n, n x 16-byte bloomery_hash */
+    WAL_CNT_DEL = 3, /* key, n, n x 16-byte bloomery_hash */
+    WAL_PF_ADD = 4,  /* key, created, n, n x u64 element hash */
+    WAL_WIN_ADD = 5, /* key, ms, n, n x 16-byte bloomery_hash */
+    WAL_CF_OP = 6,   /* key, op, filter limit, n, n x u64 cf_hash */
     /* barriers: structural changes */
-    WAL_CREATE = 16,     /* key, kind, layout, expansion, capacity, error, expiry */
-    WAL_DEL = 17,        /* n keys */
-    WAL_EXPIRE = 18,     /* key, absolute ms (0: persist) */
-    WAL_RENAME = 19,     /* source key, destination key */
-    WAL_FLUSH = 20,      /* nothing */
-    WAL_BF_MERGE = 21,   /* created, n keys: destination, sources */
-    WAL_PF_MERGE = 22,   /* created, n keys: destination, sources present */
-    WAL_LOADCHUNK = 23,  /* key, iterator, data */
-    WAL_WIN_CREATE = 24, /* key, capacity, error, window ms, slices, start, expiry */
-    WAL_WIN_ROTATE = 25, /* key, start, early */
-    WAL_CF_CREATE = 26,  /* key, capacity, bucket size, iterations, expansion, bits */
+    WAL_CREATE = 16,       /* key, kind, layout, expansion, capacity, error, expiry */
+    WAL_DEL = 17,          /* n keys */
+    WAL_EXPIRE = 18,       /* key, absolute ms (0: persist) */
+    WAL_RENAME = 19,       /* source key, destination key */
+    WAL_FLUSH = 20,        /* nothing */
+    WAL_BF_MERGE = 21,     /* created, n keys: destination, sources */
+    WAL_PF_MERGE = 22,     /* created, n keys: destination, sources present */
+    WAL_LOADCHUNK = 23,    /* key, iterator, data */
+    WAL_WIN_CREATE = 24,   /* key, capacity, error, window ms, slices, start, expiry */
+    WAL_WIN_ROTATE = 25,   /* key, start, early */
+    WAL_CF_CREATE = 26,    /* key, capacity, bucket size, iterations, expansion, bits */
     WAL_CF_LOADCHUNK = 27, /* key, iterator, data (as WAL_LOADCHUNK) */
 };
 
@@ -73,7 +73,8 @@ void wal_header_encode(uint8_t out[WAL_HEADER_SIZE], uint64_t first_lsn);
 bool wal_header_decode(const uint8_t *buf, size_t len, uint64_t *first_lsn, char *err,
                        size_t errlen);
 
-static inline size_t wal_record_size(size_t payload_len) {
+static inline size_t wal_record_size(size_t payload_len)
+{
     return WAL_PREFIX + payload_len + WAL_TRAILER;
 }
 /* Frame the payload at rec + WAL_PREFIX (len bytes, already in place):
@@ -82,17 +83,17 @@ void wal_record_seal(uint8_t *rec, uint8_t type, uint64_t lsn, size_t len);
 
 typedef enum wal_status {
     WAL_REC_OK = 0,
-    WAL_REC_END,    /* clean end of the buffer */
-    WAL_REC_TORN,   /* looks like an append cut by a crash: allowed at the end of the last file */
-    WAL_REC_BAD,    /* damage */
+    WAL_REC_END,  /* clean end of the buffer */
+    WAL_REC_TORN, /* looks like an append cut by a crash: allowed at the end of the last file */
+    WAL_REC_BAD,  /* damage */
 } wal_status;
 
 typedef struct wal_record {
     uint8_t type;
     uint64_t lsn;
     const uint8_t *payload;
-    size_t len;    /* payload bytes */
-    size_t size;   /* whole record */
+    size_t len;  /* payload bytes */
+    size_t size; /* whole record */
 } wal_record;
 
 /* The record starting at buf[off] (buf holds len bytes of the file). On
@@ -103,12 +104,12 @@ wal_status wal_record_next(const uint8_t *buf, size_t len, size_t off, wal_recor
 /* ---- payloads ---- */
 
 typedef struct wal_create {
-    uint8_t kind;        /* WAL_KIND_* */
-    uint8_t layout;      /* bloomery_layout */
-    uint32_t expansion;  /* 0: non-scaling */
+    uint8_t kind;       /* WAL_KIND_* */
+    uint8_t layout;     /* bloomery_layout */
+    uint32_t expansion; /* 0: non-scaling */
     uint64_t capacity;
     double error;
-    int64_t expire_ms;   /* absolute, 0: none */
+    int64_t expire_ms; /* absolute, 0: none */
 } wal_create;
 
 typedef struct wal_window {
@@ -117,7 +118,7 @@ typedef struct wal_window {
     uint64_t window_ms;
     uint32_t slices;
     int64_t start_ms;
-    int64_t expire_ms;   /* absolute, 0: none */
+    int64_t expire_ms; /* absolute, 0: none */
 } wal_window;
 
 typedef struct wal_cuckoo {
@@ -127,38 +128,37 @@ typedef struct wal_cuckoo {
 
 typedef struct wal_op {
     uint8_t type;
-    const uint8_t *key;    /* the key; destination of merges; source of a rename */
+    const uint8_t *key; /* the key; destination of merges; source of a rename */
     size_t klen;
-    const uint8_t *key2;   /* rename: destination */
+    const uint8_t *key2; /* rename: destination */
     size_t klen2;
-    uint32_t n;            /* hashes, or keys of DEL and merges */
-    const uint8_t *items;  /* hashes (16 or 8 bytes each) or the encoded key list */
+    uint32_t n;           /* hashes, or keys of DEL and merges */
+    const uint8_t *items; /* hashes (16 or 8 bytes each) or the encoded key list */
     size_t items_len;
-    const uint8_t *flags;  /* WAL_BF_ADD: bit i set when item i was new */
-    bool created;          /* PF_ADD, merges: the command created the destination */
+    const uint8_t *flags; /* WAL_BF_ADD: bit i set when item i was new */
+    bool created;         /* PF_ADD, merges: the command created the destination */
     wal_create create;
-    int64_t when_ms;       /* WAL_EXPIRE; WAL_WIN_ADD: the clock; WAL_WIN_ROTATE: start */
-    bool early;            /* WAL_WIN_ROTATE: the slice filled before its time */
-    uint8_t cf_op;         /* WAL_CF_OP: WAL_CF_* */
-    uint32_t max_filters;  /* WAL_CF_OP: the sub-filter limit the command applied */
-    wal_window win;        /* WAL_WIN_CREATE */
-    wal_cuckoo cf;         /* WAL_CF_CREATE */
-    int64_t iter;          /* WAL_LOADCHUNK */
+    int64_t when_ms;      /* WAL_EXPIRE; WAL_WIN_ADD: the clock; WAL_WIN_ROTATE: start */
+    bool early;           /* WAL_WIN_ROTATE: the slice filled before its time */
+    uint8_t cf_op;        /* WAL_CF_OP: WAL_CF_* */
+    uint32_t max_filters; /* WAL_CF_OP: the sub-filter limit the command applied */
+    wal_window win;       /* WAL_WIN_CREATE */
+    wal_cuckoo cf;        /* WAL_CF_CREATE */
+    int64_t iter;         /* WAL_LOADCHUNK */
     const uint8_t *data;
     size_t dlen;
 } wal_op;
 
 /* Check a payload's structure completely (every length, every count, no
  * trailing bytes) and describe it. */
-bool wal_op_parse(uint8_t type, const uint8_t *p, size_t len, wal_op *op, char *err,
-                  size_t errlen);
+bool wal_op_parse(uint8_t type, const uint8_t *p, size_t len, wal_op *op, char *err, size_t errlen);
 /* Walk an op's key list (DEL, merges): true with the next key, false at the
  * end. The list was checked by wal_op_parse. */
 bool wal_op_next_key(const wal_op *op, size_t *cursor, const uint8_t **key, size_t *klen);
 
 /* Encoders (payload only). hashes: n pairs (first, second) of u64. */
 void wal_enc_hashes(pbuf *b, const void *key, size_t klen, const uint64_t *hashes, uint32_t n,
-                    const uint8_t *isnew);   /* isnew: n bytes 0/1, WAL_BF_ADD only */
+                    const uint8_t *isnew); /* isnew: n bytes 0/1, WAL_BF_ADD only */
 void wal_enc_pf_add(pbuf *b, const void *key, size_t klen, bool created, const uint64_t *h,
                     uint32_t n);
 void wal_enc_create(pbuf *b, const void *key, size_t klen, const wal_create *c);

@@ -10,7 +10,8 @@
 
 #include "le.h"
 
-void wal_last_encode(uint8_t out[WAL_LAST_SIZE], uint64_t first_lsn) {
+void wal_last_encode(uint8_t out[WAL_LAST_SIZE], uint64_t first_lsn)
+{
     memcpy(out, WAL_LAST_MAGIC, 8);
     le_store(out + 8, WAL_LAST_VERSION, 2);
     le_store(out + 10, 0, 2);
@@ -19,8 +20,9 @@ void wal_last_encode(uint8_t out[WAL_LAST_SIZE], uint64_t first_lsn) {
     le_store(out + 24, XXH3_64bits(out, 24), 8);
 }
 
-bool wal_last_decode(const uint8_t *buf, size_t len, uint64_t *first_lsn, char *err,
-                     size_t errlen, size_t *err_off) {
+bool wal_last_decode(const uint8_t *buf, size_t len, uint64_t *first_lsn, char *err, size_t errlen,
+                     size_t *err_off)
+{
     const char *why = NULL;
     size_t off = 0;
     if (len != WAL_LAST_SIZE) {
@@ -52,15 +54,18 @@ bool wal_last_decode(const uint8_t *buf, size_t len, uint64_t *first_lsn, char *
     return true;
 }
 
-static int fsync_dir(const char *path) {
+static int fsync_dir(const char *path)
+{
     int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd < 0) return -1;
+    if (fd < 0)
+        return -1;
     int rc = fsync(fd);
     close(fd);
     return rc;
 }
 
-bool wal_last_write(const char *logdir, uint64_t first_lsn, char *err, size_t errlen) {
+bool wal_last_write(const char *logdir, uint64_t first_lsn, char *err, size_t errlen)
+{
     char tmp[4300], path[4300];
     snprintf(tmp, sizeof(tmp), "%s/" WAL_LAST_NAME ".tmp", logdir);
     snprintf(path, sizeof(path), "%s/" WAL_LAST_NAME, logdir);
@@ -85,12 +90,14 @@ bool wal_last_write(const char *logdir, uint64_t first_lsn, char *err, size_t er
     return ok;
 }
 
-int wal_last_read(const char *logdir, uint64_t *first_lsn, char *err, size_t errlen) {
+int wal_last_read(const char *logdir, uint64_t *first_lsn, char *err, size_t errlen)
+{
     char path[4300];
     snprintf(path, sizeof(path), "%s/" WAL_LAST_NAME, logdir);
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
-        if (errno == ENOENT) return 0;
+        if (errno == ENOENT)
+            return 0;
         snprintf(err, errlen, "%s: offset 0: can't open: %s", path, strerror(errno));
         return -1;
     }
@@ -99,13 +106,15 @@ int wal_last_read(const char *logdir, uint64_t *first_lsn, char *err, size_t err
     size_t got = 0;
     while (got < sizeof(b)) {
         ssize_t n = read(fd, b + got, sizeof(b) - got);
-        if (n < 0 && errno == EINTR) continue;
+        if (n < 0 && errno == EINTR)
+            continue;
         if (n < 0) {
             snprintf(err, errlen, "%s: offset %zu: can't read: %s", path, got, strerror(errno));
             close(fd);
             return -1;
         }
-        if (n == 0) break;
+        if (n == 0)
+            break;
         got += (size_t)n;
     }
     close(fd);

@@ -25,8 +25,8 @@
 
 void wal_last_encode(uint8_t out[WAL_LAST_SIZE], uint64_t first_lsn);
 /* false with a reason in err and the offset of the fault in *err_off. */
-bool wal_last_decode(const uint8_t *buf, size_t len, uint64_t *first_lsn, char *err,
-                     size_t errlen, size_t *err_off);
+bool wal_last_decode(const uint8_t *buf, size_t len, uint64_t *first_lsn, char *err, size_t errlen,
+                     size_t *err_off);
 
 /* Replace logdir/LAST durably. false with a message in err. */
 bool wal_last_write(const char *logdir, uint64_t first_lsn, char *err, size_t errlen);

@@ -41,12 +41,12 @@ static int ops_idx;
 static uint64_t ops_last_count;
 static int64_t ops_last_ms;
 
-static void usage(void) {
-    fprintf(stderr,
-            "Usage: bloomeryd [/path/to/bloomery.conf] [--name value ...]\n"
-            "       bloomeryd --port 6380 --threads 4 --dir ./data\n"
-            "       bloomeryd -v | --version\n"
-            "Every setting of bloomery.conf can be given as --name value.\n");
+static void usage(void)
+{
+    fprintf(stderr, "Usage: bloomeryd [/path/to/bloomery.conf] [--name value ...]\n"
+                    "       bloomeryd --port 6380 --threads 4 --dir ./data\n"
+                    "       bloomeryd -v | --version\n"
+                    "Every setting of bloomery.conf can be given as --name value.\n");
 }
 
 /* ---- listening ---- */
@@ -69,7 +69,8 @@ static const char protected_denied[] =
 
 /* 127.0.0.0/8 and ::1, as Redis's connIsLocal (also ::ffff:127.x, should a
  * dual-stack socket ever hand one over). */
-static bool peer_is_loopback(const struct sockaddr_storage *ss) {
+static bool peer_is_loopback(const struct sockaddr_storage *ss)
+{
     if (ss->ss_family == AF_INET)
         return (ntohl(((const struct sockaddr_in *)ss)->sin_addr.s_addr) >> 24) == 127;
     if (ss->ss_family == AF_INET6) {
@@ -84,7 +85,8 @@ static bool peer_is_loopback(const struct sockaddr_storage *ss) {
  * its requests is read. Like Redis 7 this does not look at bind: a server
  * bound to 127.0.0.1 alone still denies a local socket that connects from
  * one of the machine's other addresses. */
-static bool protected_mode_denies(int fd, const struct sockaddr_storage *peer) {
+static bool protected_mode_denies(int fd, const struct sockaddr_storage *peer)
+{
     if (!atomic_load_explicit(&cfg.protected_mode, memory_order_relaxed) ||
         config_requirepass_set() || peer_is_loopback(peer))
         return false;
@@ -97,9 +99,11 @@ static bool protected_mode_denies(int fd, const struct sockaddr_storage *peer) {
     return true;
 }
 
-static void on_accept(uv_poll_t *p, int status, int events) {
+static void on_accept(uv_poll_t *p, int status, int events)
+{
     (void)events;
-    if (status < 0) return;
+    if (status < 0)
+        return;
     int lfd = *(int *)p->data;
     for (int i = 0; i < 64; i++) {
         struct sockaddr_storage peer;
@@ -129,7 +133,8 @@ static void on_accept(uv_poll_t *p, int status, int events) {
     }
 }
 
-static int listen_on(const char *host, int port, int backlog) {
+static int listen_on(const char *host, int port, int backlog)
+{
     struct addrinfo hints = {0}, *res;
     char portstr[16];
     snprintf(portstr, sizeof(portstr), "%d", port);
@@ -137,8 +142,10 @@ static int listen_on(const char *host, int port, int backlog) {
     hints.ai_socktype = SOCK_STREAM;
     hints.ai_flags = AI_PASSIVE | AI_NUMERICHOST;
     const char *h = host;
-    if (h[0] == '-') h++;   /* "-::1": optional address in redis.conf */
-    if (strcmp(h, "*") == 0) h = "0.0.0.0";
+    if (h[0] == '-')
+        h++; /* "-::1": optional address in redis.conf */
+    if (strcmp(h, "*") == 0)
+        h = "0.0.0.0";
     int rc = getaddrinfo(h, portstr, &hints, &res);
     if (rc != 0) {
         server_log(LOG_WARNING, "Invalid bind address '%s': %s", host, gai_strerror(rc));
@@ -151,7 +158,8 @@ static int listen_on(const char *host, int port, int backlog) {
     }
     int one = 1;
     setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-    if (res->ai_family == AF_INET6) setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one));
+    if (res->ai_family == AF_INET6)
+        setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one));
     if (bind(fd, res->ai_addr, res->ai_addrlen) < 0 || listen(fd, backlog) < 0) {
         server_log(LOG_WARNING, "Could not create server TCP listening socket %s:%d: %s", host,
                    port, strerror(errno));
@@ -163,8 +171,10 @@ static int listen_on(const char *host, int port, int backlog) {
     struct sockaddr_storage ss;
     socklen_t sl = sizeof(ss);
     if (getsockname(fd, (struct sockaddr *)&ss, &sl) == 0) {
-        if (ss.ss_family == AF_INET) srv.listen_port = ntohs(((struct sockaddr_in *)&ss)->sin_port);
-        else srv.listen_port = ntohs(((struct sockaddr_in6 *)&ss)->sin6_port);
+        if (ss.ss_family == AF_INET)
+            srv.listen_port = ntohs(((struct sockaddr_in *)&ss)->sin_port);
+        else
+            srv.listen_port = ntohs(((struct sockaddr_in6 *)&ss)->sin6_port);
     }
     return fd;
 }
@@ -173,9 +183,11 @@ static int listen_on(const char *host, int port, int backlog) {
 
 static void close_noop(uv_handle_t *h) { (void)h; }
 
-static void begin_shutdown(void) {
+static void begin_shutdown(void)
+{
     static bool started;
-    if (started) return;
+    if (started)
+        return;
     started = true;
     server_log(LOG_WARNING, "User requested shutdown...");
     for (int i = 0; i < nlisten; i++) {
@@ -188,25 +200,31 @@ static void begin_shutdown(void) {
     uv_close((uv_handle_t *)&srv.shutdown_async, close_noop);
 }
 
-static void on_signal(uv_signal_t *s, int signum) {
+static void on_signal(uv_signal_t *s, int signum)
+{
     (void)s;
-    server_log(LOG_WARNING, "Received %s scheduling shutdown...", signum == SIGINT ? "SIGINT" : "SIGTERM");
+    server_log(LOG_WARNING, "Received %s scheduling shutdown...",
+               signum == SIGINT ? "SIGINT" : "SIGTERM");
     begin_shutdown();
 }
 
-static void on_shutdown_async(uv_async_t *a) {
+static void on_shutdown_async(uv_async_t *a)
+{
     (void)a;
-    if (atomic_load(&srv.shutdown_requested)) begin_shutdown();
+    if (atomic_load(&srv.shutdown_requested))
+        begin_shutdown();
 }
 
-static uint64_t total_commands(void) {
+static uint64_t total_commands(void)
+{
     uint64_t n = 0;
     for (int i = 0; i < srv.nworkers; i++)
         n += atomic_load_explicit(&srv.workers[i].commands, memory_order_relaxed);
     return n;
 }
 
-static void on_cron(uv_timer_t *t) {
+static void on_cron(uv_timer_t *t)
+{
     (void)t;
     long long hz = atomic_load(&cfg.hz);
     /* A quarter of each cron period at most, as Redis's slow cycle. */
@@ -216,9 +234,11 @@ static void on_cron(uv_timer_t *t) {
     int64_t now = mono_us() / 1000;
     uint64_t cmds = total_commands();
     if (ops_last_ms && now > ops_last_ms) {
-        ops_samples[ops_idx++ % OPS_SAMPLES] = (cmds - ops_last_count) * 1000 / (uint64_t)(now - ops_last_ms);
+        ops_samples[ops_idx++ % OPS_SAMPLES] =
+            (cmds - ops_last_count) * 1000 / (uint64_t)(now - ops_last_ms);
         uint64_t sum = 0;
-        for (int i = 0; i < OPS_SAMPLES; i++) sum += ops_samples[i];
+        for (int i = 0; i < OPS_SAMPLES; i++)
+            sum += ops_samples[i];
         atomic_store(&srv.ops_sec, sum / OPS_SAMPLES);
     }
     ops_last_ms = now;
@@ -228,7 +248,8 @@ static void on_cron(uv_timer_t *t) {
 
 /* ---- options ---- */
 
-static bool parse_options(int argc, char **argv) {
+static bool parse_options(int argc, char **argv)
+{
     int i = 1;
     char err[512];
     if (i < argc && argv[i][0] != '-') {
@@ -279,24 +300,28 @@ static bool parse_options(int argc, char **argv) {
     return true;
 }
 
-static bool make_dir(const char *path) {
+static bool make_dir(const char *path)
+{
     char buf[4096];
     snprintf(buf, sizeof(buf), "%s", path);
     for (char *p = buf + 1; *p; p++) {
         if (*p == '/') {
             *p = '\0';
-            if (mkdir(buf, 0755) < 0 && errno != EEXIST) return false;
+            if (mkdir(buf, 0755) < 0 && errno != EEXIST)
+                return false;
             *p = '/';
         }
     }
     return mkdir(buf, 0755) == 0 || errno == EEXIST;
 }
 
-static void make_run_id(void) {
+static void make_run_id(void)
+{
     unsigned char rnd[20];
     int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
     ssize_t got = fd >= 0 ? read(fd, rnd, sizeof(rnd)) : -1;
-    if (fd >= 0) close(fd);
+    if (fd >= 0)
+        close(fd);
     if (got != (ssize_t)sizeof(rnd)) {
         uint64_t x = (uint64_t)now_us() ^ ((uint64_t)getpid() << 32);
         for (size_t i = 0; i < sizeof(rnd); i++) {
@@ -304,10 +329,12 @@ static void make_run_id(void) {
             rnd[i] = (unsigned char)(x >> 56);
         }
     }
-    for (size_t i = 0; i < sizeof(rnd); i++) snprintf(srv.run_id + 2 * i, 3, "%02x", rnd[i]);
+    for (size_t i = 0; i < sizeof(rnd); i++)
+        snprintf(srv.run_id + 2 * i, 3, "%02x", rnd[i]);
 }
 
-int main(int argc, char **argv) {
+int main(int argc, char **argv)
+{
     signal(SIGPIPE, SIG_IGN);
     config_init();
     if (!parse_options(argc, argv)) {
@@ -328,7 +355,8 @@ int main(int argc, char **argv) {
     srv.start_ms = now_ms();
     make_run_id();
     ssize_t el = readlink("/proc/self/exe", srv.executable, sizeof(srv.executable) - 1);
-    if (el > 0) srv.executable[el] = '\0';
+    if (el > 0)
+        srv.executable[el] = '\0';
 
     char *dir = config_get_str("dir");
     if (!make_dir(dir)) {
@@ -355,7 +383,8 @@ int main(int argc, char **argv) {
         config_free();
         return 1;
     }
-    if (uv_loop_init(&main_loop) != 0) return 1;
+    if (uv_loop_init(&main_loop) != 0)
+        return 1;
     srv.main_loop = &main_loop;
 
     char *bind = config_get_str("bind");
@@ -366,7 +395,8 @@ int main(int argc, char **argv) {
          tok = strtok_r(NULL, " ", &save)) {
         int fd = listen_on(tok, port, backlog);
         if (fd < 0) {
-            if (tok[0] == '-') continue;   /* optional address */
+            if (tok[0] == '-')
+                continue; /* optional address */
             free(bind);
             return 1;
         }
@@ -429,7 +459,8 @@ int main(int argc, char **argv) {
     uv_loop_close(&main_loop);
     ks_shutdown();
     commands_free();
-    if (pidfile && pidfile[0]) unlink(pidfile);
+    if (pidfile && pidfile[0])
+        unlink(pidfile);
     free(pidfile);
     config_free();
     server_log(LOG_WARNING, "bloomeryd is now ready to exit, bye bye...");

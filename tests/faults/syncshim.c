@@ -78,7 +78,8 @@ static ctl cur;
 static struct stat seen;
 static bool have_seen;
 
-static void init(void) {
+static void init(void)
+{
     real_fsync = dlsym(RTLD_NEXT, "fsync");
     real_fdatasync = dlsym(RTLD_NEXT, "fdatasync");
     real_syncfs = dlsym(RTLD_NEXT, "syncfs");
@@ -93,43 +94,53 @@ static void init(void) {
     const char *d = getenv("SYNCSHIM_DIR");
     if (d && *d) {
         /* /proc/self/fd links are canonical paths: compare with one. */
-        if (realpath(d, dir) == NULL) snprintf(dir, sizeof(dir), "%s", d);
+        if (realpath(d, dir) == NULL)
+            snprintf(dir, sizeof(dir), "%s", d);
         dirlen = strlen(dir);
-        while (dirlen > 1 && dir[dirlen - 1] == '/') dir[--dirlen] = '\0';
+        while (dirlen > 1 && dir[dirlen - 1] == '/')
+            dir[--dirlen] = '\0';
     }
     const char *c = getenv("SYNCSHIM_CTL");
-    if (c && *c) ctl_path = c;
+    if (c && *c)
+        ctl_path = c;
     const char *j = getenv("SYNCSHIM_JOURNAL");
-    if (j && *j) journal_fd = open(j, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (j && *j)
+        journal_fd = open(j, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
 }
 
 __attribute__((constructor)) static void load(void) { pthread_once(&once, init); }
 
 static void ensure(void) { pthread_once(&once, init); }
 
-static bool under_dir(const char *path) {
+static bool under_dir(const char *path)
+{
     return dirlen > 0 && strncmp(path, dir, dirlen) == 0 &&
            (path[dirlen] == '/' || path[dirlen] == '\0');
 }
 
 /* The canonical path of an open file; false when unknown or deleted. */
-static bool fd_path(int fd, char *out, size_t outlen) {
+static bool fd_path(int fd, char *out, size_t outlen)
+{
     char link[64];
     snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
     ssize_t n = readlink(link, out, outlen - 1);
-    if (n <= 0) return false;
+    if (n <= 0)
+        return false;
     out[n] = '\0';
     return strstr(out, " (deleted)") == NULL;
 }
 
 /* A path as it will read in the journal: the directory canonicalised, the
  * last component kept (it may not exist any more, or not yet). */
-static bool norm_path(int dirfd, const char *p, char *out, size_t outlen) {
+static bool norm_path(int dirfd, const char *p, char *out, size_t outlen)
+{
     char tmp[PATH_MAX], base[PATH_MAX], parent[PATH_MAX];
     if (p[0] != '/' && dirfd != AT_FDCWD) {
         char d[PATH_MAX];
-        if (!fd_path(dirfd, d, sizeof(d))) return false;
-        if ((size_t)snprintf(tmp, sizeof(tmp), "%s/%s", d, p) >= sizeof(tmp)) return false;
+        if (!fd_path(dirfd, d, sizeof(d)))
+            return false;
+        if ((size_t)snprintf(tmp, sizeof(tmp), "%s/%s", d, p) >= sizeof(tmp))
+            return false;
     } else {
         snprintf(tmp, sizeof(tmp), "%s", p);
     }
@@ -139,51 +150,69 @@ static bool norm_path(int dirfd, const char *p, char *out, size_t outlen) {
         snprintf(tmp, sizeof(tmp), ".");
     } else {
         snprintf(base, sizeof(base), "%s", slash + 1);
-        if (slash == tmp) slash[1] = '\0';
-        else *slash = '\0';
+        if (slash == tmp)
+            slash[1] = '\0';
+        else
+            *slash = '\0';
     }
-    if (realpath(tmp, parent) == NULL) return false;
-    return (size_t)snprintf(out, outlen, "%s/%s", strcmp(parent, "/") ? parent : "", base) <
-           outlen;
+    if (realpath(tmp, parent) == NULL)
+        return false;
+    return (size_t)snprintf(out, outlen, "%s/%s", strcmp(parent, "/") ? parent : "", base) < outlen;
 }
 
-static void journal(const char *fmt, ...) {
-    if (journal_fd < 0) return;
+static void journal(const char *fmt, ...)
+{
+    if (journal_fd < 0)
+        return;
     char line[3 * PATH_MAX];
     va_list ap;
     va_start(ap, fmt);
     int n = vsnprintf(line, sizeof(line), fmt, ap);
     va_end(ap);
-    if (n <= 0 || (size_t)n >= sizeof(line)) return;
+    if (n <= 0 || (size_t)n >= sizeof(line))
+        return;
     /* One write per line: O_APPEND keeps concurrent lines whole. */
     ssize_t w;
-    do w = real_write(journal_fd, line, (size_t)n);
+    do
+        w = real_write(journal_fd, line, (size_t)n);
     while (w < 0 && errno == EINTR);
 }
 
-static int parse_mode(const char *v, bool sync) {
-    if (strcmp(v, "eio") == 0) return FAIL_EIO;
-    if (sync && strcmp(v, "block") == 0) return BLOCK;
-    if (sync && strcmp(v, "skip") == 0) return SKIP;
+static int parse_mode(const char *v, bool sync)
+{
+    if (strcmp(v, "eio") == 0)
+        return FAIL_EIO;
+    if (sync && strcmp(v, "block") == 0)
+        return BLOCK;
+    if (sync && strcmp(v, "skip") == 0)
+        return SKIP;
     return OK;
 }
 
-static void parse(ctl *c, char *text) {
+static void parse(ctl *c, char *text)
+{
     memset(c, 0, sizeof(*c));
     for (char *save = NULL, *line = strtok_r(text, "\n", &save); line;
          line = strtok_r(NULL, "\n", &save)) {
         size_t n = strlen(line);
-        while (n && (line[n - 1] == '\r' || line[n - 1] == ' ')) line[--n] = '\0';
-        if (strncmp(line, "fsync=", 6) == 0) c->fsync = parse_mode(line + 6, true);
-        else if (strncmp(line, "write=", 6) == 0) c->write = parse_mode(line + 6, false);
-        else if (strncmp(line, "match=", 6) == 0) snprintf(c->match, sizeof(c->match), "%s", line + 6);
-        else if (strncmp(line, "delay=", 6) == 0) c->delay_ms = strtol(line + 6, NULL, 10);
+        while (n && (line[n - 1] == '\r' || line[n - 1] == ' '))
+            line[--n] = '\0';
+        if (strncmp(line, "fsync=", 6) == 0)
+            c->fsync = parse_mode(line + 6, true);
+        else if (strncmp(line, "write=", 6) == 0)
+            c->write = parse_mode(line + 6, false);
+        else if (strncmp(line, "match=", 6) == 0)
+            snprintf(c->match, sizeof(c->match), "%s", line + 6);
+        else if (strncmp(line, "delay=", 6) == 0)
+            c->delay_ms = strtol(line + 6, NULL, 10);
     }
 }
 
-static ctl ctl_load(void) {
+static ctl ctl_load(void)
+{
     ctl c = {0};
-    if (ctl_path == NULL) return c;
+    if (ctl_path == NULL)
+        return c;
     struct stat st;
     int rc = stat(ctl_path, &st);
     pthread_mutex_lock(&ctl_lock);
@@ -196,7 +225,8 @@ static ctl ctl_load(void) {
         char text[4096];
         int fd = open(ctl_path, O_RDONLY | O_CLOEXEC);
         ssize_t n = fd < 0 ? -1 : read(fd, text, sizeof(text) - 1);
-        if (fd >= 0) close(fd);
+        if (fd >= 0)
+            close(fd);
         text[n > 0 ? n : 0] = '\0';
         parse(&cur, text);
         seen = st;
@@ -207,37 +237,49 @@ static ctl ctl_load(void) {
     return c;
 }
 
-static bool matches(const ctl *c, const char *path) {
+static bool matches(const ctl *c, const char *path)
+{
     return c->match[0] == '\0' || strstr(path, c->match) != NULL;
 }
 
-static int sync_mode(const char *path, long *delay_ms) {
+static int sync_mode(const char *path, long *delay_ms)
+{
     ctl c = ctl_load();
-    if (delay_ms) *delay_ms = matches(&c, path) ? c.delay_ms : 0;
+    if (delay_ms)
+        *delay_ms = matches(&c, path) ? c.delay_ms : 0;
     return matches(&c, path) ? c.fsync : OK;
 }
 
-static int write_mode(int fd) {
-    if (dirlen == 0 || ctl_path == NULL) return OK;
+static int write_mode(int fd)
+{
+    if (dirlen == 0 || ctl_path == NULL)
+        return OK;
     ctl c = ctl_load();
-    if (c.write == OK) return OK;
+    if (c.write == OK)
+        return OK;
     char path[PATH_MAX];
-    if (!fd_path(fd, path, sizeof(path)) || !under_dir(path) || !matches(&c, path)) return OK;
+    if (!fd_path(fd, path, sizeof(path)) || !under_dir(path) || !matches(&c, path))
+        return OK;
     return c.write;
 }
 
 /* Every regular file under path with its size, one journal line each,
  * appended to *buf. */
-static void walk(const char *path, char **buf, size_t *len, size_t *cap) {
+static void walk(const char *path, char **buf, size_t *len, size_t *cap)
+{
     DIR *d = opendir(path);
-    if (d == NULL) return;
+    if (d == NULL)
+        return;
     struct dirent *de;
     while ((de = readdir(d)) != NULL) {
-        if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0) continue;
+        if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+            continue;
         char sub[PATH_MAX];
-        if ((size_t)snprintf(sub, sizeof(sub), "%s/%s", path, de->d_name) >= sizeof(sub)) continue;
+        if ((size_t)snprintf(sub, sizeof(sub), "%s/%s", path, de->d_name) >= sizeof(sub))
+            continue;
         struct stat st;
-        if (lstat(sub, &st) != 0) continue;
+        if (lstat(sub, &st) != 0)
+            continue;
         if (S_ISDIR(st.st_mode)) {
             walk(sub, buf, len, cap);
         } else if (S_ISREG(st.st_mode)) {
@@ -245,12 +287,13 @@ static void walk(const char *path, char **buf, size_t *len, size_t *cap) {
             if (*len + need > *cap) {
                 size_t ncap = (*cap ? *cap * 2 : 4096) + need;
                 char *nb = realloc(*buf, ncap);
-                if (nb == NULL) continue;
+                if (nb == NULL)
+                    continue;
                 *buf = nb;
                 *cap = ncap;
             }
-            *len += (size_t)snprintf(*buf + *len, *cap - *len, "%s %lld\n", sub,
-                                     (long long)st.st_size);
+            *len +=
+                (size_t)snprintf(*buf + *len, *cap - *len, "%s %lld\n", sub, (long long)st.st_size);
         }
     }
     closedir(d);
@@ -258,39 +301,47 @@ static void walk(const char *path, char **buf, size_t *len, size_t *cap) {
 
 enum { SYNC_FILE, SYNC_DATA, SYNC_FS };
 
-static int do_sync(int fd, int kind) {
+static int do_sync(int fd, int kind)
+{
     ensure();
-    int (*real)(int) = kind == SYNC_FILE ? real_fsync : kind == SYNC_DATA ? real_fdatasync
-                                                                          : real_syncfs;
+    int (*real)(int) = kind == SYNC_FILE   ? real_fsync
+                       : kind == SYNC_DATA ? real_fdatasync
+                                           : real_syncfs;
     char path[PATH_MAX];
-    if (dirlen == 0 || !fd_path(fd, path, sizeof(path)) || !under_dir(path)) return real(fd);
+    if (dirlen == 0 || !fd_path(fd, path, sizeof(path)) || !under_dir(path))
+        return real(fd);
     long delay_ms;
     int mode = sync_mode(path, &delay_ms);
     if (mode == BLOCK) {
         journal("BLOCKED %s\n", path);
         struct timespec ts = {0, 2 * 1000 * 1000};
-        while ((mode = sync_mode(path, &delay_ms)) == BLOCK) nanosleep(&ts, NULL);
+        while ((mode = sync_mode(path, &delay_ms)) == BLOCK)
+            nanosleep(&ts, NULL);
     }
     if (mode == FAIL_EIO) {
         errno = EIO;
         return -1;
     }
-    if (mode == SKIP) return 0;
+    if (mode == SKIP)
+        return 0;
     if (delay_ms > 0) {
         struct timespec ts = {delay_ms / 1000, (delay_ms % 1000) * 1000 * 1000};
         nanosleep(&ts, NULL);
     }
     struct stat st;
-    if (fstat(fd, &st) != 0) return real(fd);
+    if (fstat(fd, &st) != 0)
+        return real(fd);
     char *lines = NULL;
     size_t len = 0, cap = 0;
-    if (kind == SYNC_FS) walk(dir, &lines, &len, &cap);
+    if (kind == SYNC_FS)
+        walk(dir, &lines, &len, &cap);
     int rc = real(fd);
     if (rc == 0) {
         if (kind == SYNC_FS) {
             if (len && journal_fd >= 0) {
                 ssize_t w;
-                do w = real_write(journal_fd, lines, len);
+                do
+                    w = real_write(journal_fd, lines, len);
                 while (w < 0 && errno == EINTR);
             }
         } else if (S_ISREG(st.st_mode)) {
@@ -307,7 +358,8 @@ int fsync(int fd) { return do_sync(fd, SYNC_FILE); }
 int fdatasync(int fd) { return do_sync(fd, SYNC_DATA); }
 int syncfs(int fd) { return do_sync(fd, SYNC_FS); }
 
-ssize_t write(int fd, const void *buf, size_t n) {
+ssize_t write(int fd, const void *buf, size_t n)
+{
     ensure();
     if (write_mode(fd) == FAIL_EIO) {
         errno = EIO;
@@ -316,7 +368,8 @@ ssize_t write(int fd, const void *buf, size_t n) {
     return real_write(fd, buf, n);
 }
 
-ssize_t pwrite(int fd, const void *buf, size_t n, off_t off) {
+ssize_t pwrite(int fd, const void *buf, size_t n, off_t off)
+{
     ensure();
     if (write_mode(fd) == FAIL_EIO) {
         errno = EIO;
@@ -325,7 +378,8 @@ ssize_t pwrite(int fd, const void *buf, size_t n, off_t off) {
     return real_pwrite(fd, buf, n, off);
 }
 
-ssize_t pwrite64(int fd, const void *buf, size_t n, off64_t off) {
+ssize_t pwrite64(int fd, const void *buf, size_t n, off64_t off)
+{
     ensure();
     if (write_mode(fd) == FAIL_EIO) {
         errno = EIO;
@@ -334,7 +388,8 @@ ssize_t pwrite64(int fd, const void *buf, size_t n, off64_t off) {
     return real_pwrite64(fd, buf, n, off);
 }
 
-ssize_t writev(int fd, const struct iovec *iov, int cnt) {
+ssize_t writev(int fd, const struct iovec *iov, int cnt)
+{
     ensure();
     if (write_mode(fd) == FAIL_EIO) {
         errno = EIO;
@@ -345,44 +400,55 @@ ssize_t writev(int fd, const struct iovec *iov, int cnt) {
 
 /* Names follow renames and unlinks in the journal, so a file synced under a
  * temporary name keeps its synced size under the final one. */
-static void note_rename(const char *oldn, int newdirfd, const char *newp) {
+static void note_rename(const char *oldn, int newdirfd, const char *newp)
+{
     char newn[PATH_MAX];
-    if (!norm_path(newdirfd, newp, newn, sizeof(newn))) return;
-    if (under_dir(oldn) || under_dir(newn)) journal("RENAME %s %s\n", oldn, newn);
+    if (!norm_path(newdirfd, newp, newn, sizeof(newn)))
+        return;
+    if (under_dir(oldn) || under_dir(newn))
+        journal("RENAME %s %s\n", oldn, newn);
 }
 
-int rename(const char *oldp, const char *newp) {
+int rename(const char *oldp, const char *newp)
+{
     ensure();
     char oldn[PATH_MAX];
     bool have = dirlen > 0 && norm_path(AT_FDCWD, oldp, oldn, sizeof(oldn));
     int rc = real_rename(oldp, newp);
-    if (rc == 0 && have) note_rename(oldn, AT_FDCWD, newp);
+    if (rc == 0 && have)
+        note_rename(oldn, AT_FDCWD, newp);
     return rc;
 }
 
-int renameat(int olddirfd, const char *oldp, int newdirfd, const char *newp) {
+int renameat(int olddirfd, const char *oldp, int newdirfd, const char *newp)
+{
     ensure();
     char oldn[PATH_MAX];
     bool have = dirlen > 0 && norm_path(olddirfd, oldp, oldn, sizeof(oldn));
     int rc = real_renameat(olddirfd, oldp, newdirfd, newp);
-    if (rc == 0 && have) note_rename(oldn, newdirfd, newp);
+    if (rc == 0 && have)
+        note_rename(oldn, newdirfd, newp);
     return rc;
 }
 
-int unlink(const char *p) {
+int unlink(const char *p)
+{
     ensure();
     char n[PATH_MAX];
     bool have = dirlen > 0 && norm_path(AT_FDCWD, p, n, sizeof(n));
     int rc = real_unlink(p);
-    if (rc == 0 && have && under_dir(n)) journal("UNLINK %s\n", n);
+    if (rc == 0 && have && under_dir(n))
+        journal("UNLINK %s\n", n);
     return rc;
 }
 
-int unlinkat(int dirfd, const char *p, int flags) {
+int unlinkat(int dirfd, const char *p, int flags)
+{
     ensure();
     char n[PATH_MAX];
     bool have = dirlen > 0 && norm_path(dirfd, p, n, sizeof(n));
     int rc = real_unlinkat(dirfd, p, flags);
-    if (rc == 0 && have && under_dir(n)) journal("UNLINK %s\n", n);
+    if (rc == 0 && have && under_dir(n))
+        journal("UNLINK %s\n", n);
     return rc;
 }

@@ -28,8 +28,8 @@ typedef struct cfg_entry {
     _Atomic long long *num;
     long long min, max;
     char **str;
-    const char *const *enums;   /* T_ENUM: names by value */
-    const char *fixed;          /* T_FIXED: the only value, shown by CONFIG GET */
+    const char *const *enums; /* T_ENUM: names by value */
+    const char *fixed;        /* T_FIXED: the only value, shown by CONFIG GET */
     const char *deflt;
 } cfg_entry;
 
@@ -54,8 +54,8 @@ static const cfg_entry table[] = {
     {"maxclients", T_INT, true, &cfg.maxclients, 1, 1000000, NULL, NULL, NULL, "10000"},
     {"timeout", T_INT, true, &cfg.timeout, 0, 1LL << 31, NULL, NULL, NULL, "0"},
     /* Ranges and defaults as Redis 7. */
-    {"proto-max-bulk-len", T_MEM, true, &cfg.proto_max_bulk_len, 1024 * 1024, LLONG_MAX, NULL,
-     NULL, NULL, "512mb"},
+    {"proto-max-bulk-len", T_MEM, true, &cfg.proto_max_bulk_len, 1024 * 1024, LLONG_MAX, NULL, NULL,
+     NULL, "512mb"},
     {"proto-max-multibulk-len", T_INT, true, &cfg.proto_max_multibulk_len, 1, 2147483647LL, NULL,
      NULL, NULL, "8388608"},
     {"client-query-buffer-limit", T_MEM, true, &cfg.client_query_buffer_limit, 1024 * 1024,
@@ -67,8 +67,8 @@ static const cfg_entry table[] = {
      "3000"},
     {"bf-error-rate", T_DOUBLE, true, NULL, 0, 0, NULL, NULL, NULL, "0.01"},
     {"bf-initial-size", T_INT, true, &cfg.bf_initial_size, 1, 1LL << 30, NULL, NULL, NULL, "100"},
-    {"bf-expansion-factor", T_INT, true, &cfg.bf_expansion, 0, SBF_MAX_EXPANSION, NULL, NULL,
-     NULL, "2"},
+    {"bf-expansion-factor", T_INT, true, &cfg.bf_expansion, 0, SBF_MAX_EXPANSION, NULL, NULL, NULL,
+     "2"},
     {"bf-default-layout", T_ENUM, true, &cfg.bf_layout, 0, 0, NULL, layouts, NULL, "blocked"},
     {"cf-max-expansions", T_INT, true, &cfg.cf_max_expansions, 1, CF_MAX_MAX_FILTERS, NULL, NULL,
      NULL, "32"},
@@ -89,14 +89,17 @@ static const cfg_entry table[] = {
 };
 #define NTABLE (sizeof(table) / sizeof(table[0]))
 
-static const cfg_entry *find(const char *name) {
+static const cfg_entry *find(const char *name)
+{
     for (size_t i = 0; i < NTABLE; i++)
-        if (str_eq_ci(name, strlen(name), table[i].name)) return &table[i];
+        if (str_eq_ci(name, strlen(name), table[i].name))
+            return &table[i];
     return NULL;
 }
 
 static bool set_obuf(int argc, const char *const *argv, const size_t *lens, char *err,
-                     size_t errlen) {
+                     size_t errlen)
+{
     /* "class hard soft seconds" groups; only the normal class applies here,
      * the others are accepted for redis.conf compatibility. */
     if (argc == 0 || argc % 4 != 0) {
@@ -105,8 +108,9 @@ static bool set_obuf(int argc, const char *const *argv, const size_t *lens, char
     }
     for (int i = 0; i < argc; i += 4) {
         long long h, s, t;
-        if (!str_to_mem(argv[i + 1], lens[i + 1], &h) || !str_to_mem(argv[i + 2], lens[i + 2], &s) ||
-            !str_to_ll(argv[i + 3], lens[i + 3], &t) || h < 0 || s < 0 || t < 0) {
+        if (!str_to_mem(argv[i + 1], lens[i + 1], &h) ||
+            !str_to_mem(argv[i + 2], lens[i + 2], &s) || !str_to_ll(argv[i + 3], lens[i + 3], &t) ||
+            h < 0 || s < 0 || t < 0) {
             snprintf(err, errlen, "Invalid arguments");
             return false;
         }
@@ -114,7 +118,8 @@ static bool set_obuf(int argc, const char *const *argv, const size_t *lens, char
             atomic_store(&cfg.obuf_hard, h);
             atomic_store(&cfg.obuf_soft, s);
             atomic_store(&cfg.obuf_soft_seconds, t);
-        } else if (!str_eq_ci(argv[i], lens[i], "replica") && !str_eq_ci(argv[i], lens[i], "slave") &&
+        } else if (!str_eq_ci(argv[i], lens[i], "replica") &&
+                   !str_eq_ci(argv[i], lens[i], "slave") &&
                    !str_eq_ci(argv[i], lens[i], "pubsub")) {
             snprintf(err, errlen, "Invalid client class specified in buffer limit configuration.");
             return false;
@@ -124,7 +129,8 @@ static bool set_obuf(int argc, const char *const *argv, const size_t *lens, char
 }
 
 static bool apply_entry(const cfg_entry *c, int argc, const char *const *argv, const size_t *lens,
-                        char *err, size_t errlen) {
+                        char *err, size_t errlen)
+{
     if (c->type == T_OBUF) {
         /* A single quoted value holds the groups: split it. */
         if (argc == 1) {
@@ -152,11 +158,14 @@ static bool apply_entry(const cfg_entry *c, int argc, const char *const *argv, c
         /* "bind a b c", "save 3600 1 300 100": several words, kept
          * space-separated. */
         size_t total = 1;
-        for (int i = 0; i < argc; i++) total += lens[i] + 1;
+        for (int i = 0; i < argc; i++)
+            total += lens[i] + 1;
         char *v = calloc(1, total);
-        if (v == NULL) return false;
+        if (v == NULL)
+            return false;
         for (int i = 0; i < argc; i++) {
-            if (i) strcat(v, " ");
+            if (i)
+                strcat(v, " ");
             strncat(v, argv[i], lens[i]);
         }
         pthread_mutex_lock(&str_lock);
@@ -179,7 +188,8 @@ static bool apply_entry(const cfg_entry *c, int argc, const char *const *argv, c
             return false;
         }
         if (v < c->min || v > c->max) {
-            snprintf(err, errlen, "argument must be between %lld and %lld inclusive", c->min, c->max);
+            snprintf(err, errlen, "argument must be between %lld and %lld inclusive", c->min,
+                     c->max);
             return false;
         }
         atomic_store(c->num, v);
@@ -190,7 +200,8 @@ static bool apply_entry(const cfg_entry *c, int argc, const char *const *argv, c
             return false;
         }
         if (v < c->min || v > c->max) {
-            snprintf(err, errlen, "argument must be between %lld and %lld inclusive", c->min, c->max);
+            snprintf(err, errlen, "argument must be between %lld and %lld inclusive", c->min,
+                     c->max);
             return false;
         }
         atomic_store(c->num, v);
@@ -216,19 +227,21 @@ static bool apply_entry(const cfg_entry *c, int argc, const char *const *argv, c
                 return true;
             }
         }
-        if (c->enums == yesno) {   /* Redis's boolean settings */
+        if (c->enums == yesno) { /* Redis's boolean settings */
             snprintf(err, errlen, "argument must be 'yes' or 'no'");
             return false;
         }
         snprintf(err, errlen, "argument(s) must be one of the following: ");
         for (int i = 0; c->enums[i]; i++) {
             strncat(err, c->enums[i], errlen - strlen(err) - 1);
-            if (c->enums[i + 1]) strncat(err, ", ", errlen - strlen(err) - 1);
+            if (c->enums[i + 1])
+                strncat(err, ", ", errlen - strlen(err) - 1);
         }
         return false;
     case T_STR: {
         char *s = strndup(a, al);
-        if (s == NULL) return false;
+        if (s == NULL)
+            return false;
         pthread_mutex_lock(&str_lock);
         free(*c->str);
         *c->str = s;
@@ -247,7 +260,8 @@ static bool apply_entry(const cfg_entry *c, int argc, const char *const *argv, c
 }
 
 bool config_apply(const char *name, int argc, const char *const *argv, const size_t *lens,
-                  bool at_startup, char *err, size_t errlen) {
+                  bool at_startup, char *err, size_t errlen)
+{
     const cfg_entry *c = find(name);
     if (c == NULL) {
         snprintf(err, errlen, "unknown option '%s'", name);
@@ -260,26 +274,31 @@ bool config_apply(const char *name, int argc, const char *const *argv, const siz
     return apply_entry(c, argc, argv, lens, err, errlen);
 }
 
-void config_init(void) {
+void config_init(void)
+{
     atomic_store(&cfg.bf_error_rate, 0.01);
     for (size_t i = 0; i < NTABLE; i++) {
         const cfg_entry *c = &table[i];
         char err[256];
-        if (c->type == T_FIXED) continue;
+        if (c->type == T_FIXED)
+            continue;
         if (c->type == T_STR) {
             *c->str = strdup(c->deflt);
             continue;
         }
         const char *v = c->deflt;
         size_t l = strlen(v);
-        if (!apply_entry(c, 1, &v, &l, err, sizeof(err))) abort();
+        if (!apply_entry(c, 1, &v, &l, err, sizeof(err)))
+            abort();
     }
     s_config_file = strdup("");
 }
 
-void config_free(void) {
+void config_free(void)
+{
     pthread_mutex_lock(&str_lock);
-    char **all[] = {&s_bind, &s_dir, &s_requirepass, &s_logfile, &s_config_file, &s_pidfile, &s_save};
+    char **all[] = {&s_bind,        &s_dir,     &s_requirepass, &s_logfile,
+                    &s_config_file, &s_pidfile, &s_save};
     for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++) {
         free(*all[i]);
         *all[i] = NULL;
@@ -287,7 +306,8 @@ void config_free(void) {
     pthread_mutex_unlock(&str_lock);
 }
 
-bool config_load_file(const char *path, char *err, size_t errlen) {
+bool config_load_file(const char *path, char *err, size_t errlen)
+{
     FILE *f = fopen(path, "r");
     if (f == NULL) {
         snprintf(err, errlen, "can't open config file '%s': %s", path, strerror(errno));
@@ -303,16 +323,20 @@ bool config_load_file(const char *path, char *err, size_t errlen) {
     while (ok && (n = getline(&line, &cap, f)) >= 0) {
         lineno++;
         size_t len = (size_t)n;
-        while (len && (line[len - 1] == '\n' || line[len - 1] == '\r')) len--;
+        while (len && (line[len - 1] == '\n' || line[len - 1] == '\r'))
+            len--;
         size_t i = 0;
-        while (i < len && (line[i] == ' ' || line[i] == '\t')) i++;
-        if (i == len || line[i] == '#') continue;
+        while (i < len && (line[i] == ' ' || line[i] == '\t'))
+            i++;
+        if (i == len || line[i] == '#')
+            continue;
         if (!resp_split_line(&p, line, len)) {
             snprintf(err, errlen, "%s:%d: unbalanced quotes", path, lineno);
             ok = false;
             break;
         }
-        if (p.argc == 0) continue;
+        if (p.argc == 0)
+            continue;
         const char *argv[64];
         size_t lens[64];
         size_t argc = p.argc < 64 ? p.argc : 64;
@@ -341,9 +365,11 @@ bool config_load_file(const char *path, char *err, size_t errlen) {
     return ok;
 }
 
-bool config_format(const char *name, char *out, size_t outlen) {
+bool config_format(const char *name, char *out, size_t outlen)
+{
     const cfg_entry *c = find(name);
-    if (c == NULL) return false;
+    if (c == NULL)
+        return false;
     switch (c->type) {
     case T_INT:
     case T_MEM: snprintf(out, outlen, "%lld", atomic_load(c->num)); break;
@@ -356,7 +382,8 @@ bool config_format(const char *name, char *out, size_t outlen) {
         break;
     case T_FIXED: snprintf(out, outlen, "%s", c->fixed); break;
     case T_OBUF:
-        snprintf(out, outlen, "normal %lld %lld %lld slave 268435456 67108864 60 pubsub 33554432 8388608 60",
+        snprintf(out, outlen,
+                 "normal %lld %lld %lld slave 268435456 67108864 60 pubsub 33554432 8388608 60",
                  atomic_load(&cfg.obuf_hard), atomic_load(&cfg.obuf_soft),
                  atomic_load(&cfg.obuf_soft_seconds));
         break;
@@ -364,36 +391,43 @@ bool config_format(const char *name, char *out, size_t outlen) {
     return true;
 }
 
-void config_match(const char *pat, size_t plen, void (*fn)(void *ctx, const char *name), void *ctx) {
+void config_match(const char *pat, size_t plen, void (*fn)(void *ctx, const char *name), void *ctx)
+{
     for (size_t i = 0; i < NTABLE; i++)
-        if (glob_match(pat, plen, table[i].name, strlen(table[i].name), true)) fn(ctx, table[i].name);
+        if (glob_match(pat, plen, table[i].name, strlen(table[i].name), true))
+            fn(ctx, table[i].name);
 }
 
-char *config_get_str(const char *name) {
+char *config_get_str(const char *name)
+{
     char *v = NULL;
     pthread_mutex_lock(&str_lock);
     if (strcmp(name, "config-file") == 0) {
         v = strdup(s_config_file ? s_config_file : "");
     } else {
         const cfg_entry *c = find(name);
-        if (c && c->type == T_STR) v = strdup(*c->str ? *c->str : "");
+        if (c && c->type == T_STR)
+            v = strdup(*c->str ? *c->str : "");
     }
     pthread_mutex_unlock(&str_lock);
     return v;
 }
 
-bool config_requirepass_set(void) {
+bool config_requirepass_set(void)
+{
     pthread_mutex_lock(&str_lock);
     bool set = s_requirepass && s_requirepass[0];
     pthread_mutex_unlock(&str_lock);
     return set;
 }
 
-bool config_check_password(const char *p, size_t len) {
+bool config_check_password(const char *p, size_t len)
+{
     pthread_mutex_lock(&str_lock);
     size_t n = strlen(s_requirepass);
     unsigned diff = (unsigned)(n ^ len);
-    for (size_t i = 0; i < len; i++) diff |= (unsigned char)(p[i] ^ s_requirepass[n ? i % n : 0]);
+    for (size_t i = 0; i < len; i++)
+        diff |= (unsigned char)(p[i] ^ s_requirepass[n ? i % n : 0]);
     pthread_mutex_unlock(&str_lock);
     return n > 0 && diff == 0;
 }

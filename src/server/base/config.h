@@ -23,17 +23,17 @@ typedef struct server_config {
     _Atomic long long proto_max_bulk_len;
     _Atomic long long proto_max_multibulk_len;
     _Atomic long long client_query_buffer_limit;
-    _Atomic long long protected_mode;  /* 0 no, 1 yes */
+    _Atomic long long protected_mode; /* 0 no, 1 yes */
     _Atomic long long obuf_hard, obuf_soft, obuf_soft_seconds;
     _Atomic long long hll_sparse_max_bytes;
     _Atomic long long bf_initial_size;
     _Atomic long long bf_expansion;
     _Atomic long long hz;
     _Atomic long long tcp_backlog;
-    _Atomic long long loglevel;        /* 0 debug .. 3 warning */
-    _Atomic long long bf_layout;       /* bloomery_layout */
-    _Atomic long long appendonly;      /* 0 no, 1 yes */
-    _Atomic long long appendfsync;     /* FSYNC_* in persist.h */
+    _Atomic long long loglevel;              /* 0 debug .. 3 warning */
+    _Atomic long long bf_layout;             /* bloomery_layout */
+    _Atomic long long appendonly;            /* 0 no, 1 yes */
+    _Atomic long long appendfsync;           /* FSYNC_* in persist.h */
     _Atomic long long cf_max_expansions;     /* sub-filters a cuckoo add may start from */
     _Atomic long long debug_clock_offset_ms; /* tests: shifts the windows' clock */
     _Atomic double bf_error_rate;
@@ -59,8 +59,7 @@ bool config_load_file(const char *path, char *err, size_t errlen);
 bool config_format(const char *name, char *out, size_t outlen);
 
 /* Names matching a glob pattern, in table order; fn called for each. */
-void config_match(const char *pat, size_t plen, void (*fn)(void *ctx, const char *name),
-                  void *ctx);
+void config_match(const char *pat, size_t plen, void (*fn)(void *ctx, const char *name), void *ctx);
 
 /* Copy of a string setting ("bind", "dir", "requirepass", "logfile",
  * "config-file", "save"); caller frees. */

@@ -11,24 +11,30 @@
 static FILE *logfp;
 static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
 
-bool log_open(const char *path) {
+bool log_open(const char *path)
+{
     FILE *f = fopen(path, "a");
-    if (f == NULL) return false;
+    if (f == NULL)
+        return false;
     pthread_mutex_lock(&log_lock);
     logfp = f;
     pthread_mutex_unlock(&log_lock);
     return true;
 }
 
-void log_close(void) {
+void log_close(void)
+{
     pthread_mutex_lock(&log_lock);
-    if (logfp) fclose(logfp);
+    if (logfp)
+        fclose(logfp);
     logfp = NULL;
     pthread_mutex_unlock(&log_lock);
 }
 
-void server_log(int level, const char *fmt, ...) {
-    if (level < atomic_load_explicit(&cfg.loglevel, memory_order_relaxed)) return;
+void server_log(int level, const char *fmt, ...)
+{
+    if (level < atomic_load_explicit(&cfg.loglevel, memory_order_relaxed))
+        return;
     char msg[1024];
     va_list ap;
     va_start(ap, fmt);

@@ -4,7 +4,7 @@
 
 #include <stdbool.h>
 
-#include "config.h"   /* LOG_DEBUG .. LOG_WARNING, loglevel */
+#include "config.h" /* LOG_DEBUG .. LOG_WARNING, loglevel */
 
 /* Append to path instead of stdout; false (errno set) if it can't open. */
 bool log_open(const char *path);

@@ -12,22 +12,28 @@
  * is known the body is moved left over the unused part of the slot. */
 #define DEFER_SLOT 24
 
-void reply_init(reply *r) {
+void reply_init(reply *r)
+{
     memset(r, 0, sizeof(*r));
     r->proto = 2;
 }
 
-void reply_free(reply *r) {
+void reply_free(reply *r)
+{
     free(r->buf);
     r->buf = NULL;
     r->len = r->cap = 0;
 }
 
-bool reply_reserve(reply *r, size_t extra) {
-    if (r->failed) return false;
-    if (r->cap - r->len >= extra) return true;
+bool reply_reserve(reply *r, size_t extra)
+{
+    if (r->failed)
+        return false;
+    if (r->cap - r->len >= extra)
+        return true;
     size_t cap = r->cap ? r->cap : 1024;
-    while (cap - r->len < extra) cap *= 2;
+    while (cap - r->len < extra)
+        cap *= 2;
     char *b = realloc(r->buf, cap);
     if (b == NULL) {
         r->failed = true;
@@ -38,15 +44,19 @@ bool reply_reserve(reply *r, size_t extra) {
     return true;
 }
 
-void reply_raw(reply *r, const void *p, size_t n) {
-    if (n == 0 || !reply_reserve(r, n)) return;
+void reply_raw(reply *r, const void *p, size_t n)
+{
+    if (n == 0 || !reply_reserve(r, n))
+        return;
     memcpy(r->buf + r->len, p, n);
     r->len += n;
 }
 
 /* Write "<c><v>\r\n". */
-static void prefixed_ll(reply *r, char c, long long v) {
-    if (!reply_reserve(r, 32)) return;
+static void prefixed_ll(reply *r, char c, long long v)
+{
+    if (!reply_reserve(r, 32))
+        return;
     char *p = r->buf + r->len;
     *p++ = c;
     char tmp[24];
@@ -56,16 +66,20 @@ static void prefixed_ll(reply *r, char c, long long v) {
         tmp[n++] = (char)('0' + u % 10);
         u /= 10;
     } while (u);
-    if (v < 0) *p++ = '-';
-    while (n) *p++ = tmp[--n];
+    if (v < 0)
+        *p++ = '-';
+    while (n)
+        *p++ = tmp[--n];
     *p++ = '\r';
     *p++ = '\n';
     r->len = (size_t)(p - r->buf);
 }
 
-void reply_simple(reply *r, const char *s) {
+void reply_simple(reply *r, const char *s)
+{
     size_t n = strlen(s);
-    if (!reply_reserve(r, n + 3)) return;
+    if (!reply_reserve(r, n + 3))
+        return;
     r->buf[r->len++] = '+';
     memcpy(r->buf + r->len, s, n);
     r->len += n;
@@ -75,9 +89,11 @@ void reply_simple(reply *r, const char *s) {
 
 void reply_ok(reply *r) { reply_raw(r, "+OK\r\n", 5); }
 
-void reply_error(reply *r, const char *msg) {
+void reply_error(reply *r, const char *msg)
+{
     size_t n = strlen(msg);
-    if (!reply_reserve(r, n + 3)) return;
+    if (!reply_reserve(r, n + 3))
+        return;
     r->buf[r->len++] = '-';
     for (size_t i = 0; i < n; i++) {
         char c = msg[i];
@@ -87,13 +103,15 @@ void reply_error(reply *r, const char *msg) {
     r->buf[r->len++] = '\n';
 }
 
-void reply_errorf(reply *r, const char *fmt, ...) {
+void reply_errorf(reply *r, const char *fmt, ...)
+{
     char small[512];
     va_list ap;
     va_start(ap, fmt);
     int n = vsnprintf(small, sizeof(small), fmt, ap);
     va_end(ap);
-    if (n < 0) return;
+    if (n < 0)
+        return;
     if ((size_t)n < sizeof(small)) {
         reply_error(r, small);
         return;
@@ -110,7 +128,8 @@ void reply_errorf(reply *r, const char *fmt, ...) {
     free(big);
 }
 
-void reply_int(reply *r, long long v) {
+void reply_int(reply *r, long long v)
+{
     if (v == 0 || v == 1) {
         reply_raw(r, v ? ":1\r\n" : ":0\r\n", 4);
         return;
@@ -118,15 +137,18 @@ void reply_int(reply *r, long long v) {
     prefixed_ll(r, ':', v);
 }
 
-void reply_bool(reply *r, bool v) {
+void reply_bool(reply *r, bool v)
+{
     if (r->proto == 3)
         reply_raw(r, v ? "#t\r\n" : "#f\r\n", 4);
     else
         reply_raw(r, v ? ":1\r\n" : ":0\r\n", 4);
 }
 
-void reply_bools(reply *r, const int *v, size_t n) {
-    if (n == 0 || !reply_reserve(r, 4 * n)) return;
+void reply_bools(reply *r, const int *v, size_t n)
+{
+    if (n == 0 || !reply_reserve(r, 4 * n))
+        return;
     char t = r->proto == 3 ? '#' : ':';
     char yes = r->proto == 3 ? 't' : '1', no = r->proto == 3 ? 'f' : '0';
     char *p = r->buf + r->len;
@@ -139,10 +161,13 @@ void reply_bools(reply *r, const int *v, size_t n) {
     r->len += 4 * n;
 }
 
-void reply_bulk(reply *r, const void *p, size_t n) {
+void reply_bulk(reply *r, const void *p, size_t n)
+{
     prefixed_ll(r, '$', (long long)n);
-    if (!reply_reserve(r, n + 2)) return;
-    if (n) memcpy(r->buf + r->len, p, n);
+    if (!reply_reserve(r, n + 2))
+        return;
+    if (n)
+        memcpy(r->buf + r->len, p, n);
     r->len += n;
     r->buf[r->len++] = '\r';
     r->buf[r->len++] = '\n';
@@ -150,13 +175,15 @@ void reply_bulk(reply *r, const void *p, size_t n) {
 
 void reply_bulk_str(reply *r, const char *s) { reply_bulk(r, s, strlen(s)); }
 
-void reply_bulk_ll(reply *r, long long v) {
+void reply_bulk_ll(reply *r, long long v)
+{
     char tmp[24];
     int n = snprintf(tmp, sizeof(tmp), "%lld", v);
     reply_bulk(r, tmp, (size_t)n);
 }
 
-void reply_double(reply *r, double d) {
+void reply_double(reply *r, double d)
+{
     char tmp[64];
     int n;
     if (isinf(d))
@@ -174,7 +201,8 @@ void reply_double(reply *r, double d) {
     }
 }
 
-void reply_null(reply *r) {
+void reply_null(reply *r)
+{
     if (r->proto == 3)
         reply_raw(r, "_\r\n", 3);
     else
@@ -183,7 +211,8 @@ void reply_null(reply *r) {
 
 void reply_array(reply *r, long long n) { prefixed_ll(r, '*', n); }
 
-void reply_map(reply *r, long long n) {
+void reply_map(reply *r, long long n)
+{
     if (r->proto == 3)
         prefixed_ll(r, '%', n);
     else
@@ -192,7 +221,8 @@ void reply_map(reply *r, long long n) {
 
 void reply_set(reply *r, long long n) { prefixed_ll(r, r->proto == 3 ? '~' : '*', n); }
 
-void reply_verbatim(reply *r, const char *s, size_t n) {
+void reply_verbatim(reply *r, const char *s, size_t n)
+{
     if (r->proto != 3) {
         reply_bulk(r, s, n);
         return;
@@ -203,7 +233,8 @@ void reply_verbatim(reply *r, const char *s, size_t n) {
     reply_raw(r, "\r\n", 2);
 }
 
-void reply_wrong_arity(reply *r, const char *cmdname) {
+void reply_wrong_arity(reply *r, const char *cmdname)
+{
     char lower[64];
     size_t i;
     for (i = 0; cmdname[i] && i < sizeof(lower) - 1; i++)
@@ -212,16 +243,20 @@ void reply_wrong_arity(reply *r, const char *cmdname) {
     reply_errorf(r, "ERR wrong number of arguments for '%s' command", lower);
 }
 
-size_t reply_defer_len(reply *r) {
+size_t reply_defer_len(reply *r)
+{
     size_t slot = r->len;
-    if (!reply_reserve(r, DEFER_SLOT)) return slot;
+    if (!reply_reserve(r, DEFER_SLOT))
+        return slot;
     memset(r->buf + r->len, 0, DEFER_SLOT);
     r->len += DEFER_SLOT;
     return slot;
 }
 
-void reply_set_array_len(reply *r, size_t slot, long long n) {
-    if (r->failed) return;
+void reply_set_array_len(reply *r, size_t slot, long long n)
+{
+    if (r->failed)
+        return;
     char hdr[DEFER_SLOT + 1];
     int hn = snprintf(hdr, sizeof(hdr), "*%lld\r\n", n);
     /* Close the gap between the real header and the body that follows. */

@@ -19,7 +19,7 @@
 typedef struct reply {
     char *buf;
     size_t len, cap;
-    int proto;      /* 2 or 3 */
+    int proto; /* 2 or 3 */
     bool failed;
 } reply;
 
@@ -28,7 +28,7 @@ void reply_free(reply *r);
 bool reply_reserve(reply *r, size_t extra);
 void reply_raw(reply *r, const void *p, size_t n);
 
-void reply_simple(reply *r, const char *s);            /* +s */
+void reply_simple(reply *r, const char *s); /* +s */
 void reply_ok(reply *r);
 /* -msg: msg is sent as given (so it carries its own "ERR " when it has one);
  * \r and \n become spaces. */
@@ -44,7 +44,7 @@ void reply_bulk_ll(reply *r, long long v);
 void reply_double(reply *r, double d);
 void reply_null(reply *r);
 void reply_array(reply *r, long long n);
-void reply_map(reply *r, long long n);                 /* n key/value pairs */
+void reply_map(reply *r, long long n); /* n key/value pairs */
 void reply_set(reply *r, long long n);
 void reply_verbatim(reply *r, const char *s, size_t n); /* "txt" in RESP3 */
 void reply_wrong_arity(reply *r, const char *cmdname);

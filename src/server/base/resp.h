@@ -33,29 +33,29 @@ typedef struct resp_arg {
 } resp_arg;
 
 typedef struct resp_limits {
-    long long max_bulk;   /* proto-max-bulk-len */
-    long long max_args;   /* cap on a multibulk's argument count */
+    long long max_bulk; /* proto-max-bulk-len */
+    long long max_args; /* cap on a multibulk's argument count */
     bool authenticated;
 } resp_limits;
 
 typedef enum resp_status {
-    RESP_AGAIN = 0,   /* incomplete: call again with more bytes */
-    RESP_DONE = 1,    /* a request is ready (argc may be 0: nothing to run) */
-    RESP_ERROR = -1,  /* protocol error: reply with the message and close */
+    RESP_AGAIN = 0,  /* incomplete: call again with more bytes */
+    RESP_DONE = 1,   /* a request is ready (argc may be 0: nothing to run) */
+    RESP_ERROR = -1, /* protocol error: reply with the message and close */
 } resp_status;
 
 typedef struct resp_parser {
     /* Position of the next unparsed byte, relative to the request start. */
     size_t pos;
-    long long args_left;  /* multibulk arguments still to read; -1: none started */
-    long long bulk_len;   /* length of the bulk being read; -1: header next */
+    long long args_left; /* multibulk arguments still to read; -1: none started */
+    long long bulk_len;  /* length of the bulk being read; -1: header next */
     bool inline_req;
     resp_arg *argv;
     size_t argc, argcap;
     /* Bytes still needed to finish the bulk being read (0 if unknown), so the
      * caller can size its buffer once for a large argument. */
     size_t need;
-    const char *error;    /* set with RESP_ERROR; static text */
+    const char *error; /* set with RESP_ERROR; static text */
     char errbuf[64];
 } resp_parser;
 

@@ -10,76 +10,103 @@
 #include <string.h>
 #include <time.h>
 
-bool str_to_ll(const char *s, size_t len, long long *out) {
+bool str_to_ll(const char *s, size_t len, long long *out)
+{
     size_t i = 0;
     bool neg = false;
     unsigned long long v = 0;
-    if (len == 0 || len > 20) return false;
+    if (len == 0 || len > 20)
+        return false;
     if (len == 1 && s[0] == '0') {
         *out = 0;
         return true;
     }
     if (s[0] == '-') {
-        if (len == 1) return false;
+        if (len == 1)
+            return false;
         neg = true;
         i = 1;
     }
-    if (s[i] < '1' || s[i] > '9') return false;
+    if (s[i] < '1' || s[i] > '9')
+        return false;
     for (; i < len; i++) {
-        if (s[i] < '0' || s[i] > '9') return false;
-        if (v > (ULLONG_MAX - (unsigned)(s[i] - '0')) / 10) return false;
+        if (s[i] < '0' || s[i] > '9')
+            return false;
+        if (v > (ULLONG_MAX - (unsigned)(s[i] - '0')) / 10)
+            return false;
         v = v * 10 + (unsigned)(s[i] - '0');
     }
     if (neg) {
-        if (v > (unsigned long long)LLONG_MAX + 1) return false;
+        if (v > (unsigned long long)LLONG_MAX + 1)
+            return false;
         *out = v == (unsigned long long)LLONG_MAX + 1 ? LLONG_MIN : -(long long)v;
     } else {
-        if (v > LLONG_MAX) return false;
+        if (v > LLONG_MAX)
+            return false;
         *out = (long long)v;
     }
     return true;
 }
 
-bool str_to_double(const char *s, size_t len, double *out) {
+bool str_to_double(const char *s, size_t len, double *out)
+{
     char buf[128];
-    if (len == 0 || len >= sizeof(buf)) return false;
+    if (len == 0 || len >= sizeof(buf))
+        return false;
     memcpy(buf, s, len);
     buf[len] = '\0';
-    if (isspace((unsigned char)buf[0])) return false;
+    if (isspace((unsigned char)buf[0]))
+        return false;
     char *end;
     errno = 0;
     double v = strtod(buf, &end);
-    if ((size_t)(end - buf) != len || errno == ERANGE || isnan(v)) return false;
+    if ((size_t)(end - buf) != len || errno == ERANGE || isnan(v))
+        return false;
     *out = v;
     return true;
 }
 
-bool str_to_mem(const char *s, size_t len, long long *out) {
+bool str_to_mem(const char *s, size_t len, long long *out)
+{
     size_t i = 0;
-    while (i < len && (isdigit((unsigned char)s[i]) || (i == 0 && s[i] == '-'))) i++;
+    while (i < len && (isdigit((unsigned char)s[i]) || (i == 0 && s[i] == '-')))
+        i++;
     long long num;
-    if (!str_to_ll(s, i, &num)) return false;
+    if (!str_to_ll(s, i, &num))
+        return false;
     const char *u = s + i;
     size_t ul = len - i;
     long long mul;
-    if (ul == 0 || str_eq_ci(u, ul, "b")) mul = 1;
-    else if (str_eq_ci(u, ul, "k")) mul = 1000;
-    else if (str_eq_ci(u, ul, "kb")) mul = 1024;
-    else if (str_eq_ci(u, ul, "m")) mul = 1000LL * 1000;
-    else if (str_eq_ci(u, ul, "mb")) mul = 1024LL * 1024;
-    else if (str_eq_ci(u, ul, "g")) mul = 1000LL * 1000 * 1000;
-    else if (str_eq_ci(u, ul, "gb")) mul = 1024LL * 1024 * 1024;
-    else return false;
-    if (num != 0 && (num > LLONG_MAX / mul || num < LLONG_MIN / mul)) return false;
+    if (ul == 0 || str_eq_ci(u, ul, "b"))
+        mul = 1;
+    else if (str_eq_ci(u, ul, "k"))
+        mul = 1000;
+    else if (str_eq_ci(u, ul, "kb"))
+        mul = 1024;
+    else if (str_eq_ci(u, ul, "m"))
+        mul = 1000LL * 1000;
+    else if (str_eq_ci(u, ul, "mb"))
+        mul = 1024LL * 1024;
+    else if (str_eq_ci(u, ul, "g"))
+        mul = 1000LL * 1000 * 1000;
+    else if (str_eq_ci(u, ul, "gb"))
+        mul = 1024LL * 1024 * 1024;
+    else
+        return false;
+    if (num != 0 && (num > LLONG_MAX / mul || num < LLONG_MIN / mul))
+        return false;
     *out = num * mul;
     return true;
 }
 
-bool str_eq_ci(const char *s, size_t len, const char *lit) {
+bool str_eq_ci(const char *s, size_t len, const char *lit)
+{
     size_t n = strlen(lit);
-    if (n != len) return false;
+    if (n != len)
+        return false;
     for (size_t i = 0; i < n; i++)
-        if (tolower((unsigned char)s[i]) != tolower((unsigned char)lit[i])) return false;
+        if (tolower((unsigned char)s[i]) != tolower((unsigned char)lit[i]))
+            return false;
     return true;
 }
 
@@ -87,7 +114,8 @@ static int fold(int c, bool nocase) { return nocase ? tolower(c) : c; }
 
 /* Does the single-character token at p (a literal, '?', "\\x" or a [class])
  * match c? *tok receives the token's length. */
-static bool match_one(const unsigned char *p, size_t pl, int c, bool nocase, size_t *tok) {
+static bool match_one(const unsigned char *p, size_t pl, int c, bool nocase, size_t *tok)
+{
     if (*p == '?') {
         *tok = 1;
         return true;
@@ -102,12 +130,14 @@ static bool match_one(const unsigned char *p, size_t pl, int c, bool nocase, siz
     }
     size_t i = 1;
     bool neg = i < pl && p[i] == '^';
-    if (neg) i++;
+    if (neg)
+        i++;
     bool hit = false;
     while (i < pl && p[i] != ']') {
         if (p[i] == '\\' && i + 1 < pl) {
             i++;
-            if (fold(p[i], nocase) == fold(c, nocase)) hit = true;
+            if (fold(p[i], nocase) == fold(c, nocase))
+                hit = true;
         } else if (i + 2 < pl && p[i + 1] == '-' && p[i + 2] != ']') {
             int a = fold(p[i], nocase), b = fold(p[i + 2], nocase), x = fold(c, nocase);
             if (a > b) {
@@ -115,26 +145,29 @@ static bool match_one(const unsigned char *p, size_t pl, int c, bool nocase, siz
                 a = b;
                 b = t;
             }
-            if (x >= a && x <= b) hit = true;
+            if (x >= a && x <= b)
+                hit = true;
             i += 2;
         } else if (fold(p[i], nocase) == fold(c, nocase)) {
             hit = true;
         }
         i++;
     }
-    *tok = i < pl ? i + 1 : i;   /* an unterminated class runs to the end */
+    *tok = i < pl ? i + 1 : i; /* an unterminated class runs to the end */
     return neg ? !hit : hit;
 }
 
 /* Iterative matching that only ever backtracks to the last '*': O(|p|*|s|)
  * whatever the pattern, so KEYS with a hostile pattern cannot hang a worker. */
-bool glob_match(const char *pat, size_t plen, const char *str, size_t slen, bool nocase) {
+bool glob_match(const char *pat, size_t plen, const char *str, size_t slen, bool nocase)
+{
     const unsigned char *p = (const unsigned char *)pat, *s = (const unsigned char *)str;
     size_t pi = 0, si = 0, star_p = (size_t)-1, star_s = 0;
     while (si < slen) {
         size_t tok;
         if (pi < plen && p[pi] == '*') {
-            while (pi < plen && p[pi] == '*') pi++;
+            while (pi < plen && p[pi] == '*')
+                pi++;
             star_p = pi;
             star_s = si;
             continue;
@@ -144,33 +177,43 @@ bool glob_match(const char *pat, size_t plen, const char *str, size_t slen, bool
             si++;
             continue;
         }
-        if (star_p == (size_t)-1) return false;
+        if (star_p == (size_t)-1)
+            return false;
         pi = star_p;
         si = ++star_s;
     }
-    while (pi < plen && p[pi] == '*') pi++;
+    while (pi < plen && p[pi] == '*')
+        pi++;
     return pi == plen;
 }
 
 int64_t now_ms(void) { return now_us() / 1000; }
 
-int64_t now_us(void) {
+int64_t now_us(void)
+{
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 }
 
-int64_t mono_us(void) {
+int64_t mono_us(void)
+{
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 }
 
-void bytes_human(char *out, size_t n, unsigned long long b) {
+void bytes_human(char *out, size_t n, unsigned long long b)
+{
     double d = (double)b;
-    if (b < 1024) snprintf(out, n, "%lluB", b);
-    else if (b < 1024ULL * 1024) snprintf(out, n, "%.2fK", d / 1024);
-    else if (b < 1024ULL * 1024 * 1024) snprintf(out, n, "%.2fM", d / (1024 * 1024));
-    else if (b < 1024ULL * 1024 * 1024 * 1024) snprintf(out, n, "%.2fG", d / (1024.0 * 1024 * 1024));
-    else snprintf(out, n, "%.2fT", d / (1024.0 * 1024 * 1024 * 1024));
+    if (b < 1024)
+        snprintf(out, n, "%lluB", b);
+    else if (b < 1024ULL * 1024)
+        snprintf(out, n, "%.2fK", d / 1024);
+    else if (b < 1024ULL * 1024 * 1024)
+        snprintf(out, n, "%.2fM", d / (1024 * 1024));
+    else if (b < 1024ULL * 1024 * 1024 * 1024)
+        snprintf(out, n, "%.2fG", d / (1024.0 * 1024 * 1024));
+    else
+        snprintf(out, n, "%.2fT", d / (1024.0 * 1024 * 1024 * 1024));
 }

@@ -21,9 +21,9 @@ bool str_eq_ci(const char *s, size_t len, const char *lit);
 /* Glob match (*, ?, [a-z], [^x], \x), optionally case-insensitive. */
 bool glob_match(const char *pat, size_t plen, const char *s, size_t slen, bool nocase);
 
-int64_t now_ms(void);   /* wall clock, ms */
-int64_t now_us(void);   /* wall clock, us */
-int64_t mono_us(void);  /* monotonic, us */
+int64_t now_ms(void);  /* wall clock, ms */
+int64_t now_us(void);  /* wall clock, us */
+int64_t mono_us(void); /* monotonic, us */
 
 /* "1.50M" style for INFO's *_human fields. */
 void bytes_human(char *out, size_t n, unsigned long long bytes);

@@ -36,7 +36,8 @@ extern const ck_kind bfc_any_kind;
 
 /* Open argv[1] as a Bloom or counting filter, which must exist: the entry,
  * or NULL after replying. ref is open either way. */
-static inline kv_entry *bfc_open_filter(cmd_ctx *c, ks_ref *ref) {
+static inline kv_entry *bfc_open_filter(cmd_ctx *c, ks_ref *ref)
+{
     kv_entry *e;
     return ck_open(c, ref, c->argv[1], c->argvlen[1], &bfc_kind, CK_MUST_EXIST, &e) ? e : NULL;
 }
@@ -46,10 +47,10 @@ static inline kv_entry *bfc_open_filter(cmd_ctx *c, ks_ref *ref) {
 typedef struct bfc_params {
     double error;
     long long capacity;
-    long long expansion;   /* 0: non-scaling */
+    long long expansion; /* 0: non-scaling */
     bloomery_layout layout;
     bool counting;
-    long long ttl_s;       /* 0: none */
+    long long ttl_s; /* 0: none */
 } bfc_params;
 
 /* This server's defaults (bf-error-rate, bf-initial-size, bf-expansion,
@@ -60,17 +61,23 @@ void bfc_default_params(bfc_params *p);
 kv_entry *bfc_create(cmd_ctx *c, ks_ref *ref, const void *arg);
 
 /* RESERVE's error rate and capacity, RedisBloom's checks and replies. */
-#define BF_RATE_SPEC                                                                    \
-    {.name = "error", .kind = OPT_RATE, .pos = 2, .bad = "ERR bad error rate",          \
-     .range = "ERR error rate must be in the range (0.000000, 1.000000)"}
-#define BF_CAPACITY_SPEC                                                                \
-    {.name = "capacity", .kind = OPT_INT, .pos = 3, .lo = 1, .hi = BF_MAX_CAPACITY,     \
-     .bad = "ERR bad capacity", .range = "ERR capacity must be in the range [1, 1073741824]"}
+#define BF_RATE_SPEC                                                                               \
+    {                                                                                              \
+        .name = "error", .kind = OPT_RATE, .pos = 2, .bad = "ERR bad error rate",                  \
+        .range = "ERR error rate must be in the range (0.000000, 1.000000)"                        \
+    }
+#define BF_CAPACITY_SPEC                                                                           \
+    {                                                                                              \
+        .name = "capacity", .kind = OPT_INT, .pos = 3, .lo = 1, .hi = BF_MAX_CAPACITY,             \
+        .bad = "ERR bad capacity", .range = "ERR capacity must be in the range [1, 1073741824]"    \
+    }
 /* Our TTL option (seconds); missing_: the reply when no value follows. */
 #define BF_TTL_TEXT "ERR TTL must be a positive number of seconds"
-#define BF_TTL_SPEC(letters_, missing_)                                                 \
-    {.name = "TTL", .kind = OPT_INT, .lo = 1, .hi = BF_MAX_TTL, .bad = BF_TTL_TEXT,     \
-     .missing = (missing_), .letters = (letters_)}
+#define BF_TTL_SPEC(letters_, missing_)                                                            \
+    {                                                                                              \
+        .name = "TTL", .kind = OPT_INT, .lo = 1, .hi = BF_MAX_TTL, .bad = BF_TTL_TEXT,             \
+        .missing = (missing_), .letters = (letters_)                                               \
+    }
 
 /* ---- bf_add.c ---- */
 
@@ -78,8 +85,7 @@ kv_entry *bfc_create(cmd_ctx *c, ks_ref *ref, const void *arg);
  * Returns the entry with ref locked, or NULL after replying. *now: for a
  * window, the clock its due rotations were checked at, which the add that
  * follows uses. */
-kv_entry *bfc_open_for_add(cmd_ctx *c, ks_ref *ref, const bfc_params *p, bool create,
-                           int64_t *now);
+kv_entry *bfc_open_for_add(cmd_ctx *c, ks_ref *ref, const bfc_params *p, bool create, int64_t *now);
 /* Add items[0..n) to o and reply: an integer/boolean for a single add
  * (multi false) or an array that ends at the first error. False after an
  * error. */

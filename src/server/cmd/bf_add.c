@@ -17,18 +17,24 @@ static const char *err_full = "ERR non scaling filter is full";
 
 /* Reply to n add results: booleans, of which only the last may be an error
  * (the batch calls stop at the first). False when it is one. */
-static bool reply_add_results(cmd_ctx *c, const int *res, size_t n) {
-    if (n == 0) return true;
+static bool reply_add_results(cmd_ctx *c, const int *res, size_t n)
+{
+    if (n == 0)
+        return true;
     int last = res[n - 1];
     reply_bools(&c->out, res, last >= 0 ? n : n - 1);
-    if (last >= 0) return true;
-    if (last == BLOOMERY_EFULL) reply_error(&c->out, err_full);
-    else ck_reply_nomem(c, last, "ERR problem inserting into filter");
+    if (last >= 0)
+        return true;
+    if (last == BLOOMERY_EFULL)
+        reply_error(&c->out, err_full);
+    else
+        ck_reply_nomem(c, last, "ERR problem inserting into filter");
     return false;
 }
 
 bool bfc_add_items(cmd_ctx *c, const char *key, size_t klen, kv_obj *o, int64_t now,
-                   const char **items, const size_t *lens, size_t n, bool multi) {
+                   const char **items, const size_t *lens, size_t n, bool multi)
+{
     if (o->type == &window_type)
         return window_add_items(c, key, klen, o, now, items, lens, n, multi);
     int small[256];
@@ -60,22 +66,26 @@ bool bfc_add_items(cmd_ctx *c, const char *key, size_t klen, kv_obj *o, int64_t 
         wal_log_counting(WAL_CNT_ADD, key, klen, cf, items, lens, done, res);
         pthread_mutex_unlock(&o->lock);
     }
-    if (multi) reply_array(&c->out, (long long)done);
+    if (multi)
+        reply_array(&c->out, (long long)done);
     bool ok = reply_add_results(c, res, done);
-    if (res != small) free(res);
+    if (res != small)
+        free(res);
     return ok;
 }
 
-kv_entry *bfc_open_for_add(cmd_ctx *c, ks_ref *ref, const bfc_params *p, bool create,
-                           int64_t *now) {
+kv_entry *bfc_open_for_add(cmd_ctx *c, ks_ref *ref, const bfc_params *p, bool create, int64_t *now)
+{
     kv_entry *e = ck_open_or_create(c, ref, c->argv[1], c->argvlen[1], &bfc_any_kind,
                                     create ? bfc_create : NULL, p);
-    if (e && e->obj->type == &window_type) e = window_open_for_add(c, ref, e, now);
+    if (e && e->obj->type == &window_type)
+        e = window_open_for_add(c, ref, e, now);
     return e;
 }
 
 /* BF.ADD (one item, multi false) and BF.MADD: the items from argv[2]. */
-static bool add_command(cmd_ctx *c, bool multi) {
+static bool add_command(cmd_ctx *c, bool multi)
+{
     if (multi ? c->argc < 3 : c->argc != 3) {
         reply_wrong_arity(&c->out, multi ? "bf.madd" : "bf.add");
         return false;
@@ -94,8 +104,9 @@ static bool add_command(cmd_ctx *c, bool multi) {
 bool bfAddCommand(cmd_ctx *c) { return add_command(c, false); }
 bool bfMaddCommand(cmd_ctx *c) { return add_command(c, true); }
 
-size_t bfAddBatch(cmd_ctx *c, const char *key, size_t klen, const char **items,
-                  const size_t *lens, size_t n) {
+size_t bfAddBatch(cmd_ctx *c, const char *key, size_t klen, const char **items, const size_t *lens,
+                  size_t n)
+{
     ks_ref ref;
     bfc_params p;
     bfc_default_params(&p);

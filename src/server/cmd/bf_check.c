@@ -9,7 +9,8 @@
 #include "log.h"
 
 size_t bfExistsBatch(cmd_ctx *c, const char *key, size_t klen, const char **items,
-                     const size_t *lens, size_t n) {
+                     const size_t *lens, size_t n)
+{
     ks_ref ref;
     kv_entry *e = ks_open(&ref, key, klen, false);
     kv_obj *o = e ? e->obj : NULL;
@@ -32,20 +33,23 @@ size_t bfExistsBatch(cmd_ctx *c, const char *key, size_t klen, const char **item
     return 0;
 }
 
-static void check_items(cmd_ctx *c, bool multi) {
+static void check_items(cmd_ctx *c, bool multi)
+{
     size_t n = (size_t)c->argc - 2;
     ks_ref ref;
     kv_entry *e = ks_open(&ref, c->argv[1], c->argvlen[1], false);
     kv_obj *o = e ? e->obj : NULL;
     server_count_hit(c, e != NULL);
-    if (multi) reply_array(&c->out, (long long)n);
+    if (multi)
+        reply_array(&c->out, (long long)n);
     if (o && o->type == &bloom_type) {
         int small[256];
         int *res = n <= 256 ? small : malloc(n * sizeof(int));
         if (res) {
             sbf_check_many(o->v, (const void *const *)(c->argv + 2), c->argvlen + 2, n, res);
             reply_bools(&c->out, res, n);
-            if (res != small) free(res);
+            if (res != small)
+                free(res);
         } else {
             for (size_t i = 0; i < n; i++)
                 reply_bool(&c->out, sbf_check(o->v, c->argv[2 + i], c->argvlen[2 + i]) == 1);
@@ -57,12 +61,14 @@ static void check_items(cmd_ctx *c, bool multi) {
         window_check_items(c, o, c->argv + 2, c->argvlen + 2, n);
     } else {
         /* Missing key, wrong type or still loading: every item is absent. */
-        for (size_t i = 0; i < n; i++) reply_bool(&c->out, false);
+        for (size_t i = 0; i < n; i++)
+            reply_bool(&c->out, false);
     }
     ks_close(&ref);
 }
 
-bool bfExistsCommand(cmd_ctx *c) {
+bool bfExistsCommand(cmd_ctx *c)
+{
     if (c->argc != 3) {
         reply_wrong_arity(&c->out, "bf.exists");
         return false;
@@ -71,7 +77,8 @@ bool bfExistsCommand(cmd_ctx *c) {
     return true;
 }
 
-bool bfMexistsCommand(cmd_ctx *c) {
+bool bfMexistsCommand(cmd_ctx *c)
+{
     if (c->argc < 3) {
         reply_wrong_arity(&c->out, "bf.mexists");
         return false;

@@ -15,9 +15,9 @@
 #include "config.h"
 #include "log.h"
 
-#define BF_WORDS                                                                        \
-    .loading = &bf_loading_type, .not_found = "ERR not found",                           \
-    .loading_err = "ERR filter is still being loaded with BF.LOADCHUNK",                 \
+#define BF_WORDS                                                                                   \
+    .loading = &bf_loading_type, .not_found = "ERR not found",                                     \
+    .loading_err = "ERR filter is still being loaded with BF.LOADCHUNK",                           \
     .nomem = "ERR Insufficient memory to create filter", .failed = "ERR could not create filter"
 
 const ck_kind bfc_kind = {.types = {&bloom_type, &counting_type}, BF_WORDS};
@@ -25,7 +25,8 @@ const ck_kind bfc_any_kind = {.types = {&bloom_type, &counting_type, &window_typ
 
 /* ---- parameters and creation ---- */
 
-void bfc_default_params(bfc_params *p) {
+void bfc_default_params(bfc_params *p)
+{
     p->error = atomic_load_explicit(&cfg.bf_error_rate, memory_order_relaxed);
     p->capacity = atomic_load_explicit(&cfg.bf_initial_size, memory_order_relaxed);
     p->expansion = atomic_load_explicit(&cfg.bf_expansion, memory_order_relaxed);
@@ -35,7 +36,8 @@ void bfc_default_params(bfc_params *p) {
 }
 
 /* A chain's options; its links are reserved through o (NULL: sizing). */
-static sbf_options chain_options(const bfc_params *p, kv_obj *o) {
+static sbf_options chain_options(const bfc_params *p, kv_obj *o)
+{
     return (sbf_options){
         .layout = p->layout,
         .expansion = (uint32_t)p->expansion,
@@ -46,33 +48,41 @@ static sbf_options chain_options(const bfc_params *p, kv_obj *o) {
     };
 }
 
-static int build_filter(kv_obj *o, const void *arg) {
+static int build_filter(kv_obj *o, const void *arg)
+{
     const bfc_params *p = arg;
     int rc;
     if (p->counting) {
         cntbf_t *f;
         rc = cntbf_create(&f, (uint64_t)p->capacity, p->error, NULL);
-        if (rc == BLOOMERY_OK) o->v = f;
+        if (rc == BLOOMERY_OK)
+            o->v = f;
     } else {
         sbf_options opts = chain_options(p, o);
         sbf_t *f;
         rc = sbf_create(&f, (uint64_t)p->capacity, p->error, &opts);
-        if (rc == BLOOMERY_OK) o->v = f;
+        if (rc == BLOOMERY_OK)
+            o->v = f;
     }
     return rc;
 }
 
 /* The full parameters: a filter created with this server's defaults
  * replays with them whatever the defaults are then. */
-static void log_filter(const ks_ref *ref, const kv_entry *e, const void *arg) {
+static void log_filter(const ks_ref *ref, const kv_entry *e, const void *arg)
+{
     const bfc_params *p = arg;
     wal_create wc = {p->counting ? WAL_KIND_COUNTING : WAL_KIND_SCALABLE,
-                     p->counting ? 0 : (uint8_t)p->layout, (uint32_t)p->expansion,
-                     (uint64_t)p->capacity, p->error, e->expire_ms};
+                     p->counting ? 0 : (uint8_t)p->layout,
+                     (uint32_t)p->expansion,
+                     (uint64_t)p->capacity,
+                     p->error,
+                     e->expire_ms};
     wal_log_create(ref->key, ref->klen, &wc);
 }
 
-static ck_value filter_value(const bfc_params *p) {
+static ck_value filter_value(const bfc_params *p)
+{
     sbf_options opts = chain_options(p, NULL);
     return (ck_value){
         .kind = &bfc_kind,
@@ -87,7 +97,8 @@ static ck_value filter_value(const bfc_params *p) {
     };
 }
 
-kv_entry *bfc_create(cmd_ctx *c, ks_ref *ref, const void *arg) {
+kv_entry *bfc_create(cmd_ctx *c, ks_ref *ref, const void *arg)
+{
     ck_value v = filter_value(arg);
     return ck_create(c, ref, &v);
 }
@@ -96,18 +107,20 @@ kv_entry *bfc_create(cmd_ctx *c, ks_ref *ref, const void *arg) {
 
 enum { R_ERROR, R_CAPACITY, R_NONSCALING, R_EXPANSION, R_LAYOUT, R_COUNTING, R_TTL, R_N };
 
-static const char *const layouts[] = {"blocked", "classic", NULL};   /* bloomery_layout */
+static const char *const layouts[] = {"blocked", "classic", NULL}; /* bloomery_layout */
 static const char *err_cannot_expand = "Nonscaling filters cannot expand";
 
 /* ctx: the defaults. An expansion of 0 makes the filter non-scaling; any
  * other conflicts with NONSCALING, or with a default of 0. */
-static const char *check_expansion(const opt_val *v, const void *ctx) {
+static const char *check_expansion(const opt_val *v, const void *ctx)
+{
     const bfc_params *p = ctx;
     bool nonscaling = p->expansion == 0 || v[R_NONSCALING].at;
     return v[R_EXPANSION].n != 0 && nonscaling ? err_cannot_expand : NULL;
 }
 
-static const char *check_counting(const opt_val *v, const void *ctx) {
+static const char *check_counting(const opt_val *v, const void *ctx)
+{
     (void)ctx;
     if (v[R_LAYOUT].at && v[R_LAYOUT].n == BLOOMERY_LAYOUT_CLASSIC)
         return "ERR COUNTING filters use the blocked layout";
@@ -120,11 +133,17 @@ static const opt_spec reserve_specs[R_N] = {
     [R_ERROR] = BF_RATE_SPEC,
     [R_CAPACITY] = BF_CAPACITY_SPEC,
     [R_NONSCALING] = {.name = "NONSCALING", .kind = OPT_FLAG},
-    [R_EXPANSION] = {.name = "EXPANSION", .kind = OPT_INT, .lo = 0, .hi = SBF_MAX_EXPANSION,
-                     .bad = "ERR bad expansion", .missing = "ERR no expansion",
+    [R_EXPANSION] = {.name = "EXPANSION",
+                     .kind = OPT_INT,
+                     .lo = 0,
+                     .hi = SBF_MAX_EXPANSION,
+                     .bad = "ERR bad expansion",
+                     .missing = "ERR no expansion",
                      .range = "ERR expansion must be in the range [0, 32768]",
                      .check = check_expansion},
-    [R_LAYOUT] = {.name = "LAYOUT", .kind = OPT_CHOICE, .choices = layouts,
+    [R_LAYOUT] = {.name = "LAYOUT",
+                  .kind = OPT_CHOICE,
+                  .choices = layouts,
                   .bad = "ERR LAYOUT must be BLOCKED or CLASSIC",
                   .missing = "ERR LAYOUT must be BLOCKED or CLASSIC"},
     [R_COUNTING] = {.name = "COUNTING", .kind = OPT_FLAG, .check = check_counting},
@@ -132,14 +151,18 @@ static const opt_spec reserve_specs[R_N] = {
 };
 static const opt_table reserve_table = {OPT_SEARCH, 1, reserve_specs, R_N, NULL, NULL, false};
 
-bool bfReserveCommand(cmd_ctx *c) {
-    if (c->argc >= 4 && window_requested(c)) return window_reserve(c);   /* t_window.c */
+bool bfReserveCommand(cmd_ctx *c)
+{
+    if (c->argc >= 4 && window_requested(c))
+        return window_reserve(c); /* t_window.c */
     /* Our options (LAYOUT x, TTL s, COUNTING) do not count against
      * RedisBloom's limit of 7 arguments. */
     int ext = 0;
     for (int i = 4; i < c->argc; i++) {
-        if (arg_eq(c, i, "layout") || arg_eq(c, i, "ttl")) ext += 2, i++;
-        else if (arg_eq(c, i, "counting")) ext += 1;
+        if (arg_eq(c, i, "layout") || arg_eq(c, i, "ttl"))
+            ext += 2, i++;
+        else if (arg_eq(c, i, "counting"))
+            ext += 1;
     }
     if (c->argc < 4 || c->argc - ext > 7) {
         reply_wrong_arity(&c->out, "bf.reserve");
@@ -148,17 +171,22 @@ bool bfReserveCommand(cmd_ctx *c) {
     bfc_params p;
     bfc_default_params(&p);
     opt_val v[R_N];
-    if (!ck_scan(c, "bf.reserve", &reserve_table, v, &p)) return false;
+    if (!ck_scan(c, "bf.reserve", &reserve_table, v, &p))
+        return false;
     p.error = v[R_ERROR].d;
     p.capacity = v[R_CAPACITY].n;
-    if (v[R_EXPANSION].at) p.expansion = v[R_EXPANSION].n;
-    if (v[R_NONSCALING].at) p.expansion = 0;
-    if (v[R_LAYOUT].at) p.layout = (bloomery_layout)v[R_LAYOUT].n;
+    if (v[R_EXPANSION].at)
+        p.expansion = v[R_EXPANSION].n;
+    if (v[R_NONSCALING].at)
+        p.expansion = 0;
+    if (v[R_LAYOUT].at)
+        p.layout = (bloomery_layout)v[R_LAYOUT].n;
     if (v[R_COUNTING].at) {
         p.counting = true;
         p.expansion = 0;
     }
-    if (v[R_TTL].at) p.ttl_s = v[R_TTL].n;
+    if (v[R_TTL].at)
+        p.ttl_s = v[R_TTL].n;
     ck_value fv = filter_value(&p);
     return ck_reserve(c, c->argv[1], c->argvlen[1], &bfc_kind, &fv);
 }
@@ -173,38 +201,57 @@ enum { I_ITEMS, I_ERROR, I_EXPANSION, I_CAPACITY, I_NOCREATE, I_NONSCALING, I_LA
 static const opt_spec insert_specs[I_N] = {
     [I_ITEMS] = {.name = "ITEMS", .kind = OPT_ITEMS, .letters = 1},
     [I_ERROR] = {.name = "ERROR", .kind = OPT_RATE, .bad = "Bad error rate", .letters = 3},
-    [I_EXPANSION] = {.name = "EXPANSION", .kind = OPT_INT, .lo = 0, .hi = SBF_MAX_EXPANSION,
-                     .bad = "Bad expansion", .letters = 1},
-    [I_CAPACITY] = {.name = "CAPACITY", .kind = OPT_INT, .lo = 1, .hi = BF_MAX_CAPACITY,
-                    .bad = "Bad capacity", .letters = 1},
+    [I_EXPANSION] = {.name = "EXPANSION",
+                     .kind = OPT_INT,
+                     .lo = 0,
+                     .hi = SBF_MAX_EXPANSION,
+                     .bad = "Bad expansion",
+                     .letters = 1},
+    [I_CAPACITY] = {.name = "CAPACITY",
+                    .kind = OPT_INT,
+                    .lo = 1,
+                    .hi = BF_MAX_CAPACITY,
+                    .bad = "Bad capacity",
+                    .letters = 1},
     [I_NOCREATE] = {.name = "NOCREATE", .kind = OPT_FLAG, .letters = 5},
     [I_NONSCALING] = {.name = "NONSCALING", .kind = OPT_FLAG, .letters = 1},
-    [I_LAYOUT] = {.name = "LAYOUT", .kind = OPT_CHOICE, .choices = layouts,
-                  .bad = "ERR LAYOUT must be BLOCKED or CLASSIC", .letters = 1},
+    [I_LAYOUT] = {.name = "LAYOUT",
+                  .kind = OPT_CHOICE,
+                  .choices = layouts,
+                  .bad = "ERR LAYOUT must be BLOCKED or CLASSIC",
+                  .letters = 1},
     [I_TTL] = BF_TTL_SPEC(1, NULL),
 };
-static const opt_table insert_table = {OPT_SEQUENCE, 2, insert_specs, I_N,
-                                       "Unknown argument received", NULL, false};
+static const opt_table insert_table = {
+    OPT_SEQUENCE, 2, insert_specs, I_N, "Unknown argument received", NULL, false};
 
-bool bfInsertCommand(cmd_ctx *c) {
+bool bfInsertCommand(cmd_ctx *c)
+{
     if (c->argc < 4) {
         reply_wrong_arity(&c->out, "bf.insert");
         return false;
     }
     opt_val v[I_N];
-    if (!ck_scan(c, "bf.insert", &insert_table, v, NULL)) return false;
+    if (!ck_scan(c, "bf.insert", &insert_table, v, NULL))
+        return false;
     if (!v[I_ITEMS].at) {
         reply_wrong_arity(&c->out, "bf.insert");
         return false;
     }
     bfc_params p;
     bfc_default_params(&p);
-    if (v[I_ERROR].at) p.error = v[I_ERROR].d;
-    if (v[I_EXPANSION].at) p.expansion = v[I_EXPANSION].n;
-    if (v[I_CAPACITY].at) p.capacity = v[I_CAPACITY].n;
-    if (v[I_NONSCALING].at) p.expansion = 0;
-    if (v[I_LAYOUT].at) p.layout = (bloomery_layout)v[I_LAYOUT].n;
-    if (v[I_TTL].at) p.ttl_s = v[I_TTL].n;
+    if (v[I_ERROR].at)
+        p.error = v[I_ERROR].d;
+    if (v[I_EXPANSION].at)
+        p.expansion = v[I_EXPANSION].n;
+    if (v[I_CAPACITY].at)
+        p.capacity = v[I_CAPACITY].n;
+    if (v[I_NONSCALING].at)
+        p.expansion = 0;
+    if (v[I_LAYOUT].at)
+        p.layout = (bloomery_layout)v[I_LAYOUT].n;
+    if (v[I_TTL].at)
+        p.ttl_s = v[I_TTL].n;
     int items = v[I_ITEMS].at + 1;
     ks_ref ref;
     int64_t now = 0;

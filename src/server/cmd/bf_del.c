@@ -7,7 +7,8 @@
 #include "config.h"
 #include "log.h"
 
-bool bfDelCommand(cmd_ctx *c) {
+bool bfDelCommand(cmd_ctx *c)
+{
     ks_ref ref;
     kv_entry *e = bfc_open_filter(c, &ref);
     bool ok = e && e->obj->type == &counting_type;

@@ -28,7 +28,8 @@
 
 /* ---- BF.SCANDUMP ---- */
 
-static bool scandump_classic(cmd_ctx *c, const sbf_t *f, long long iter) {
+static bool scandump_classic(cmd_ctx *c, const sbf_t *f, long long iter)
+{
     reply *r = &c->out;
     size_t n = sbf_nlinks(f);
     if (iter == 0) {
@@ -36,7 +37,8 @@ static bool scandump_classic(cmd_ctx *c, const sbf_t *f, long long iter) {
         cbf_rb_link *links = n <= 8 ? links_small : malloc(n * sizeof(*links));
         uint8_t *buf = malloc(cbf_rb_header_size((uint32_t)n));
         if (links == NULL || buf == NULL) {
-            if (links != links_small) free(links);
+            if (links != links_small)
+                free(links);
             free(buf);
             reply_oom(c);
             return false;
@@ -59,7 +61,8 @@ static bool scandump_classic(cmd_ctx *c, const sbf_t *f, long long iter) {
         reply_array(r, 2);
         reply_int(r, 1);
         reply_bulk(r, buf, cbf_rb_header_size((uint32_t)n));
-        if (links != links_small) free(links);
+        if (links != links_small)
+            free(links);
         free(buf);
         return true;
     }
@@ -74,13 +77,15 @@ static bool scandump_classic(cmd_ctx *c, const sbf_t *f, long long iter) {
     const cbf_t *l = sbf_link_classic(f, li);
     uint64_t off = (uint64_t)iter - 1 - start;
     uint64_t len = cbf_bytes(l) - off;
-    if (len > RB_CHUNK_MAX) len = RB_CHUNK_MAX;
+    if (len > RB_CHUNK_MAX)
+        len = RB_CHUNK_MAX;
     reply_int(r, iter + (long long)len);
     reply_bulk(r, cbf_data(l) + off, len);
     return true;
 }
 
-static bool scandump_image(cmd_ctx *c, kv_obj *o, long long iter) {
+static bool scandump_image(cmd_ctx *c, kv_obj *o, long long iter)
+{
     reply *r = &c->out;
     bloomery_object obj;
     if (o->type == &counting_type) {
@@ -112,7 +117,8 @@ static bool scandump_image(cmd_ctx *c, kv_obj *o, long long iter) {
     return true;
 }
 
-bool bfScandumpCommand(cmd_ctx *c) {
+bool bfScandumpCommand(cmd_ctx *c)
+{
     if (c->argc != 3) {
         reply_wrong_arity(&c->out, "bf.scandump");
         return false;
@@ -137,7 +143,8 @@ bool bfScandumpCommand(cmd_ctx *c) {
 
 /* ---- BF.LOADCHUNK ---- */
 
-bool bfLoadchunkCommand(cmd_ctx *c) {
+bool bfLoadchunkCommand(cmd_ctx *c)
+{
     if (c->argc != 4) {
         reply_wrong_arity(&c->out, "bf.loadchunk");
         return false;
@@ -164,12 +171,12 @@ bool bfLoadchunkCommand(cmd_ctx *c) {
     case VS_WRONGTYPE:
     case VS_OOM: ck_reply_status(c, &bfc_kind, st); break;
     case VS_BAD_OFFSET: reply_error(&c->out, "ERR invalid offset - no link found"); break;
-    case VS_TOO_BIG:
-        reply_error(&c->out, "ERR invalid chunk - Too big for current filter");
-        break;
+    case VS_TOO_BIG: reply_error(&c->out, "ERR invalid chunk - Too big for current filter"); break;
     default:
-        if (detail) reply_errorf(&c->out, "ERR received bad data: %s", detail);
-        else reply_error(&c->out, "ERR received bad data");
+        if (detail)
+            reply_errorf(&c->out, "ERR received bad data: %s", detail);
+        else
+            reply_error(&c->out, "ERR received bad data");
         break;
     }
     ks_close(&ref);

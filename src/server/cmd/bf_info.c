@@ -15,12 +15,13 @@
 
 typedef struct bf_stats {
     uint64_t capacity, size, filters, items, bytes;
-    long long expansion;   /* -1: nil */
+    long long expansion; /* -1: nil */
     const char *layout;
     double fpr;
 } bf_stats;
 
-static void stats_of(const kv_obj *o, bf_stats *s, bool with_fpr) {
+static void stats_of(const kv_obj *o, bf_stats *s, bool with_fpr)
+{
     if (o->type == &counting_type) {
         s->capacity = cntbf_capacity(o->v);
         s->bytes = cntbf_bytes(o->v);
@@ -42,7 +43,8 @@ static void stats_of(const kv_obj *o, bf_stats *s, bool with_fpr) {
     s->size = RB_CHAIN_OVERHEAD + RB_LINK_OVERHEAD * s->filters + s->bytes;
 }
 
-bool bfInfoCommand(cmd_ctx *c) {
+bool bfInfoCommand(cmd_ctx *c)
+{
     if (c->argc < 2 || c->argc > 3) {
         reply_wrong_arity(&c->out, "bf.info");
         return false;
@@ -76,7 +78,8 @@ bool bfInfoCommand(cmd_ctx *c) {
         static const char *fields[] = {"capacity", "size", "filters", "items", "expansion"};
         int f = -1;
         for (int i = 0; i < 5; i++)
-            if (arg_eq(c, 2, fields[i])) f = i;
+            if (arg_eq(c, 2, fields[i]))
+                f = i;
         if (f < 0) {
             reply_error(r, "Invalid information value");
             return false;
@@ -87,15 +90,19 @@ bool bfInfoCommand(cmd_ctx *c) {
         } else {
             reply_array(r, 1);
         }
-        if (vals[f] < 0) reply_null(r);
-        else reply_int(r, vals[f]);
+        if (vals[f] < 0)
+            reply_null(r);
+        else
+            reply_int(r, vals[f]);
         return true;
     }
     reply_map(r, all ? 9 : 5);
     for (int i = 0; i < 5; i++) {
         reply_simple(r, names[i]);
-        if (vals[i] < 0) reply_null(r);
-        else reply_int(r, vals[i]);
+        if (vals[i] < 0)
+            reply_null(r);
+        else
+            reply_int(r, vals[i]);
     }
     if (all) {
         reply_simple(r, "Layout");
@@ -110,7 +117,8 @@ bool bfInfoCommand(cmd_ctx *c) {
     return true;
 }
 
-bool bfCardCommand(cmd_ctx *c) {
+bool bfCardCommand(cmd_ctx *c)
+{
     if (c->argc != 2) {
         reply_wrong_arity(&c->out, "bf.card");
         return false;
@@ -134,7 +142,8 @@ bool bfCardCommand(cmd_ctx *c) {
     return ok;
 }
 
-bool bfDebugCommand(cmd_ctx *c) {
+bool bfDebugCommand(cmd_ctx *c)
+{
     if (c->argc != 2) {
         reply_wrong_arity(&c->out, "bf.debug");
         return false;

@@ -11,7 +11,8 @@
 static const char *err_merge_shape =
     "ERR filters must have the same layout, capacity, error rate, expansion and number of filters";
 
-bool bfMergeCommand(cmd_ctx *c) {
+bool bfMergeCommand(cmd_ctx *c)
+{
     size_t n = (size_t)c->argc - 1;
     ks_multi m;
     ks_lock_many(&m, c->argv + 1, c->argvlen + 1, n, true);

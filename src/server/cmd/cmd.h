@@ -25,15 +25,15 @@ typedef struct cmd_ctx {
     const char **argv;
     size_t *argvlen;
     reply out;
-    uint64_t hits, misses;   /* keyspace lookups, for the host's stats */
+    uint64_t hits, misses; /* keyspace lookups, for the host's stats */
 } cmd_ctx;
 
-#define CMD_WRITE    (1u << 0)
+#define CMD_WRITE (1u << 0)
 #define CMD_READONLY (1u << 1)
-#define CMD_DENYOOM  (1u << 2)
-#define CMD_FAST     (1u << 3)
-#define CMD_NOAUTH   (1u << 4)   /* allowed before AUTH */
-#define CMD_ADMIN    (1u << 5)
+#define CMD_DENYOOM (1u << 2)
+#define CMD_FAST (1u << 3)
+#define CMD_NOAUTH (1u << 4) /* allowed before AUTH */
+#define CMD_ADMIN (1u << 5)
 
 typedef bool (*command_proc)(cmd_ctx *c);
 /* Requests "CMD key item" pipelined on one key, run as one call and
@@ -43,15 +43,15 @@ typedef size_t (*command_batch)(cmd_ctx *c, const char *key, size_t klen, const 
                                 const size_t *lens, size_t n);
 
 typedef struct command {
-    const char *name;            /* lowercase */
+    const char *name; /* lowercase */
     command_proc proc;
-    int arity;                   /* Redis convention: -n means at least n */
+    int arity; /* Redis convention: -n means at least n */
     unsigned flags;
     int first_key, last_key, key_step;
     const char *group;
     int id;
-    bool touches_keys;           /* replies wait for the log (commit.c) */
-    command_batch batch;         /* NULL: not batched */
+    bool touches_keys;   /* replies wait for the log (commit.c) */
+    command_batch batch; /* NULL: not batched */
 } command;
 
 void commands_init(void);
@@ -62,7 +62,7 @@ const command *command_at(size_t i);
 
 /* ---- helpers for command handlers ---- */
 bool arg_eq(cmd_ctx *c, int i, const char *lit);
-bool arg_ll(cmd_ctx *c, int i, long long *v);    /* replies on error */
+bool arg_ll(cmd_ctx *c, int i, long long *v); /* replies on error */
 void reply_syntax_error(cmd_ctx *c);
 void reply_not_integer(cmd_ctx *c);
 void reply_wrongtype(cmd_ctx *c);
@@ -71,9 +71,12 @@ void reply_oom(cmd_ctx *c);
 uint64_t server_maxmemory(void);
 bool server_over_maxmemory(void);
 /* Keyspace hits and misses of the command, folded into the host's stats. */
-static inline void server_count_hits(cmd_ctx *c, bool hit, uint64_t n) {
-    if (hit) c->hits += n;
-    else c->misses += n;
+static inline void server_count_hits(cmd_ctx *c, bool hit, uint64_t n)
+{
+    if (hit)
+        c->hits += n;
+    else
+        c->misses += n;
 }
 static inline void server_count_hit(cmd_ctx *c, bool hit) { server_count_hits(c, hit, 1); }
 
@@ -129,8 +132,8 @@ bool bfLoadchunkCommand(cmd_ctx *c);
 bool bfDelCommand(cmd_ctx *c);
 bool bfMergeCommand(cmd_ctx *c);
 bool bfDebugCommand(cmd_ctx *c);
-size_t bfAddBatch(cmd_ctx *c, const char *key, size_t klen, const char **items,
-                  const size_t *lens, size_t n);
+size_t bfAddBatch(cmd_ctx *c, const char *key, size_t klen, const char **items, const size_t *lens,
+                  size_t n);
 size_t bfExistsBatch(cmd_ctx *c, const char *key, size_t klen, const char **items,
                      const size_t *lens, size_t n);
 

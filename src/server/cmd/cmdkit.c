@@ -8,36 +8,47 @@
 
 /* ---- keys ---- */
 
-bool ck_is(const ck_kind *k, const kv_obj *o) {
+bool ck_is(const ck_kind *k, const kv_obj *o)
+{
     for (size_t i = 0; i < sizeof(k->types) / sizeof(k->types[0]) && k->types[i]; i++)
-        if (o->type == k->types[i]) return true;
+        if (o->type == k->types[i])
+            return true;
     return false;
 }
 
 /* An entry of the wrong type: answered. */
-static bool reply_type(cmd_ctx *c, const ck_kind *k, const kv_obj *o) {
-    if (ck_is(k, o)) return false;
-    if (k->loading && o->type == k->loading) reply_error(&c->out, k->loading_err);
-    else reply_wrongtype(c);
+static bool reply_type(cmd_ctx *c, const ck_kind *k, const kv_obj *o)
+{
+    if (ck_is(k, o))
+        return false;
+    if (k->loading && o->type == k->loading)
+        reply_error(&c->out, k->loading_err);
+    else
+        reply_wrongtype(c);
     return true;
 }
 
 bool ck_open(cmd_ctx *c, ks_ref *ref, const char *key, size_t klen, const ck_kind *k,
-             unsigned flags, kv_entry **e) {
+             unsigned flags, kv_entry **e)
+{
     *e = ks_open(ref, key, klen, flags & CK_WRITE);
-    if (flags & CK_COUNT_HIT) server_count_hit(c, *e != NULL);
+    if (flags & CK_COUNT_HIT)
+        server_count_hit(c, *e != NULL);
     if (*e == NULL) {
-        if (!(flags & CK_MUST_EXIST)) return true;
+        if (!(flags & CK_MUST_EXIST))
+            return true;
         reply_error(&c->out, k->not_found);
         return false;
     }
-    if (!reply_type(c, k, (*e)->obj)) return true;
+    if (!reply_type(c, k, (*e)->obj))
+        return true;
     *e = NULL;
     return false;
 }
 
-kv_entry *ck_open_or_create(cmd_ctx *c, ks_ref *ref, const char *key, size_t klen,
-                            const ck_kind *k, ck_create_fn create, const void *arg) {
+kv_entry *ck_open_or_create(cmd_ctx *c, ks_ref *ref, const char *key, size_t klen, const ck_kind *k,
+                            ck_create_fn create, const void *arg)
+{
     kv_entry *e = ks_open(ref, key, klen, false);
     if (e == NULL) {
         /* Again exclusively: another client may create it meanwhile. */
@@ -49,13 +60,15 @@ kv_entry *ck_open_or_create(cmd_ctx *c, ks_ref *ref, const char *key, size_t kle
                 return NULL;
             }
             e = create(c, ref, arg);
-            if (e == NULL) return NULL;
+            if (e == NULL)
+                return NULL;
         }
     }
     return reply_type(c, k, e->obj) ? NULL : e;
 }
 
-void ck_reply_status(cmd_ctx *c, const ck_kind *k, value_status st) {
+void ck_reply_status(cmd_ctx *c, const ck_kind *k, value_status st)
+{
     switch (st) {
     case VS_NOT_FOUND: reply_error(&c->out, k->not_found); break;
     case VS_WRONGTYPE: reply_wrongtype(c); break;
@@ -70,12 +83,16 @@ void ck_reply_status(cmd_ctx *c, const ck_kind *k, value_status st) {
 
 static const char *err_create_nomem = "ERR Insufficient memory to create filter";
 
-void ck_reply_nomem(cmd_ctx *c, int rc, const char *nomem) {
-    if (rc == BLOOMERY_EREFUSED && server_maxmemory()) reply_oom(c);
-    else reply_error(&c->out, nomem);
+void ck_reply_nomem(cmd_ctx *c, int rc, const char *nomem)
+{
+    if (rc == BLOOMERY_EREFUSED && server_maxmemory())
+        reply_oom(c);
+    else
+        reply_error(&c->out, nomem);
 }
 
-kv_entry *ck_create(cmd_ctx *c, ks_ref *ref, const ck_value *v) {
+kv_entry *ck_create(cmd_ctx *c, ks_ref *ref, const ck_value *v)
+{
     uint64_t maxmem = server_maxmemory();
     uint64_t overhead = ks_entry_overhead(ref->klen);
     kv_obj *o = kv_obj_new(v->type, NULL);
@@ -102,7 +119,7 @@ kv_entry *ck_create(cmd_ctx *c, ks_ref *ref, const ck_value *v) {
             ck_reply_nomem(c, BLOOMERY_EREFUSED, err_create_nomem);
             return NULL;
         }
-        ks_mem_add(-(int64_t)overhead);   /* ks_add counts it */
+        ks_mem_add(-(int64_t)overhead); /* ks_add counts it */
         atomic_store(&o->value_bytes, v->bytes);
     }
     int rc = v->build(o, v->params);
@@ -125,20 +142,22 @@ kv_entry *ck_create(cmd_ctx *c, ks_ref *ref, const ck_value *v) {
         reply_error(&c->out, v->kind->nomem);
         return NULL;
     }
-    if (v->ttl_s > 0) ks_set_expire(ref, now_ms() + v->ttl_s * 1000);
+    if (v->ttl_s > 0)
+        ks_set_expire(ref, now_ms() + v->ttl_s * 1000);
     v->log(ref, e, v->params);
     return e;
 }
 
-bool ck_reserve(cmd_ctx *c, const char *key, size_t klen, const ck_kind *exists,
-                const ck_value *v) {
+bool ck_reserve(cmd_ctx *c, const char *key, size_t klen, const ck_kind *exists, const ck_value *v)
+{
     ks_ref ref;
     kv_entry *e = ks_open(&ref, key, klen, true);
     bool ok = false;
     if (e) {
         if (exists == NULL || ck_is(exists, e->obj) || e->obj->type == exists->loading)
             reply_error(&c->out, "ERR item exists");
-        else reply_wrongtype(c);
+        else
+            reply_wrongtype(c);
     } else if (ck_create(c, &ref, v)) {
         reply_ok(&c->out);
         ok = true;
@@ -149,62 +168,76 @@ bool ck_reserve(cmd_ctx *c, const char *key, size_t klen, const ck_kind *exists,
 
 /* ---- options ---- */
 
-int ck_arg_index(cmd_ctx *c, int from, const char *name) {
+int ck_arg_index(cmd_ctx *c, int from, const char *name)
+{
     for (int i = from; i < c->argc; i++)
-        if (arg_eq(c, i, name)) return i;
+        if (arg_eq(c, i, name))
+            return i;
     return -1;
 }
 
-static bool takes_value(const opt_spec *s) {
+static bool takes_value(const opt_spec *s)
+{
     return s->kind == OPT_INT || s->kind == OPT_RATE || s->kind == OPT_CHOICE;
 }
 
 /* Reply text, which may show the option's name and range. */
-static bool fail(cmd_ctx *c, const opt_spec *s, const char *text) {
+static bool fail(cmd_ctx *c, const opt_spec *s, const char *text)
+{
     reply_errorf(&c->out, text, s->name, s->lo, s->hi);
     return false;
 }
 
 /* The value of s at argv[i] into *v; false after replying. */
 static bool parse_value(cmd_ctx *c, const char *cmd, const opt_spec *s, int i, opt_val *all,
-                        opt_val *v, const void *ctx) {
-    if (s->kind == OPT_REFUSED) return fail(c, s, s->bad);
+                        opt_val *v, const void *ctx)
+{
+    if (s->kind == OPT_REFUSED)
+        return fail(c, s, s->bad);
     if (i >= c->argc && s->kind != OPT_FLAG) {
-        if (s->missing) return fail(c, s, s->missing);
+        if (s->missing)
+            return fail(c, s, s->missing);
         reply_wrong_arity(&c->out, cmd);
         return false;
     }
     bool in_range = true;
     switch (s->kind) {
     case OPT_INT:
-        if (!str_to_ll(c->argv[i], c->argvlen[i], &v->n)) return fail(c, s, s->bad);
+        if (!str_to_ll(c->argv[i], c->argvlen[i], &v->n))
+            return fail(c, s, s->bad);
         in_range = v->n >= s->lo && v->n <= s->hi;
         break;
     case OPT_RATE:
-        if (!str_to_double(c->argv[i], c->argvlen[i], &v->d)) return fail(c, s, s->bad);
+        if (!str_to_double(c->argv[i], c->argvlen[i], &v->d))
+            return fail(c, s, s->bad);
         in_range = v->d > 0 && v->d < 1;
         break;
     case OPT_CHOICE:
-        for (v->n = 0; s->choices[v->n] && !arg_eq(c, i, s->choices[v->n]); v->n++) {}
-        if (s->choices[v->n] == NULL) return fail(c, s, s->bad);
+        for (v->n = 0; s->choices[v->n] && !arg_eq(c, i, s->choices[v->n]); v->n++) {
+        }
+        if (s->choices[v->n] == NULL)
+            return fail(c, s, s->bad);
         break;
-    default:
-        break;
+    default: break;
     }
     const char *conflict = s->check ? s->check(all, ctx) : NULL;
     if (conflict) {
         reply_error(&c->out, conflict);
         return false;
     }
-    if (!in_range) return fail(c, s, s->range ? s->range : s->bad);
+    if (!in_range)
+        return fail(c, s, s->range ? s->range : s->bad);
     return true;
 }
 
 /* Whether argument a names s, by its letters or whole. */
-static bool names(const char *a, size_t len, const opt_spec *s) {
-    if (s->letters == 0) return str_eq_ci(a, len, s->name);
+static bool names(const char *a, size_t len, const opt_spec *s)
+{
+    if (s->letters == 0)
+        return str_eq_ci(a, len, s->name);
     for (unsigned i = 0; i < 32 && (s->letters >> i); i++) {
-        if (!(s->letters >> i & 1)) continue;
+        if (!(s->letters >> i & 1))
+            continue;
         if (i >= len || tolower((unsigned char)a[i]) != tolower((unsigned char)s->name[i]))
             return false;
     }
@@ -212,17 +245,21 @@ static bool names(const char *a, size_t len, const opt_spec *s) {
 }
 
 static bool scan_search(cmd_ctx *c, const char *cmd, const opt_table *t, opt_val *v,
-                        const void *ctx) {
+                        const void *ctx)
+{
     for (size_t k = 0; k < t->n; k++) {
         const opt_spec *s = &t->specs[k];
         v[k].at = s->pos > 0 ? s->pos : ck_arg_index(c, t->from, s->name);
-        if (v[k].at < 0) v[k].at = 0;
+        if (v[k].at < 0)
+            v[k].at = 0;
     }
     for (size_t k = 0; k < t->n; k++) {
         const opt_spec *s = &t->specs[k];
-        if (v[k].at == 0) continue;
+        if (v[k].at == 0)
+            continue;
         int vi = s->pos > 0 ? s->pos : v[k].at + 1;
-        if (!parse_value(c, cmd, s, vi, v, &v[k], ctx)) return false;
+        if (!parse_value(c, cmd, s, vi, v, &v[k], ctx))
+            return false;
     }
     const char *conflict = t->done ? t->done(v, ctx) : NULL;
     if (conflict) {
@@ -231,42 +268,53 @@ static bool scan_search(cmd_ctx *c, const char *cmd, const opt_table *t, opt_val
     }
     for (int i = t->from; t->strict && i < c->argc; i++) {
         size_t k = 0;
-        while (k < t->n && (t->specs[k].pos > 0 || !arg_eq(c, i, t->specs[k].name))) k++;
+        while (k < t->n && (t->specs[k].pos > 0 || !arg_eq(c, i, t->specs[k].name)))
+            k++;
         if (k == t->n) {
             reply_syntax_error(c);
             return false;
         }
-        if (takes_value(&t->specs[k])) i++;
+        if (takes_value(&t->specs[k]))
+            i++;
     }
     return true;
 }
 
 static bool scan_sequence(cmd_ctx *c, const char *cmd, const opt_table *t, opt_val *v,
-                          const void *ctx) {
+                          const void *ctx)
+{
     for (int i = t->from; i < c->argc;) {
         size_t k = 0;
-        while (k < t->n && !names(c->argv[i], c->argvlen[i], &t->specs[k])) k++;
-        if (k < t->n && t->specs[k].once && v[k].at) k = t->n;
+        while (k < t->n && !names(c->argv[i], c->argvlen[i], &t->specs[k]))
+            k++;
+        if (k < t->n && t->specs[k].once && v[k].at)
+            k = t->n;
         if (k == t->n) {
-            if (t->unknown) reply_error(&c->out, t->unknown);
-            else reply_syntax_error(c);
+            if (t->unknown)
+                reply_error(&c->out, t->unknown);
+            else
+                reply_syntax_error(c);
             return false;
         }
         const opt_spec *s = &t->specs[k];
         v[k].at = i;
         if (s->kind == OPT_ITEMS) {
-            if (i + 1 < c->argc) return true;
-            if (s->missing) return fail(c, s, s->missing);
+            if (i + 1 < c->argc)
+                return true;
+            if (s->missing)
+                return fail(c, s, s->missing);
             reply_wrong_arity(&c->out, cmd);
             return false;
         }
-        if (!parse_value(c, cmd, s, i + 1, v, &v[k], ctx)) return false;
+        if (!parse_value(c, cmd, s, i + 1, v, &v[k], ctx))
+            return false;
         i += takes_value(s) ? 2 : 1;
     }
     return true;
 }
 
-bool ck_scan(cmd_ctx *c, const char *cmd, const opt_table *t, opt_val *v, const void *ctx) {
+bool ck_scan(cmd_ctx *c, const char *cmd, const opt_table *t, opt_val *v, const void *ctx)
+{
     memset(v, 0, t->n * sizeof(*v));
     return t->mode == OPT_SEARCH ? scan_search(c, cmd, t, v, ctx)
                                  : scan_sequence(c, cmd, t, v, ctx);

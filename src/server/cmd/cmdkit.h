@@ -30,20 +30,20 @@
 
 /* The values a command expects under its key, and its family's words. */
 typedef struct ck_kind {
-    const value_type *types[4];   /* accepted, NULL-terminated */
-    const value_type *loading;    /* a dump of one being restored (NULL: none) */
-    const char *not_found;        /* a key that must exist is missing */
-    const char *loading_err;      /* the key holds `loading` */
-    const char *nomem;            /* no memory for a new value's object or entry */
-    const char *failed;           /* the library refused a new value's parameters */
+    const value_type *types[4]; /* accepted, NULL-terminated */
+    const value_type *loading;  /* a dump of one being restored (NULL: none) */
+    const char *not_found;      /* a key that must exist is missing */
+    const char *loading_err;    /* the key holds `loading` */
+    const char *nomem;          /* no memory for a new value's object or entry */
+    const char *failed;         /* the library refused a new value's parameters */
 } ck_kind;
 
 /* Whether o holds one of k's types. */
 bool ck_is(const ck_kind *k, const kv_obj *o);
 
-#define CK_WRITE (1u << 0)       /* lock the key exclusively */
-#define CK_MUST_EXIST (1u << 1)  /* a missing key answers k->not_found */
-#define CK_COUNT_HIT (1u << 2)   /* count a keyspace hit or miss */
+#define CK_WRITE (1u << 0)      /* lock the key exclusively */
+#define CK_MUST_EXIST (1u << 1) /* a missing key answers k->not_found */
+#define CK_COUNT_HIT (1u << 2)  /* count a keyspace hit or miss */
 
 /* Open key expecting k. True with *e its entry, or NULL when the key is
  * missing (without CK_MUST_EXIST); false after replying. ref is open
@@ -58,8 +58,8 @@ typedef kv_entry *(*ck_create_fn)(cmd_ctx *c, ks_ref *ref, const void *arg);
 /* Open key for a change: shared lock, or exclusive while a missing key is
  * created with create(c, ref, arg) (create NULL: k->not_found). Returns
  * its entry, or NULL after replying; ref is open either way. */
-kv_entry *ck_open_or_create(cmd_ctx *c, ks_ref *ref, const char *key, size_t klen,
-                            const ck_kind *k, ck_create_fn create, const void *arg);
+kv_entry *ck_open_or_create(cmd_ctx *c, ks_ref *ref, const char *key, size_t klen, const ck_kind *k,
+                            ck_create_fn create, const void *arg);
 
 /* Reply st, an error of an operation below the command layer, in k's
  * words. Statuses with words of their command's own (a merge's shapes, a
@@ -70,18 +70,18 @@ void ck_reply_status(cmd_ctx *c, const ck_kind *k, value_status st);
 
 /* A value to create. */
 typedef struct ck_value {
-    const ck_kind *kind;          /* its words for errors */
+    const ck_kind *kind; /* its words for errors */
     const value_type *type;
-    uint64_t bytes;               /* what creating it allocates; 0: parameters refused */
+    uint64_t bytes; /* what creating it allocates; 0: parameters refused */
     /* A growing value reserves every allocation itself, creation included,
      * through kv_obj_may_grow; the others are reserved here, bytes and the
      * entry up front. */
     bool grows;
-    int (*build)(kv_obj *o, const void *params);   /* sets o->v; a BLOOMERY_* code */
+    int (*build)(kv_obj *o, const void *params); /* sets o->v; a BLOOMERY_* code */
     /* Log the creation: the key is in ref, its entry (expiry set) in e. */
     void (*log)(const ks_ref *ref, const kv_entry *e, const void *params);
     const void *params;
-    long long ttl_s;              /* 0: no expiry */
+    long long ttl_s; /* 0: no expiry */
 } ck_value;
 
 /* Create v under ref (locked exclusively, key missing). Returns the entry,
@@ -91,8 +91,7 @@ kv_entry *ck_create(cmd_ctx *c, ks_ref *ref, const ck_value *v);
 /* RESERVE: create v under key and reply OK; a key that exists answers
  * "ERR item exists" when it holds one of exists' types (or its loading
  * type; exists NULL: whatever it holds), else WRONGTYPE. */
-bool ck_reserve(cmd_ctx *c, const char *key, size_t klen, const ck_kind *exists,
-                const ck_value *v);
+bool ck_reserve(cmd_ctx *c, const char *key, size_t klen, const ck_kind *exists, const ck_value *v);
 
 /* A value refused memory (rc BLOOMERY_EREFUSED from its may_allocate hook,
  * or BLOOMERY_ENOMEM): Redis's OOM error when maxmemory refused it, else
@@ -102,27 +101,27 @@ void ck_reply_nomem(cmd_ctx *c, int rc, const char *nomem);
 /* ---- options ---- */
 
 typedef enum opt_kind {
-    OPT_FLAG,      /* present or not */
-    OPT_INT,       /* an integer in [lo, hi] */
-    OPT_RATE,      /* a number in (0, 1) */
-    OPT_CHOICE,    /* one of choices, ignoring case: n is its index */
-    OPT_REFUSED,   /* not allowed here: answers bad */
-    OPT_ITEMS,     /* OPT_SEQUENCE: ends the options, the items follow */
+    OPT_FLAG,    /* present or not */
+    OPT_INT,     /* an integer in [lo, hi] */
+    OPT_RATE,    /* a number in (0, 1) */
+    OPT_CHOICE,  /* one of choices, ignoring case: n is its index */
+    OPT_REFUSED, /* not allowed here: answers bad */
+    OPT_ITEMS,   /* OPT_SEQUENCE: ends the options, the items follow */
 } opt_kind;
 
 /* What the scan found of one option. */
 typedef struct opt_val {
-    int at;        /* the option's argument (its value follows); 0: absent */
-    long long n;   /* OPT_INT, OPT_CHOICE */
-    double d;      /* OPT_RATE */
+    int at;      /* the option's argument (its value follows); 0: absent */
+    long long n; /* OPT_INT, OPT_CHOICE */
+    double d;    /* OPT_RATE */
 } opt_val;
 
 typedef struct opt_spec {
-    const char *name;             /* as documented */
+    const char *name; /* as documented */
     opt_kind kind;
-    int pos;                      /* > 0: the argument at this index, not a named option */
-    long long lo, hi;             /* OPT_INT */
-    const char *const *choices;   /* OPT_CHOICE, NULL-terminated */
+    int pos;                    /* > 0: the argument at this index, not a named option */
+    long long lo, hi;           /* OPT_INT */
+    const char *const *choices; /* OPT_CHOICE, NULL-terminated */
     /* Replies, formatted with the option's name, lo and hi (in that order,
      * so a reply may show them): a value that does not parse (OPT_REFUSED:
      * the option itself); a value out of range (NULL: bad); no value at

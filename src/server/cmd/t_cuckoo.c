@@ -41,7 +41,8 @@ static const ck_kind cf_kind = {
     .failed = "Couldn't create Cuckoo Filter",
 };
 
-static unsigned max_filters(void) {
+static unsigned max_filters(void)
+{
     return (unsigned)atomic_load_explicit(&cfg.cf_max_expansions, memory_order_relaxed);
 }
 
@@ -52,18 +53,21 @@ typedef struct cf_params {
     cf_options opts;
 } cf_params;
 
-static int build_cf(kv_obj *o, const void *arg) {
+static int build_cf(kv_obj *o, const void *arg)
+{
     const cf_params *p = arg;
     cf_options opts = p->opts;
     opts.may_allocate = kv_obj_may_grow;
     opts.may_allocate_ctx = o;
     cf_t *f;
     int rc = cf_create(&f, p->capacity, &opts);
-    if (rc == BLOOMERY_OK) o->v = f;
+    if (rc == BLOOMERY_OK)
+        o->v = f;
     return rc;
 }
 
-static void log_cf(const ks_ref *ref, const kv_entry *e, const void *arg) {
+static void log_cf(const ks_ref *ref, const kv_entry *e, const void *arg)
+{
     (void)e;
     const cf_params *p = arg;
     wal_cuckoo wc = {p->capacity, p->opts.bucket_size, p->opts.max_iterations, p->opts.expansion,
@@ -73,7 +77,8 @@ static void log_cf(const ks_ref *ref, const kv_entry *e, const void *arg) {
 
 /* A cuckoo filter grows sub-filter by sub-filter, each approved by
  * maxmemory through the library's may_allocate hook. */
-static ck_value cf_value(const cf_params *p) {
+static ck_value cf_value(const cf_params *p)
+{
     return (ck_value){
         .kind = &cf_kind,
         .type = &cuckoo_type,
@@ -86,7 +91,8 @@ static ck_value cf_value(const cf_params *p) {
 }
 
 /* ck_create_fn: a filter of the capacity *arg with the defaults. */
-static kv_entry *create_default(cmd_ctx *c, ks_ref *ref, const void *arg) {
+static kv_entry *create_default(cmd_ctx *c, ks_ref *ref, const void *arg)
+{
     cf_params p = {*(const uint64_t *)arg, {0}};
     cf_options_init(&p.opts);
     p.opts.max_filters = max_filters();
@@ -96,33 +102,42 @@ static kv_entry *create_default(cmd_ctx *c, ks_ref *ref, const void *arg) {
 
 /* Open key for a change, creating it with capacity when missing and
  * create is set; returns the entry (ref locked) or NULL after replying. */
-static kv_entry *open_for_add(cmd_ctx *c, ks_ref *ref, bool create, uint64_t capacity) {
+static kv_entry *open_for_add(cmd_ctx *c, ks_ref *ref, bool create, uint64_t capacity)
+{
     return ck_open_or_create(c, ref, c->argv[1], c->argvlen[1], &cf_kind,
                              create ? create_default : NULL, &capacity);
 }
 
 /* Open key for reading: true with *e the entry or NULL when missing;
  * false after replying (WRONGTYPE, loading, or not found when must). */
-static bool open_read(cmd_ctx *c, ks_ref *ref, bool must, kv_entry **e) {
+static bool open_read(cmd_ctx *c, ks_ref *ref, bool must, kv_entry **e)
+{
     return ck_open(c, ref, c->argv[1], c->argvlen[1], &cf_kind,
                    CK_COUNT_HIT | (must ? CK_MUST_EXIST : 0), e);
 }
 
-static void reply_add_error(cmd_ctx *c, int rc) {
-    if (rc == BLOOMERY_ETOOBIG) reply_error(&c->out, "Maximum expansions reached");
-    else if (rc == BLOOMERY_EFULL) reply_error(&c->out, "Filter is full");
-    else ck_reply_nomem(c, rc, cf_kind.nomem);
+static void reply_add_error(cmd_ctx *c, int rc)
+{
+    if (rc == BLOOMERY_ETOOBIG)
+        reply_error(&c->out, "Maximum expansions reached");
+    else if (rc == BLOOMERY_EFULL)
+        reply_error(&c->out, "Filter is full");
+    else
+        ck_reply_nomem(c, rc, cf_kind.nomem);
 }
 
 /* ---- CF.RESERVE ---- */
 
 enum { C_CAPACITY, C_MAXITERATIONS, C_BUCKETSIZE, C_EXPANSION, C_FINGERPRINT, C_N };
 
-#define CF_OPT(name_, lo_, hi_)                                                         \
-    {.name = name_, .kind = OPT_INT, .lo = lo_, .hi = hi_, .bad = "Couldn't parse %s",  \
-     .missing = "Couldn't parse %s", .range = "%s: value must be in the range [%lld, %lld]"}
+#define CF_OPT(name_, lo_, hi_)                                                                    \
+    {                                                                                              \
+        .name = name_, .kind = OPT_INT, .lo = lo_, .hi = hi_, .bad = "Couldn't parse %s",          \
+        .missing = "Couldn't parse %s", .range = "%s: value must be in the range [%lld, %lld]"     \
+    }
 
-static const char *check_capacity(const opt_val *v, const void *ctx) {
+static const char *check_capacity(const opt_val *v, const void *ctx)
+{
     (void)ctx;
     long long bucket = v[C_BUCKETSIZE].at ? v[C_BUCKETSIZE].n : CF_DEFAULT_BUCKET_SIZE;
     if (v[C_CAPACITY].n < 2 * bucket || v[C_CAPACITY].n > RB_CF_MAX_CAPACITY)
@@ -133,29 +148,39 @@ static const char *check_capacity(const opt_val *v, const void *ctx) {
 /* RedisBloom's order of checks, then ours (FINGERPRINT), then the
  * capacity against the bucket size; every argument must be an option. */
 static const opt_spec reserve_specs[C_N] = {
-    [C_CAPACITY] = {.name = "capacity", .kind = OPT_INT, .pos = 2, .lo = LLONG_MIN,
-                    .hi = LLONG_MAX, .bad = "Bad capacity"},
+    [C_CAPACITY] = {.name = "capacity",
+                    .kind = OPT_INT,
+                    .pos = 2,
+                    .lo = LLONG_MIN,
+                    .hi = LLONG_MAX,
+                    .bad = "Bad capacity"},
     [C_MAXITERATIONS] = CF_OPT("MAXITERATIONS", 1, CF_MAX_MAX_ITERATIONS),
     [C_BUCKETSIZE] = CF_OPT("BUCKETSIZE", 1, CF_MAX_BUCKET_SIZE),
     [C_EXPANSION] = CF_OPT("EXPANSION", 0, CF_MAX_EXPANSION),
     [C_FINGERPRINT] = CF_OPT("FINGERPRINT", CF_MIN_FINGERPRINT_BITS, CF_MAX_FINGERPRINT_BITS),
 };
-static const opt_table reserve_table = {OPT_SEARCH, 3, reserve_specs, C_N, NULL, check_capacity,
-                                        true};
+static const opt_table reserve_table = {OPT_SEARCH,     3,   reserve_specs, C_N, NULL,
+                                        check_capacity, true};
 
-bool cfReserveCommand(cmd_ctx *c) {
+bool cfReserveCommand(cmd_ctx *c)
+{
     if (c->argc < 3 || c->argc % 2 == 0) {
         reply_wrong_arity(&c->out, "cf.reserve");
         return false;
     }
     opt_val v[C_N];
-    if (!ck_scan(c, "cf.reserve", &reserve_table, v, NULL)) return false;
+    if (!ck_scan(c, "cf.reserve", &reserve_table, v, NULL))
+        return false;
     cf_params p = {(uint64_t)v[C_CAPACITY].n, {0}};
     cf_options_init(&p.opts);
-    if (v[C_MAXITERATIONS].at) p.opts.max_iterations = (unsigned)v[C_MAXITERATIONS].n;
-    if (v[C_BUCKETSIZE].at) p.opts.bucket_size = (unsigned)v[C_BUCKETSIZE].n;
-    if (v[C_EXPANSION].at) p.opts.expansion = (unsigned)v[C_EXPANSION].n;
-    if (v[C_FINGERPRINT].at) p.opts.fingerprint_bits = (unsigned)v[C_FINGERPRINT].n;
+    if (v[C_MAXITERATIONS].at)
+        p.opts.max_iterations = (unsigned)v[C_MAXITERATIONS].n;
+    if (v[C_BUCKETSIZE].at)
+        p.opts.bucket_size = (unsigned)v[C_BUCKETSIZE].n;
+    if (v[C_EXPANSION].at)
+        p.opts.expansion = (unsigned)v[C_EXPANSION].n;
+    if (v[C_FINGERPRINT].at)
+        p.opts.fingerprint_bits = (unsigned)v[C_FINGERPRINT].n;
     p.opts.max_filters = max_filters();
     ck_value cv = cf_value(&p);
     return ck_reserve(c, c->argv[1], c->argvlen[1], NULL, &cv);
@@ -163,7 +188,8 @@ bool cfReserveCommand(cmd_ctx *c) {
 
 /* ---- CF.ADD, CF.ADDNX ---- */
 
-static bool add_one(cmd_ctx *c, bool nx) {
+static bool add_one(cmd_ctx *c, bool nx)
+{
     if (c->argc != 3) {
         reply_wrong_arity(&c->out, nx ? "cf.addnx" : "cf.add");
         return false;
@@ -183,8 +209,10 @@ static bool add_one(cmd_ctx *c, bool nx) {
             cf_value_sync(o);
         }
         pthread_mutex_unlock(&o->lock);
-        if (rc < 0) reply_add_error(c, rc);
-        else reply_bool(&c->out, rc == 1);
+        if (rc < 0)
+            reply_add_error(c, rc);
+        else
+            reply_bool(&c->out, rc == 1);
         ok = rc >= 0;
     }
     ks_close(&ref);
@@ -199,23 +227,28 @@ bool cfAddnxCommand(cmd_ctx *c) { return add_one(c, true); }
 enum { N_CAPACITY, N_NOCREATE, N_ITEMS, N_N };
 
 static const opt_spec insert_specs[N_N] = {
-    [N_CAPACITY] = {.name = "CAPACITY", .kind = OPT_INT, .lo = 2 * CF_DEFAULT_BUCKET_SIZE,
-                    .hi = RB_CF_MAX_CAPACITY, .bad = "Bad capacity",
+    [N_CAPACITY] = {.name = "CAPACITY",
+                    .kind = OPT_INT,
+                    .lo = 2 * CF_DEFAULT_BUCKET_SIZE,
+                    .hi = RB_CF_MAX_CAPACITY,
+                    .bad = "Bad capacity",
                     .range = "Capacity must be in the range [2 * BUCKETSIZE, 1073741824]"},
     [N_NOCREATE] = {.name = "NOCREATE", .kind = OPT_FLAG},
     [N_ITEMS] = {.name = "ITEMS", .kind = OPT_ITEMS},
 };
-static const opt_table insert_table = {OPT_SEQUENCE, 2, insert_specs, N_N,
-                                       "Unknown argument received", NULL, false};
+static const opt_table insert_table = {
+    OPT_SEQUENCE, 2, insert_specs, N_N, "Unknown argument received", NULL, false};
 
-static bool insert(cmd_ctx *c, bool nx) {
+static bool insert(cmd_ctx *c, bool nx)
+{
     const char *name = nx ? "cf.insertnx" : "cf.insert";
     if (c->argc < 4) {
         reply_wrong_arity(&c->out, name);
         return false;
     }
     opt_val v[N_N];
-    if (!ck_scan(c, name, &insert_table, v, NULL)) return false;
+    if (!ck_scan(c, name, &insert_table, v, NULL))
+        return false;
     if (!v[N_ITEMS].at) {
         reply_wrong_arity(&c->out, name);
         return false;
@@ -243,7 +276,8 @@ static bool insert(cmd_ctx *c, bool nx) {
     if (cf_nfilters(o->v) >= limit) {
         pthread_mutex_unlock(&o->lock);
         ks_close(&ref);
-        if (added != small) free(added);
+        if (added != small)
+            free(added);
         reply_error(&c->out, "Maximum expansions reached");
         return false;
     }
@@ -256,20 +290,25 @@ static bool insert(cmd_ctx *c, bool nx) {
     for (size_t i = 0; i < n; i++) {
         uint64_t h = cf_hash(c->argv[items + (int)i], c->argvlen[items + (int)i]);
         int rc = nx ? cf_add_nx_hashed(o->v, h) : cf_add_hashed(o->v, h);
-        if (rc == 1) added[k++] = h;
+        if (rc == 1)
+            added[k++] = h;
         if (rc == BLOOMERY_ENOMEM || rc == BLOOMERY_EREFUSED) {
             ck_reply_nomem(c, rc, cf_kind.nomem);
             ok = false;
-        } else if (nx) reply_int(r, rc < 0 ? -1 : rc);
-        else if (r->proto == 3) reply_bool(r, rc == 1);
-        else reply_int(r, rc < 0 ? -1 : 1);
+        } else if (nx)
+            reply_int(r, rc < 0 ? -1 : rc);
+        else if (r->proto == 3)
+            reply_bool(r, rc == 1);
+        else
+            reply_int(r, rc < 0 ? -1 : 1);
     }
     cf_set_max_filters(o->v, limit);
     wal_log_cf_op(c->argv[1], c->argvlen[1], WAL_CF_ADD, CF_MAX_MAX_FILTERS, added, k);
     cf_value_sync(o);
     pthread_mutex_unlock(&o->lock);
     ks_close(&ref);
-    if (added != small) free(added);
+    if (added != small)
+        free(added);
     return ok;
 }
 
@@ -278,23 +317,28 @@ bool cfInsertnxCommand(cmd_ctx *c) { return insert(c, true); }
 
 /* ---- CF.EXISTS, CF.MEXISTS, CF.COUNT ---- */
 
-static bool check(cmd_ctx *c, bool multi) {
+static bool check(cmd_ctx *c, bool multi)
+{
     size_t n = (size_t)c->argc - 2;
     ks_ref ref;
     kv_entry *e;
     bool ok = open_read(c, &ref, false, &e);
     if (ok) {
-        if (multi) reply_array(&c->out, (long long)n);
-        if (e) pthread_mutex_lock(&e->obj->lock);
+        if (multi)
+            reply_array(&c->out, (long long)n);
+        if (e)
+            pthread_mutex_lock(&e->obj->lock);
         for (size_t i = 0; i < n; i++)
             reply_bool(&c->out, e && cf_exists(e->obj->v, c->argv[2 + i], c->argvlen[2 + i]));
-        if (e) pthread_mutex_unlock(&e->obj->lock);
+        if (e)
+            pthread_mutex_unlock(&e->obj->lock);
     }
     ks_close(&ref);
     return ok;
 }
 
-bool cfExistsCommand(cmd_ctx *c) {
+bool cfExistsCommand(cmd_ctx *c)
+{
     if (c->argc != 3) {
         reply_wrong_arity(&c->out, "cf.exists");
         return false;
@@ -302,7 +346,8 @@ bool cfExistsCommand(cmd_ctx *c) {
     return check(c, false);
 }
 
-bool cfMexistsCommand(cmd_ctx *c) {
+bool cfMexistsCommand(cmd_ctx *c)
+{
     if (c->argc < 3) {
         reply_wrong_arity(&c->out, "cf.mexists");
         return false;
@@ -310,7 +355,8 @@ bool cfMexistsCommand(cmd_ctx *c) {
     return check(c, true);
 }
 
-bool cfCountCommand(cmd_ctx *c) {
+bool cfCountCommand(cmd_ctx *c)
+{
     if (c->argc != 3) {
         reply_wrong_arity(&c->out, "cf.count");
         return false;
@@ -333,7 +379,8 @@ bool cfCountCommand(cmd_ctx *c) {
 
 /* ---- CF.DEL ---- */
 
-bool cfDelCommand(cmd_ctx *c) {
+bool cfDelCommand(cmd_ctx *c)
+{
     if (c->argc != 3) {
         reply_wrong_arity(&c->out, "cf.del");
         return false;
@@ -342,7 +389,7 @@ bool cfDelCommand(cmd_ctx *c) {
     kv_entry *e;
     bool ok = open_read(c, &ref, false, &e);
     if (ok && e == NULL) {
-        reply_error(&c->out, "Not found");   /* RedisBloom's, no ERR */
+        reply_error(&c->out, "Not found"); /* RedisBloom's, no ERR */
         ok = false;
     }
     if (e) {
@@ -363,7 +410,8 @@ bool cfDelCommand(cmd_ctx *c) {
 
 /* ---- CF.INFO ---- */
 
-bool cfInfoCommand(cmd_ctx *c) {
+bool cfInfoCommand(cmd_ctx *c)
+{
     if (c->argc != 2 && !(c->argc == 3 && arg_eq(c, 2, "all"))) {
         reply_wrong_arity(&c->out, "cf.info");
         return false;
@@ -376,16 +424,23 @@ bool cfInfoCommand(cmd_ctx *c) {
     }
     const cf_t *f = e->obj->v;
     pthread_mutex_lock(&e->obj->lock);
-    long long v[] = {(long long)cf_info_size(f), (long long)cf_nbuckets(f), (long long)cf_nfilters(f),
-                     (long long)cf_items(f), (long long)cf_deletes(f), (long long)cf_bucket_size(f),
-                     (long long)cf_expansion(f), (long long)cf_max_iterations(f),
+    long long v[] = {(long long)cf_info_size(f),        (long long)cf_nbuckets(f),
+                     (long long)cf_nfilters(f),         (long long)cf_items(f),
+                     (long long)cf_deletes(f),          (long long)cf_bucket_size(f),
+                     (long long)cf_expansion(f),        (long long)cf_max_iterations(f),
                      (long long)cf_fingerprint_bits(f), (long long)cf_bytes(f)};
     pthread_mutex_unlock(&e->obj->lock);
     ks_close(&ref);
-    static const char *names[] = {"Size", "Number of buckets", "Number of filters",
-                                  "Number of items inserted", "Number of items deleted",
-                                  "Bucket size", "Expansion rate", "Max iterations",
-                                  "Fingerprint bits", "Bytes"};
+    static const char *names[] = {"Size",
+                                  "Number of buckets",
+                                  "Number of filters",
+                                  "Number of items inserted",
+                                  "Number of items deleted",
+                                  "Bucket size",
+                                  "Expansion rate",
+                                  "Max iterations",
+                                  "Fingerprint bits",
+                                  "Bytes"};
     int n = c->argc == 3 ? 10 : 8;
     reply_map(&c->out, n);
     for (int i = 0; i < n; i++) {
@@ -397,7 +452,8 @@ bool cfInfoCommand(cmd_ctx *c) {
 
 /* ---- CF.SCANDUMP ---- */
 
-bool cfScandumpCommand(cmd_ctx *c) {
+bool cfScandumpCommand(cmd_ctx *c)
+{
     if (c->argc != 3) {
         reply_wrong_arity(&c->out, "cf.scandump");
         return false;
@@ -445,7 +501,8 @@ bool cfScandumpCommand(cmd_ctx *c) {
 
 /* ---- CF.LOADCHUNK ---- */
 
-bool cfLoadchunkCommand(cmd_ctx *c) {
+bool cfLoadchunkCommand(cmd_ctx *c)
+{
     if (c->argc != 4) {
         reply_wrong_arity(&c->out, "cf.loadchunk");
         return false;

@@ -11,7 +11,8 @@
 #include "log.h"
 #include "util.h"
 
-bool delCommand(cmd_ctx *c) {
+bool delCommand(cmd_ctx *c)
+{
     long long n = 0;
     for (int i = 1; i < c->argc; i++) {
         ks_ref ref;
@@ -26,18 +27,21 @@ bool delCommand(cmd_ctx *c) {
     return true;
 }
 
-bool existsCommand(cmd_ctx *c) {
+bool existsCommand(cmd_ctx *c)
+{
     long long n = 0;
     for (int i = 1; i < c->argc; i++) {
         ks_ref ref;
-        if (ks_open(&ref, c->argv[i], c->argvlen[i], false)) n++;
+        if (ks_open(&ref, c->argv[i], c->argvlen[i], false))
+            n++;
         ks_close(&ref);
     }
     reply_int(&c->out, n);
     return true;
 }
 
-bool typeCommand(cmd_ctx *c) {
+bool typeCommand(cmd_ctx *c)
+{
     ks_ref ref;
     kv_entry *e = ks_open(&ref, c->argv[1], c->argvlen[1], false);
     const char *t = e ? e->obj->type->type_reply : "none";
@@ -58,24 +62,29 @@ typedef struct key_filter {
     long long n;
 } key_filter;
 
-static void emit_key(void *ctx, const kv_entry *e) {
+static void emit_key(void *ctx, const kv_entry *e)
+{
     key_filter *f = ctx;
-    if (!f->all && !glob_match(f->pat, f->plen, e->key, e->klen, false)) return;
-    if (f->type && !str_eq_ci(f->type, f->tlen, e->obj->type->type_reply)) return;
+    if (!f->all && !glob_match(f->pat, f->plen, e->key, e->klen, false))
+        return;
+    if (f->type && !str_eq_ci(f->type, f->tlen, e->obj->type->type_reply))
+        return;
     reply_bulk(f->out, e->key, e->klen);
     f->n++;
 }
 
-bool keysCommand(cmd_ctx *c) {
-    key_filter f = {&c->out, c->argv[1], c->argvlen[1], c->argvlen[1] == 1 && c->argv[1][0] == '*', NULL,
-                    0, 0};
+bool keysCommand(cmd_ctx *c)
+{
+    key_filter f = {
+        &c->out, c->argv[1], c->argvlen[1], c->argvlen[1] == 1 && c->argv[1][0] == '*', NULL, 0, 0};
     size_t slot = reply_defer_len(&c->out);
     ks_foreach(emit_key, &f);
     reply_set_array_len(&c->out, slot, f.n);
     return true;
 }
 
-bool scanCommand(cmd_ctx *c) {
+bool scanCommand(cmd_ctx *c)
+{
     char tmp[32];
     if (c->argvlen[1] == 0 || c->argvlen[1] >= sizeof(tmp)) {
         reply_error(&c->out, "ERR invalid cursor");
@@ -97,7 +106,8 @@ bool scanCommand(cmd_ctx *c) {
             return false;
         }
         if (arg_eq(c, i, "count")) {
-            if (!arg_ll(c, i + 1, &count)) return false;
+            if (!arg_ll(c, i + 1, &count))
+                return false;
             if (count < 1) {
                 reply_syntax_error(c);
                 return false;
@@ -125,7 +135,8 @@ bool scanCommand(cmd_ctx *c) {
     reply_bulk_ll(&c->out, (long long)next);
     reply_array(&c->out, f.n);
     reply_raw(&c->out, keys.buf, keys.len);
-    if (keys.failed) c->out.failed = true;
+    if (keys.failed)
+        c->out.failed = true;
     reply_free(&keys);
     return true;
 }
@@ -135,16 +146,20 @@ typedef struct pick {
     size_t len;
 } pick;
 
-static void pick_first(void *ctx, const kv_entry *e) {
+static void pick_first(void *ctx, const kv_entry *e)
+{
     pick *p = ctx;
-    if (p->key) return;
+    if (p->key)
+        return;
     p->key = malloc(e->klen ? e->klen : 1);
-    if (p->key == NULL) return;
+    if (p->key == NULL)
+        return;
     memcpy(p->key, e->key, e->klen);
     p->len = e->klen;
 }
 
-bool randomkeyCommand(cmd_ctx *c) {
+bool randomkeyCommand(cmd_ctx *c)
+{
     if (ks_dbsize() == 0) {
         reply_null(&c->out);
         return true;
@@ -156,18 +171,22 @@ bool randomkeyCommand(cmd_ctx *c) {
     for (int guard = 0; p.key == NULL && guard < 1 << 20; guard++) {
         cursor = ks_scan(cursor, 1, pick_first, &p);
         if (cursor == 0 && p.key == NULL) {
-            if (ks_dbsize() == 0) break;
+            if (ks_dbsize() == 0)
+                break;
         }
     }
-    if (p.key) reply_bulk(&c->out, p.key, p.len);
-    else reply_null(&c->out);
+    if (p.key)
+        reply_bulk(&c->out, p.key, p.len);
+    else
+        reply_null(&c->out);
     free(p.key);
     return true;
 }
 
 /* ---- RENAME ---- */
 
-static bool rename_generic(cmd_ctx *c, bool nx) {
+static bool rename_generic(cmd_ctx *c, bool nx)
+{
     const char *keys[2] = {c->argv[1], c->argv[2]};
     size_t lens[2] = {c->argvlen[1], c->argvlen[2]};
     ks_multi m;
@@ -181,8 +200,10 @@ static bool rename_generic(cmd_ctx *c, bool nx) {
     }
     if (lens[0] == lens[1] && memcmp(keys[0], keys[1], lens[0]) == 0) {
         ks_unlock_many(&m);
-        if (nx) reply_int(&c->out, 0);
-        else reply_ok(&c->out);
+        if (nx)
+            reply_int(&c->out, 0);
+        else
+            reply_ok(&c->out);
         return true;
     }
     kv_entry *d = ks_find_locked(keys[1], lens[1], &dst, true);
@@ -191,7 +212,8 @@ static bool rename_generic(cmd_ctx *c, bool nx) {
         reply_int(&c->out, 0);
         return true;
     }
-    if (d) ks_remove(&dst);
+    if (d)
+        ks_remove(&dst);
     /* Move the value: the new entry adopts the object, then the old entry
      * is unlinked without freeing it. */
     kv_obj *obj = e->obj;
@@ -203,7 +225,8 @@ static bool rename_generic(cmd_ctx *c, bool nx) {
         reply_oom(c);
         return false;
     }
-    if (expire) ks_set_expire(&dst, expire);
+    if (expire)
+        ks_set_expire(&dst, expire);
     /* The old entry keeps an empty placeholder so removing it frees neither
      * the object nor its counted bytes. */
     e->obj = placeholder;
@@ -211,8 +234,10 @@ static bool rename_generic(cmd_ctx *c, bool nx) {
     ks_remove(&src);
     wal_log_rename(keys[0], lens[0], keys[1], lens[1]);
     ks_unlock_many(&m);
-    if (nx) reply_int(&c->out, 1);
-    else reply_ok(&c->out);
+    if (nx)
+        reply_int(&c->out, 1);
+    else
+        reply_ok(&c->out);
     return true;
 }
 
@@ -226,13 +251,18 @@ bool renamenxCommand(cmd_ctx *c) { return rename_generic(c, true); }
 #define EXP_GT 4
 #define EXP_LT 8
 
-static bool expire_generic(cmd_ctx *c, int64_t base_ms, int64_t unit_ms, const char *name) {
+static bool expire_generic(cmd_ctx *c, int64_t base_ms, int64_t unit_ms, const char *name)
+{
     int flags = 0;
     for (int i = 3; i < c->argc; i++) {
-        if (arg_eq(c, i, "nx")) flags |= EXP_NX;
-        else if (arg_eq(c, i, "xx")) flags |= EXP_XX;
-        else if (arg_eq(c, i, "gt")) flags |= EXP_GT;
-        else if (arg_eq(c, i, "lt")) flags |= EXP_LT;
+        if (arg_eq(c, i, "nx"))
+            flags |= EXP_NX;
+        else if (arg_eq(c, i, "xx"))
+            flags |= EXP_XX;
+        else if (arg_eq(c, i, "gt"))
+            flags |= EXP_GT;
+        else if (arg_eq(c, i, "lt"))
+            flags |= EXP_LT;
         else {
             reply_errorf(&c->out, "ERR Unsupported option %.*s",
                          (int)(c->argvlen[i] < 64 ? c->argvlen[i] : 64), c->argv[i]);
@@ -248,8 +278,10 @@ static bool expire_generic(cmd_ctx *c, int64_t base_ms, int64_t unit_ms, const c
         return false;
     }
     long long when;
-    if (!arg_ll(c, 2, &when)) return false;
-    if (when > LLONG_MAX / unit_ms || when < LLONG_MIN / unit_ms) goto invalid;
+    if (!arg_ll(c, 2, &when))
+        return false;
+    if (when > LLONG_MAX / unit_ms || when < LLONG_MIN / unit_ms)
+        goto invalid;
     when *= unit_ms;
     if ((when > 0 && base_ms > LLONG_MAX - when) || (when < 0 && base_ms < LLONG_MIN - when))
         goto invalid;
@@ -264,10 +296,14 @@ static bool expire_generic(cmd_ctx *c, int64_t base_ms, int64_t unit_ms, const c
     }
     int64_t cur = e->expire_ms;
     bool ok = true;
-    if ((flags & EXP_NX) && cur) ok = false;
-    if ((flags & EXP_XX) && !cur) ok = false;
-    if ((flags & EXP_GT) && (!cur || when <= cur)) ok = false;
-    if ((flags & EXP_LT) && cur && when >= cur) ok = false;
+    if ((flags & EXP_NX) && cur)
+        ok = false;
+    if ((flags & EXP_XX) && !cur)
+        ok = false;
+    if ((flags & EXP_GT) && (!cur || when <= cur))
+        ok = false;
+    if ((flags & EXP_LT) && cur && when >= cur)
+        ok = false;
     if (!ok) {
         ks_close(&ref);
         reply_int(&c->out, 0);
@@ -293,16 +329,21 @@ bool pexpireCommand(cmd_ctx *c) { return expire_generic(c, now_ms(), 1, "pexpire
 bool expireatCommand(cmd_ctx *c) { return expire_generic(c, 0, 1000, "expireat"); }
 bool pexpireatCommand(cmd_ctx *c) { return expire_generic(c, 0, 1, "pexpireat"); }
 
-static bool ttl_generic(cmd_ctx *c, bool ms, bool absolute) {
+static bool ttl_generic(cmd_ctx *c, bool ms, bool absolute)
+{
     ks_ref ref;
     kv_entry *e = ks_open(&ref, c->argv[1], c->argvlen[1], false);
     long long v;
-    if (e == NULL) v = -2;
-    else if (e->expire_ms == 0) v = -1;
-    else if (absolute) v = ms ? e->expire_ms : (e->expire_ms + 500) / 1000;
+    if (e == NULL)
+        v = -2;
+    else if (e->expire_ms == 0)
+        v = -1;
+    else if (absolute)
+        v = ms ? e->expire_ms : (e->expire_ms + 500) / 1000;
     else {
         long long left = e->expire_ms - now_ms();
-        if (left < 0) left = 0;
+        if (left < 0)
+            left = 0;
         v = ms ? left : (left + 500) / 1000;
     }
     ks_close(&ref);
@@ -315,7 +356,8 @@ bool pttlCommand(cmd_ctx *c) { return ttl_generic(c, true, false); }
 bool expiretimeCommand(cmd_ctx *c) { return ttl_generic(c, false, true); }
 bool pexpiretimeCommand(cmd_ctx *c) { return ttl_generic(c, true, true); }
 
-bool persistCommand(cmd_ctx *c) {
+bool persistCommand(cmd_ctx *c)
+{
     ks_ref ref;
     kv_entry *e = ks_open(&ref, c->argv[1], c->argvlen[1], true);
     long long v = 0;

@@ -10,7 +10,8 @@
 #include "persist.h"
 #include "snapshot.h"
 
-bool saveCommand(cmd_ctx *c) {
+bool saveCommand(cmd_ctx *c)
+{
     char err[256];
     if (snapshot_run(true, err, sizeof(err))) {
         reply_ok(&c->out);
@@ -20,7 +21,8 @@ bool saveCommand(cmd_ctx *c) {
     return false;
 }
 
-static bool background(cmd_ctx *c, const char *started) {
+static bool background(cmd_ctx *c, const char *started)
+{
     char err[256];
     if (snapshot_run(false, err, sizeof(err))) {
         reply_simple(&c->out, started);
@@ -30,7 +32,8 @@ static bool background(cmd_ctx *c, const char *started) {
     return false;
 }
 
-bool bgsaveCommand(cmd_ctx *c) {
+bool bgsaveCommand(cmd_ctx *c)
+{
     if (c->argc > 2 || (c->argc == 2 && !arg_eq(c, 1, "schedule"))) {
         reply_syntax_error(c);
         return false;
@@ -38,14 +41,15 @@ bool bgsaveCommand(cmd_ctx *c) {
     return background(c, "Background saving started");
 }
 
-bool bgrewriteaofCommand(cmd_ctx *c) {
+bool bgrewriteaofCommand(cmd_ctx *c)
+{
     return background(c, "Background append only file rewriting started");
 }
 
-bool lastsaveCommand(cmd_ctx *c) {
+bool lastsaveCommand(cmd_ctx *c)
+{
     snapshot_stats st;
     snapshot_get_stats(&st);
     reply_int(&c->out, st.last_save_s);
     return true;
 }
-

@@ -37,7 +37,8 @@
 /* A window reopened for its rotations. */
 static const ck_kind window_kind = {.types = {&window_type}, .not_found = "ERR not found"};
 
-static int64_t window_now(void) {
+static int64_t window_now(void)
+{
     return now_ms() + atomic_load_explicit(&cfg.debug_clock_offset_ms, memory_order_relaxed);
 }
 
@@ -46,15 +47,26 @@ typedef struct rot_ctx {
     size_t klen;
 } rot_ctx;
 
-static void log_rotation(void *ctx, int64_t start, bool early) {
+static void log_rotation(void *ctx, int64_t start, bool early)
+{
     rot_ctx *r = ctx;
     wal_log_win_rotate(r->key, r->klen, start, early);
 }
 
 /* ---- BF.RESERVE ... WINDOW ---- */
 
-enum { W_ERROR, W_CAPACITY, W_WINDOW, W_SLICES, W_LAYOUT, W_TTL, W_EXPANSION, W_NONSCALING,
-       W_COUNTING, W_N };
+enum {
+    W_ERROR,
+    W_CAPACITY,
+    W_WINDOW,
+    W_SLICES,
+    W_LAYOUT,
+    W_TTL,
+    W_EXPANSION,
+    W_NONSCALING,
+    W_COUNTING,
+    W_N
+};
 
 #define WINDOW_TEXT "ERR WINDOW must be a positive number of seconds"
 #define SLICES_TEXT "ERR SLICES must be in the range [1, 64]"
@@ -69,22 +81,36 @@ static const char *const blocked[] = {"blocked", NULL};
 static const opt_spec window_specs[W_N] = {
     [W_ERROR] = BF_RATE_SPEC,
     [W_CAPACITY] = BF_CAPACITY_SPEC,
-    [W_WINDOW] = {.name = "WINDOW", .kind = OPT_INT, .lo = 1, .hi = WIN_MAX_SECONDS,
-                  .bad = WINDOW_TEXT, .missing = WINDOW_TEXT, .once = true},
-    [W_SLICES] = {.name = "SLICES", .kind = OPT_INT, .lo = 1, .hi = WIN_MAX_SLICES,
-                  .bad = SLICES_TEXT, .missing = SLICES_TEXT, .once = true},
-    [W_LAYOUT] = {.name = "LAYOUT", .kind = OPT_CHOICE, .choices = blocked, .bad = BLOCKED_ONLY,
+    [W_WINDOW] = {.name = "WINDOW",
+                  .kind = OPT_INT,
+                  .lo = 1,
+                  .hi = WIN_MAX_SECONDS,
+                  .bad = WINDOW_TEXT,
+                  .missing = WINDOW_TEXT,
+                  .once = true},
+    [W_SLICES] = {.name = "SLICES",
+                  .kind = OPT_INT,
+                  .lo = 1,
+                  .hi = WIN_MAX_SLICES,
+                  .bad = SLICES_TEXT,
+                  .missing = SLICES_TEXT,
+                  .once = true},
+    [W_LAYOUT] = {.name = "LAYOUT",
+                  .kind = OPT_CHOICE,
+                  .choices = blocked,
+                  .bad = BLOCKED_ONLY,
                   .missing = BLOCKED_ONLY},
     [W_TTL] = BF_TTL_SPEC(0, BF_TTL_TEXT),
     [W_EXPANSION] = {.name = "EXPANSION", .kind = OPT_REFUSED, .bad = NO_SCALING},
     [W_NONSCALING] = {.name = "NONSCALING", .kind = OPT_REFUSED, .bad = NO_SCALING},
-    [W_COUNTING] = {.name = "COUNTING", .kind = OPT_REFUSED,
+    [W_COUNTING] = {.name = "COUNTING",
+                    .kind = OPT_REFUSED,
                     .bad = "ERR WINDOW filters cannot be COUNTING"},
 };
-static const opt_table window_first = {OPT_SEARCH, 4, window_specs, W_SLICES + 1, NULL, NULL,
-                                       false};
-static const opt_table window_options = {OPT_SEQUENCE, 4, window_specs + W_WINDOW,
-                                         W_N - W_WINDOW, NULL, NULL, false};
+static const opt_table window_first = {OPT_SEARCH, 4,    window_specs, W_SLICES + 1,
+                                       NULL,       NULL, false};
+static const opt_table window_options = {
+    OPT_SEQUENCE, 4, window_specs + W_WINDOW, W_N - W_WINDOW, NULL, NULL, false};
 
 typedef struct win_params {
     uint64_t capacity;
@@ -94,25 +120,30 @@ typedef struct win_params {
     int64_t start_ms;
 } win_params;
 
-static int build_window(kv_obj *o, const void *arg) {
+static int build_window(kv_obj *o, const void *arg)
+{
     const win_params *p = arg;
     win_t *w;
     int rc = win_create(&w, p->capacity, p->error, p->window_ms, p->slices, p->start_ms, NULL);
-    if (rc == BLOOMERY_OK) o->v = w;
+    if (rc == BLOOMERY_OK)
+        o->v = w;
     return rc;
 }
 
-static void log_window(const ks_ref *ref, const kv_entry *e, const void *arg) {
+static void log_window(const ks_ref *ref, const kv_entry *e, const void *arg)
+{
     const win_params *p = arg;
     wal_window ww = {p->capacity, p->error, p->window_ms, p->slices, p->start_ms, e->expire_ms};
     wal_log_win_create(ref->key, ref->klen, &ww);
 }
 
-bool window_requested(cmd_ctx *c) {
+bool window_requested(cmd_ctx *c)
+{
     return ck_arg_index(c, 4, "window") >= 0 || ck_arg_index(c, 4, "slices") >= 0;
 }
 
-bool window_reserve(cmd_ctx *c) {
+bool window_reserve(cmd_ctx *c)
+{
     if (ck_arg_index(c, 4, "window") < 0) {
         reply_error(&c->out, "ERR SLICES needs WINDOW");
         return false;
@@ -143,14 +174,17 @@ bool window_reserve(cmd_ctx *c) {
 
 /* ---- adds ---- */
 
-kv_entry *window_open_for_add(cmd_ctx *c, ks_ref *ref, kv_entry *e, int64_t *now) {
+kv_entry *window_open_for_add(cmd_ctx *c, ks_ref *ref, kv_entry *e, int64_t *now)
+{
     *now = window_now();
-    if (win_rotation_due(e->obj->v, *now, NULL) == WIN_DUE_NONE) return e;
+    if (win_rotation_due(e->obj->v, *now, NULL) == WIN_DUE_NONE)
+        return e;
     const char *key = ref->key;
     size_t klen = ref->klen;
     ks_close(ref);
     /* Deleted or replaced meanwhile: not found, or WRONGTYPE. */
-    if (!ck_open(c, ref, key, klen, &window_kind, CK_WRITE | CK_MUST_EXIST, &e)) return NULL;
+    if (!ck_open(c, ref, key, klen, &window_kind, CK_WRITE | CK_MUST_EXIST, &e))
+        return NULL;
     *now = window_now();
     rot_ctx rc = {key, klen};
     win_advance(e->obj->v, *now, log_rotation, &rc);
@@ -158,7 +192,8 @@ kv_entry *window_open_for_add(cmd_ctx *c, ks_ref *ref, kv_entry *e, int64_t *now
 }
 
 bool window_add_items(cmd_ctx *c, const char *key, size_t klen, kv_obj *o, int64_t now,
-                      const char **items, const size_t *lens, size_t n, bool multi) {
+                      const char **items, const size_t *lens, size_t n, bool multi)
+{
     uint8_t small[256];
     uint8_t *res = n <= 256 ? small : malloc(n);
     if (res == NULL) {
@@ -167,25 +202,31 @@ bool window_add_items(cmd_ctx *c, const char *key, size_t klen, kv_obj *o, int64
     }
     win_check_and_add_many(o->v, (const void *const *)items, lens, n, now, res);
     wal_log_win_add(key, klen, o->v, now, items, lens, n, res);
-    if (multi) reply_array(&c->out, (long long)n);
-    for (size_t i = 0; i < n; i++) reply_bool(&c->out, res[i]);
-    if (res != small) free(res);
+    if (multi)
+        reply_array(&c->out, (long long)n);
+    for (size_t i = 0; i < n; i++)
+        reply_bool(&c->out, res[i]);
+    if (res != small)
+        free(res);
     return true;
 }
 
-void window_check_items(cmd_ctx *c, kv_obj *o, const char **items, const size_t *lens, size_t n) {
+void window_check_items(cmd_ctx *c, kv_obj *o, const char **items, const size_t *lens, size_t n)
+{
     int64_t now = window_now();
     uint8_t res[256];
     for (size_t base = 0; base < n; base += 256) {
         size_t g = n - base < 256 ? n - base : 256;
         win_check_many(o->v, (const void *const *)(items + base), lens + base, g, now, res);
-        for (size_t i = 0; i < g; i++) reply_bool(&c->out, res[i]);
+        for (size_t i = 0; i < g; i++)
+            reply_bool(&c->out, res[i]);
     }
 }
 
 /* ---- BF.INFO, BF.CARD ---- */
 
-bool window_info(cmd_ctx *c, const kv_entry *e, bool card) {
+bool window_info(cmd_ctx *c, const kv_entry *e, bool card)
+{
     const win_t *w = e->obj->v;
     int64_t now = window_now();
     reply *r = &c->out;
@@ -203,7 +244,8 @@ bool window_info(cmd_ctx *c, const kv_entry *e, bool card) {
         static const char *fields[] = {"capacity", "size", "filters", "items", "expansion"};
         int f = -1;
         for (int i = 0; i < 5; i++)
-            if (arg_eq(c, 2, fields[i])) f = i;
+            if (arg_eq(c, 2, fields[i]))
+                f = i;
         if (f < 0) {
             reply_error(r, "Invalid information value");
             return false;
@@ -214,15 +256,19 @@ bool window_info(cmd_ctx *c, const kv_entry *e, bool card) {
         } else {
             reply_array(r, 1);
         }
-        if (vals[f] < 0) reply_null(r);
-        else reply_int(r, vals[f]);
+        if (vals[f] < 0)
+            reply_null(r);
+        else
+            reply_int(r, vals[f]);
         return true;
     }
     reply_map(r, all ? 16 : 5);
     for (int i = 0; i < 5; i++) {
         reply_simple(r, names[i]);
-        if (vals[i] < 0) reply_null(r);
-        else reply_int(r, vals[i]);
+        if (vals[i] < 0)
+            reply_null(r);
+        else
+            reply_int(r, vals[i]);
     }
     if (all) {
         long long ttl = -1;
@@ -246,7 +292,8 @@ bool window_info(cmd_ctx *c, const kv_entry *e, bool card) {
         reply_int(r, (long long)win_slice_start(w, 0));
         reply_simple(r, "Slice items");
         reply_array(r, (long long)s + 1);
-        for (unsigned i = 0; i <= s; i++) reply_int(r, (long long)win_slice_count(w, i));
+        for (unsigned i = 0; i <= s; i++)
+            reply_int(r, (long long)win_slice_count(w, i));
         reply_simple(r, "Rotations");
         reply_int(r, (long long)win_rotations(w));
         reply_simple(r, "Early rotations");
@@ -266,28 +313,33 @@ typedef struct due_keys {
     int64_t now;
 } due_keys;
 
-static void collect_due(void *ctx, const kv_entry *e) {
+static void collect_due(void *ctx, const kv_entry *e)
+{
     due_keys *d = ctx;
     if (e->obj->type != &window_type || win_rotation_due(e->obj->v, d->now, NULL) == WIN_DUE_NONE)
         return;
     if (d->n == d->cap) {
         size_t cap = d->cap ? d->cap * 2 : 16;
         char **k = realloc(d->keys, cap * sizeof(*k));
-        if (k == NULL) return;
+        if (k == NULL)
+            return;
         d->keys = k;
         size_t *l = realloc(d->lens, cap * sizeof(*l));
-        if (l == NULL) return;
+        if (l == NULL)
+            return;
         d->lens = l;
         d->cap = cap;
     }
     char *copy = malloc(e->klen ? e->klen : 1);
-    if (copy == NULL) return;
+    if (copy == NULL)
+        return;
     memcpy(copy, e->key, e->klen);
     d->keys[d->n] = copy;
     d->lens[d->n++] = e->klen;
 }
 
-void window_cron(int64_t budget_us) {
+void window_cron(int64_t budget_us)
+{
     static uint64_t cursor;
     int64_t t0 = mono_us();
     due_keys d = {0};

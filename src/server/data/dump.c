@@ -19,7 +19,8 @@ void dump_reply_chunk(reply *r, const bloomery_image *img, uint64_t i)
     uint8_t *dst = (uint8_t *)r->buf + r->len;
     memcpy(dst, data, len);
     uint64_t sum = bloomery_image_chunk_checksum(img, i, dst, len);
-    for (int k = 0; k < 8; k++) dst[len + (size_t)k] = (uint8_t)(sum >> (8 * k));
+    for (int k = 0; k < 8; k++)
+        dst[len + (size_t)k] = (uint8_t)(sum >> (8 * k));
     dst[len + 8] = '\r';
     dst[len + 9] = '\n';
     r->len += len + 10;
@@ -42,13 +43,16 @@ size_t dump_classic_link_at(const sbf_t *f, uint64_t off, uint64_t *link_start)
 
 uint64_t dump_load_limit(void)
 {
-    uint64_t max = ks_mem_limit((uint64_t)atomic_load_explicit(&cfg.maxmemory, memory_order_relaxed)), used = ks_used_memory();
-    if (max == 0) return 0;
+    uint64_t max =
+                 ks_mem_limit((uint64_t)atomic_load_explicit(&cfg.maxmemory, memory_order_relaxed)),
+             used = ks_used_memory();
+    if (max == 0)
+        return 0;
     return max > used ? max - used : 1;
 }
 
-kv_obj *dump_open(const uint8_t *buf, size_t len, const value_type *loading, const bloomery_type *types,
-                  size_t ntypes, int *rc)
+kv_obj *dump_open(const uint8_t *buf, size_t len, const value_type *loading,
+                  const bloomery_type *types, size_t ntypes, int *rc)
 {
     bloomery_loader *l = NULL;
     size_t used;
@@ -58,13 +62,15 @@ kv_obj *dump_open(const uint8_t *buf, size_t len, const value_type *loading, con
         type_ok |= bloomery_loader_type(l) == types[i];
     /* An image of another type is refused at its header, not after its
      * last chunk. */
-    if (*rc == BLOOMERY_OK && (used != len || !type_ok)) *rc = BLOOMERY_ETYPE;
+    if (*rc == BLOOMERY_OK && (used != len || !type_ok))
+        *rc = BLOOMERY_ETYPE;
     if (*rc != BLOOMERY_OK) {
-        bloomery_loader_free(l);   /* handed out even on failure */
+        bloomery_loader_free(l); /* handed out even on failure */
         return NULL;
     }
     uint64_t n = bloomery_loader_nchunks(l), bytes = 0;
-    for (uint64_t i = 0; i < n; i++) bytes += bloomery_loader_chunk_len(l, i);
+    for (uint64_t i = 0; i < n; i++)
+        bytes += bloomery_loader_chunk_len(l, i);
     kv_obj *o = kv_obj_new(loading, l);
     if (o == NULL) {
         bloomery_loader_free(l);
@@ -86,18 +92,23 @@ int dump_load_chunk(kv_obj *o, uint64_t i, const uint8_t *data, size_t len, bloo
 {
     bloomery_loader *l = o->v;
     done->u.any = NULL;
-    if (i >= bloomery_loader_nchunks(l) || len < 8) return BLOOMERY_ECORRUPT;
+    if (i >= bloomery_loader_nchunks(l) || len < 8)
+        return BLOOMERY_ECORRUPT;
     uint64_t sum = 0;
-    for (int k = 0; k < 8; k++) sum |= (uint64_t)data[len - 8 + (size_t)k] << (8 * k);
+    for (int k = 0; k < 8; k++)
+        sum |= (uint64_t)data[len - 8 + (size_t)k] << (8 * k);
     int rc = bloomery_loader_chunk(l, i, data, len - 8, sum);
-    if (rc != BLOOMERY_OK) return rc;
+    if (rc != BLOOMERY_OK)
+        return rc;
     if (!o->chunk_seen[i]) {
         o->chunk_seen[i] = 1;
         o->chunks_loaded++;
     }
-    if (o->chunks_loaded < bloomery_loader_nchunks(l)) return BLOOMERY_OK;
+    if (o->chunks_loaded < bloomery_loader_nchunks(l))
+        return BLOOMERY_OK;
     rc = bloomery_loader_finish(l, done);
-    if (rc != BLOOMERY_OK) return rc;
+    if (rc != BLOOMERY_OK)
+        return rc;
     bloomery_loader_free(l);
     free(o->chunk_seen);
     o->chunk_seen = NULL;

@@ -31,8 +31,8 @@ uint64_t dump_load_limit(void);
 /* A header for a missing key: a loading object of type `loading` whose image
  * must be one of the `n` types in `types`. NULL when the header is refused;
  * *rc says why (BLOOMERY_ENOMEM / BLOOMERY_ETOOBIG for memory). */
-kv_obj *dump_open(const uint8_t *buf, size_t len, const value_type *loading, const bloomery_type *types,
-                  size_t ntypes, int *rc);
+kv_obj *dump_open(const uint8_t *buf, size_t len, const value_type *loading,
+                  const bloomery_type *types, size_t ntypes, int *rc);
 
 /* Chunk i (bytes plus checksum) into a loading object. Returns BLOOMERY_OK
  * and, once every chunk has arrived, fills *done with the loaded object

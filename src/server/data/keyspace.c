@@ -28,7 +28,8 @@ static bool expiry_paused;
 
 #define INITIAL_BUCKETS 4
 
-void ks_init(void) {
+void ks_init(void)
+{
     pthread_rwlockattr_t attr;
     pthread_rwlockattr_init(&attr);
     /* Writers (creation, DEL, EXPIRE) must not starve behind a constant
@@ -38,20 +39,23 @@ void ks_init(void) {
         ks_stripe *st = &stripes[i];
         pthread_rwlock_init(&st->lock, &attr);
         st->buckets = calloc(INITIAL_BUCKETS, sizeof(kv_entry *));
-        if (st->buckets == NULL) abort();
+        if (st->buckets == NULL)
+            abort();
         st->mask = INITIAL_BUCKETS - 1;
         st->count = st->expires = st->expire_cursor = 0;
     }
     pthread_rwlockattr_destroy(&attr);
 }
 
-static void free_entry(kv_entry *e) {
+static void free_entry(kv_entry *e)
+{
     ks_mem_add(-(int64_t)(ks_entry_overhead(e->klen) + kv_obj_bytes(e->obj)));
     kv_obj_free(e->obj);
     free(e);
 }
 
-void ks_shutdown(void) {
+void ks_shutdown(void)
+{
     ks_flush();
     for (unsigned i = 0; i < KS_STRIPES; i++) {
         free(stripes[i].buckets);
@@ -62,34 +66,38 @@ void ks_shutdown(void) {
 
 uint64_t ks_hash(const char *key, size_t klen) { return XXH3_64bits(key, klen); }
 
-uint64_t ks_entry_overhead(size_t klen) {
-    return sizeof(kv_entry) + klen + sizeof(kv_obj);
-}
+uint64_t ks_entry_overhead(size_t klen) { return sizeof(kv_entry) + klen + sizeof(kv_obj); }
 
-bool ks_entry_expired(const kv_entry *e, int64_t now) {
+bool ks_entry_expired(const kv_entry *e, int64_t now)
+{
     return e->expire_ms != 0 && e->expire_ms <= now && !expiry_paused;
 }
 
 void ks_pause_expiry(bool paused) { expiry_paused = paused; }
 
-static kv_entry **find_slot(ks_stripe *st, uint64_t hash, const char *key, size_t klen) {
+static kv_entry **find_slot(ks_stripe *st, uint64_t hash, const char *key, size_t klen)
+{
     kv_entry **pp = &st->buckets[(hash >> KS_STRIPE_BITS) & st->mask];
     for (; *pp; pp = &(*pp)->next) {
         kv_entry *e = *pp;
-        if (e->hash == hash && e->klen == klen && memcmp(e->key, key, klen) == 0) return pp;
+        if (e->hash == hash && e->klen == klen && memcmp(e->key, key, klen) == 0)
+            return pp;
     }
     return pp;
 }
 
-static void unlink_slot(ks_stripe *st, kv_entry **pp) {
+static void unlink_slot(ks_stripe *st, kv_entry **pp)
+{
     kv_entry *e = *pp;
     *pp = e->next;
     st->count--;
-    if (e->expire_ms) st->expires--;
+    if (e->expire_ms)
+        st->expires--;
     free_entry(e);
 }
 
-kv_entry *ks_open(ks_ref *ref, const char *key, size_t klen, bool write) {
+kv_entry *ks_open(ks_ref *ref, const char *key, size_t klen, bool write)
+{
     ref->hash = ks_hash(key, klen);
     ref->st = &stripes[ref->hash & (KS_STRIPES - 1)];
     ref->write = write;
@@ -112,15 +120,19 @@ kv_entry *ks_open(ks_ref *ref, const char *key, size_t klen, bool write) {
     return e;
 }
 
-void ks_close(ks_ref *ref) {
-    if (ref->st) pthread_rwlock_unlock(&ref->st->lock);
+void ks_close(ks_ref *ref)
+{
+    if (ref->st)
+        pthread_rwlock_unlock(&ref->st->lock);
     ref->st = NULL;
 }
 
-static void grow(ks_stripe *st) {
+static void grow(ks_stripe *st)
+{
     uint64_t nb = (st->mask + 1) * 2;
     kv_entry **b = calloc(nb, sizeof(*b));
-    if (b == NULL) return;   /* keep the old table: longer chains, still correct */
+    if (b == NULL)
+        return; /* keep the old table: longer chains, still correct */
     for (uint64_t i = 0; i <= st->mask; i++) {
         kv_entry *e = st->buckets[i];
         while (e) {
@@ -136,9 +148,11 @@ static void grow(ks_stripe *st) {
     st->mask = nb - 1;
 }
 
-kv_entry *ks_add(ks_ref *ref, kv_obj *obj) {
+kv_entry *ks_add(ks_ref *ref, kv_obj *obj)
+{
     kv_entry *e = malloc(sizeof(*e) + ref->klen + 1);
-    if (e == NULL) return NULL;
+    if (e == NULL)
+        return NULL;
     e->hash = ref->hash;
     e->expire_ms = 0;
     e->obj = obj;
@@ -146,7 +160,8 @@ kv_entry *ks_add(ks_ref *ref, kv_obj *obj) {
     memcpy(e->key, ref->key, ref->klen);
     e->key[ref->klen] = '\0';
     ks_stripe *st = ref->st;
-    if (st->count >= st->mask + 1) grow(st);
+    if (st->count >= st->mask + 1)
+        grow(st);
     kv_entry **pp = &st->buckets[(e->hash >> KS_STRIPE_BITS) & st->mask];
     e->next = *pp;
     *pp = e;
@@ -158,35 +173,45 @@ kv_entry *ks_add(ks_ref *ref, kv_obj *obj) {
     return e;
 }
 
-void ks_remove(ks_ref *ref) {
+void ks_remove(ks_ref *ref)
+{
     kv_entry **pp = find_slot(ref->st, ref->hash, ref->key, ref->klen);
-    if (*pp) unlink_slot(ref->st, pp);
+    if (*pp)
+        unlink_slot(ref->st, pp);
     ref->e = NULL;
 }
 
-void ks_set_expire(ks_ref *ref, int64_t when_ms) {
+void ks_set_expire(ks_ref *ref, int64_t when_ms)
+{
     kv_entry *e = ref->e;
-    if (e->expire_ms && !when_ms) ref->st->expires--;
-    if (!e->expire_ms && when_ms) ref->st->expires++;
+    if (e->expire_ms && !when_ms)
+        ref->st->expires--;
+    if (!e->expire_ms && when_ms)
+        ref->st->expires++;
     e->expire_ms = when_ms;
 }
 
 /* ---- several keys ---- */
 
-static int cmp_unsigned(const void *a, const void *b) {
+static int cmp_unsigned(const void *a, const void *b)
+{
     unsigned x = *(const unsigned *)a, y = *(const unsigned *)b;
     return x < y ? -1 : x > y;
 }
 
-void ks_lock_many(ks_multi *m, const char *const *keys, const size_t *lens, size_t n, bool write) {
+void ks_lock_many(ks_multi *m, const char *const *keys, const size_t *lens, size_t n, bool write)
+{
     m->write = write;
     m->stripes = n <= 8 ? m->small : malloc(n * sizeof(unsigned));
-    if (m->stripes == NULL) abort();
-    for (size_t i = 0; i < n; i++) m->stripes[i] = ks_hash(keys[i], lens[i]) & (KS_STRIPES - 1);
+    if (m->stripes == NULL)
+        abort();
+    for (size_t i = 0; i < n; i++)
+        m->stripes[i] = ks_hash(keys[i], lens[i]) & (KS_STRIPES - 1);
     qsort(m->stripes, n, sizeof(unsigned), cmp_unsigned);
     unsigned k = 0;
     for (size_t i = 0; i < n; i++)
-        if (k == 0 || m->stripes[k - 1] != m->stripes[i]) m->stripes[k++] = m->stripes[i];
+        if (k == 0 || m->stripes[k - 1] != m->stripes[i])
+            m->stripes[k++] = m->stripes[i];
     m->nstripes = k;
     for (unsigned i = 0; i < k; i++) {
         if (write)
@@ -196,14 +221,18 @@ void ks_lock_many(ks_multi *m, const char *const *keys, const size_t *lens, size
     }
 }
 
-void ks_unlock_many(ks_multi *m) {
-    for (unsigned i = m->nstripes; i-- > 0;) pthread_rwlock_unlock(&stripes[m->stripes[i]].lock);
-    if (m->stripes != m->small) free(m->stripes);
+void ks_unlock_many(ks_multi *m)
+{
+    for (unsigned i = m->nstripes; i-- > 0;)
+        pthread_rwlock_unlock(&stripes[m->stripes[i]].lock);
+    if (m->stripes != m->small)
+        free(m->stripes);
     m->stripes = NULL;
     m->nstripes = 0;
 }
 
-kv_entry *ks_find_locked(const char *key, size_t klen, ks_ref *ref, bool write) {
+kv_entry *ks_find_locked(const char *key, size_t klen, ks_ref *ref, bool write)
+{
     ref->hash = ks_hash(key, klen);
     ref->st = &stripes[ref->hash & (KS_STRIPES - 1)];
     ref->write = write;
@@ -224,9 +253,11 @@ kv_entry *ks_find_locked(const char *key, size_t klen, ks_ref *ref, bool write) 
 
 /* ---- objects ---- */
 
-kv_obj *kv_obj_new(const value_type *type, void *value) {
+kv_obj *kv_obj_new(const value_type *type, void *value)
+{
     kv_obj *o = calloc(1, sizeof(*o));
-    if (o == NULL) return NULL;
+    if (o == NULL)
+        return NULL;
     o->type = type;
     o->v = value;
     pthread_mutex_init(&o->lock, NULL);
@@ -236,20 +267,26 @@ kv_obj *kv_obj_new(const value_type *type, void *value) {
 
 void kv_obj_retain(kv_obj *o) { atomic_fetch_add(&o->refs, 1); }
 
-void kv_obj_free(kv_obj *o) {
-    if (o == NULL || atomic_fetch_sub(&o->refs, 1) != 1) return;
-    if (o->v) o->type->free_value(o->v);
+void kv_obj_free(kv_obj *o)
+{
+    if (o == NULL || atomic_fetch_sub(&o->refs, 1) != 1)
+        return;
+    if (o->v)
+        o->type->free_value(o->v);
     free(o->chunk_seen);
     free(o->restore_lsns);
     pthread_mutex_destroy(&o->lock);
     free(o);
 }
 
-bool ks_replace(const void *key, size_t klen, kv_obj *o, int64_t expire_ms) {
+bool ks_replace(const void *key, size_t klen, kv_obj *o, int64_t expire_ms)
+{
     ks_ref ref;
-    if (ks_open(&ref, key, klen, true)) ks_remove(&ref);
+    if (ks_open(&ref, key, klen, true))
+        ks_remove(&ref);
     kv_entry *e = ks_add(&ref, o);
-    if (e && expire_ms) ks_set_expire(&ref, expire_ms);
+    if (e && expire_ms)
+        ks_set_expire(&ref, expire_ms);
     ks_close(&ref);
     if (e == NULL) {
         ks_mem_add(-(int64_t)kv_obj_bytes(o));
@@ -258,14 +295,16 @@ bool ks_replace(const void *key, size_t klen, kv_obj *o, int64_t expire_ms) {
     return e != NULL;
 }
 
-void kv_obj_note_restore(kv_obj *o, uint64_t lsn) {
+void kv_obj_note_restore(kv_obj *o, uint64_t lsn)
+{
     if (o->type->snap_kind != SNAP_KIND_RESTORE) {
         free(o->restore_lsns);
         o->restore_lsns = NULL;
         o->nrestore = o->restore_cap = 0;
         return;
     }
-    if (lsn == 0 || o->restore_lost) return;   /* no log: nothing to replay */
+    if (lsn == 0 || o->restore_lost)
+        return; /* no log: nothing to replay */
     if (o->nrestore == o->restore_cap) {
         size_t cap = o->restore_cap ? o->restore_cap * 2 : 16;
         uint64_t *p = realloc(o->restore_lsns, cap * sizeof(*p));
@@ -281,16 +320,18 @@ void kv_obj_note_restore(kv_obj *o, uint64_t lsn) {
     o->restore_lsns[o->nrestore++] = lsn;
 }
 
-bool kv_obj_may_grow(void *ctx, uint64_t bytes) {
+bool kv_obj_may_grow(void *ctx, uint64_t bytes)
+{
     kv_obj *o = ctx;
-    if (!ks_mem_try_reserve(bytes, (uint64_t)atomic_load_explicit(&cfg.maxmemory,
-                                                                  memory_order_relaxed)))
+    if (!ks_mem_try_reserve(bytes,
+                            (uint64_t)atomic_load_explicit(&cfg.maxmemory, memory_order_relaxed)))
         return false;
     atomic_fetch_add_explicit(&o->value_bytes, bytes, memory_order_relaxed);
     return true;
 }
 
-uint64_t kv_obj_bytes(const kv_obj *o) {
+uint64_t kv_obj_bytes(const kv_obj *o)
+{
     return atomic_load_explicit(&o->value_bytes, memory_order_relaxed);
 }
 
@@ -298,22 +339,26 @@ uint64_t kv_obj_bytes(const kv_obj *o) {
 
 uint64_t ks_used_memory(void) { return atomic_load_explicit(&used_memory, memory_order_relaxed); }
 
-void ks_mem_add(int64_t delta) {
+void ks_mem_add(int64_t delta)
+{
     atomic_fetch_add_explicit(&used_memory, (uint64_t)delta, memory_order_relaxed);
 }
 
 /* A cgroup limit file's value; UINT64_MAX for "max", a missing file or
  * anything else. */
-static uint64_t read_limit(const char *path) {
+static uint64_t read_limit(const char *path)
+{
     FILE *f = fopen(path, "re");
-    if (f == NULL) return UINT64_MAX;
+    if (f == NULL)
+        return UINT64_MAX;
     char buf[64];
     uint64_t v = UINT64_MAX;
     if (fgets(buf, sizeof(buf), f) && buf[0] >= '0' && buf[0] <= '9') {
         char *end;
         errno = 0;
         unsigned long long x = strtoull(buf, &end, 10);
-        if (errno == 0 && (*end == '\n' || *end == '\0')) v = x;
+        if (errno == 0 && (*end == '\n' || *end == '\0'))
+            v = x;
     }
     fclose(f);
     return v;
@@ -324,17 +369,21 @@ static uint64_t read_limit(const char *path) {
  * Levels missing in this mount namespace are skipped (a container without a
  * cgroup namespace sees its host's path but has its own group mounted as the
  * root, which is read last). */
-static uint64_t cgroup_limit(const char *mount, const char *rel, const char *file) {
+static uint64_t cgroup_limit(const char *mount, const char *rel, const char *file)
+{
     char dir[2048], path[4096];
     snprintf(dir, sizeof(dir), "%s", rel[0] == '/' ? rel : "/");
     uint64_t lim = UINT64_MAX;
     for (;;) {
         size_t n = strlen(dir);
-        while (n > 1 && dir[n - 1] == '/') dir[--n] = '\0';
+        while (n > 1 && dir[n - 1] == '/')
+            dir[--n] = '\0';
         snprintf(path, sizeof(path), "%s%s/%s", mount, n > 1 ? dir : "", file);
         uint64_t v = read_limit(path);
-        if (v < lim) lim = v;
-        if (n <= 1) return lim;
+        if (v < lim)
+            lim = v;
+        if (n <= 1)
+            return lim;
         char *slash = strrchr(dir, '/');
         slash[slash == dir ? 1 : 0] = '\0';
     }
@@ -343,7 +392,8 @@ static uint64_t cgroup_limit(const char *mount, const char *rel, const char *fil
 static uint64_t machine_memory;
 static pthread_once_t machine_memory_once = PTHREAD_ONCE_INIT;
 
-static void find_machine_memory(void) {
+static void find_machine_memory(void)
+{
     long pages = sysconf(_SC_PHYS_PAGES), psize = sysconf(_SC_PAGESIZE);
     uint64_t lim = pages > 0 && psize > 0 ? (uint64_t)pages * (uint64_t)psize : UINT64_MAX;
     /* "0::/path" is the process's cgroup v2 group; "N:a,memory,b:/path" its
@@ -355,7 +405,8 @@ static void find_machine_memory(void) {
     while (f && fgets(line, sizeof(line), f)) {
         line[strcspn(line, "\n")] = '\0';
         char *c1 = strchr(line, ':'), *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
-        if (c2 == NULL) continue;
+        if (c2 == NULL)
+            continue;
         *c1 = *c2 = '\0';
         const char *ctrls = c1 + 1, *rel = c2 + 1;
         uint64_t v = UINT64_MAX;
@@ -368,32 +419,41 @@ static void find_machine_memory(void) {
             if (strstr(list, ",memory,"))
                 v = cgroup_limit("/sys/fs/cgroup/memory", rel, "memory.limit_in_bytes");
         }
-        if (v < lim) lim = v;
+        if (v < lim)
+            lim = v;
     }
-    if (f) fclose(f);
+    if (f)
+        fclose(f);
     if (!v2) {
         uint64_t v = read_limit("/sys/fs/cgroup/memory.max");
-        if (v < lim) lim = v;
+        if (v < lim)
+            lim = v;
     }
     machine_memory = lim;
 }
 
-uint64_t ks_machine_memory(void) {
+uint64_t ks_machine_memory(void)
+{
     pthread_once(&machine_memory_once, find_machine_memory);
     return machine_memory;
 }
 
-uint64_t ks_mem_limit(uint64_t maxmemory) {
-    if (maxmemory) return maxmemory;
-    if (persist_replaying) return 0;
+uint64_t ks_mem_limit(uint64_t maxmemory)
+{
+    if (maxmemory)
+        return maxmemory;
+    if (persist_replaying)
+        return 0;
     return ks_machine_memory();
 }
 
-bool ks_mem_try_reserve(uint64_t bytes, uint64_t maxmemory) {
+bool ks_mem_try_reserve(uint64_t bytes, uint64_t maxmemory)
+{
     uint64_t limit = ks_mem_limit(maxmemory);
     uint64_t cur = atomic_load_explicit(&used_memory, memory_order_relaxed);
     for (;;) {
-        if (limit && (cur + bytes > limit || cur + bytes < cur)) return false;
+        if (limit && (cur + bytes > limit || cur + bytes < cur))
+            return false;
         if (atomic_compare_exchange_weak_explicit(&used_memory, &cur, cur + bytes,
                                                   memory_order_relaxed, memory_order_relaxed))
             return true;
@@ -402,7 +462,8 @@ bool ks_mem_try_reserve(uint64_t bytes, uint64_t maxmemory) {
 
 /* ---- counters and iteration ---- */
 
-uint64_t ks_dbsize(void) {
+uint64_t ks_dbsize(void)
+{
     uint64_t n = 0;
     for (unsigned i = 0; i < KS_STRIPES; i++) {
         pthread_rwlock_rdlock(&stripes[i].lock);
@@ -412,7 +473,8 @@ uint64_t ks_dbsize(void) {
     return n;
 }
 
-uint64_t ks_expires_count(void) {
+uint64_t ks_expires_count(void)
+{
     uint64_t n = 0;
     for (unsigned i = 0; i < KS_STRIPES; i++) {
         pthread_rwlock_rdlock(&stripes[i].lock);
@@ -422,7 +484,8 @@ uint64_t ks_expires_count(void) {
     return n;
 }
 
-static uint64_t rev64(uint64_t v) {
+static uint64_t rev64(uint64_t v)
+{
     v = ((v >> 1) & 0x5555555555555555ULL) | ((v & 0x5555555555555555ULL) << 1);
     v = ((v >> 2) & 0x3333333333333333ULL) | ((v & 0x3333333333333333ULL) << 2);
     v = ((v >> 4) & 0x0F0F0F0F0F0F0F0FULL) | ((v & 0x0F0F0F0F0F0F0F0FULL) << 4);
@@ -430,19 +493,23 @@ static uint64_t rev64(uint64_t v) {
 }
 
 static void visit_bucket(ks_stripe *st, uint64_t b, int64_t now, ks_visit_fn fn, void *ctx,
-                         uint64_t *emitted) {
+                         uint64_t *emitted)
+{
     for (kv_entry *e = st->buckets[b]; e; e = e->next) {
         (*emitted)++;
-        if (!ks_entry_expired(e, now)) fn(ctx, e);
+        if (!ks_entry_expired(e, now))
+            fn(ctx, e);
     }
 }
 
-uint64_t ks_scan(uint64_t cursor, uint64_t count, ks_visit_fn fn, void *ctx) {
+uint64_t ks_scan(uint64_t cursor, uint64_t count, ks_visit_fn fn, void *ctx)
+{
     unsigned s = (unsigned)(cursor & (KS_STRIPES - 1));
     uint64_t v = cursor >> KS_STRIPE_BITS;
     uint64_t emitted = 0, visited = 0;
     int64_t now = now_ms();
-    if (count == 0) count = 1;
+    if (count == 0)
+        count = 1;
     for (;;) {
         ks_stripe *st = &stripes[s];
         pthread_rwlock_rdlock(&st->lock);
@@ -458,25 +525,29 @@ uint64_t ks_scan(uint64_t cursor, uint64_t count, ks_visit_fn fn, void *ctx) {
         } while (v != 0 && emitted < count && visited < count * 10 + 1000);
         pthread_rwlock_unlock(&st->lock);
         if (v == 0) {
-            if (++s == KS_STRIPES) return 0;
+            if (++s == KS_STRIPES)
+                return 0;
         }
         if (emitted >= count || visited >= count * 10 + 1000)
             return (v << KS_STRIPE_BITS) | s;
     }
 }
 
-void ks_foreach(ks_visit_fn fn, void *ctx) {
+void ks_foreach(ks_visit_fn fn, void *ctx)
+{
     int64_t now = now_ms();
     for (unsigned s = 0; s < KS_STRIPES; s++) {
         ks_stripe *st = &stripes[s];
         pthread_rwlock_rdlock(&st->lock);
         uint64_t dummy = 0;
-        for (uint64_t b = 0; b <= st->mask; b++) visit_bucket(st, b, now, fn, ctx, &dummy);
+        for (uint64_t b = 0; b <= st->mask; b++)
+            visit_bucket(st, b, now, fn, ctx, &dummy);
         pthread_rwlock_unlock(&st->lock);
     }
 }
 
-static uint64_t flush_stripe(ks_stripe *st) {
+static uint64_t flush_stripe(ks_stripe *st)
+{
     uint64_t n = 0;
     for (uint64_t b = 0; b <= st->mask; b++) {
         kv_entry *e = st->buckets[b];
@@ -492,7 +563,8 @@ static uint64_t flush_stripe(ks_stripe *st) {
     return n;
 }
 
-uint64_t ks_flush(void) {
+uint64_t ks_flush(void)
+{
     uint64_t n = 0;
     for (unsigned s = 0; s < KS_STRIPES; s++) {
         ks_stripe *st = &stripes[s];
@@ -503,29 +575,38 @@ uint64_t ks_flush(void) {
     return n;
 }
 
-void ks_lock_all(void) {
-    for (unsigned s = 0; s < KS_STRIPES; s++) pthread_rwlock_wrlock(&stripes[s].lock);
+void ks_lock_all(void)
+{
+    for (unsigned s = 0; s < KS_STRIPES; s++)
+        pthread_rwlock_wrlock(&stripes[s].lock);
 }
 
-void ks_unlock_all(void) {
-    for (unsigned s = KS_STRIPES; s-- > 0;) pthread_rwlock_unlock(&stripes[s].lock);
+void ks_unlock_all(void)
+{
+    for (unsigned s = KS_STRIPES; s-- > 0;)
+        pthread_rwlock_unlock(&stripes[s].lock);
 }
 
-uint64_t ks_flush_locked(void) {
+uint64_t ks_flush_locked(void)
+{
     uint64_t n = 0;
-    for (unsigned s = 0; s < KS_STRIPES; s++) n += flush_stripe(&stripes[s]);
+    for (unsigned s = 0; s < KS_STRIPES; s++)
+        n += flush_stripe(&stripes[s]);
     return n;
 }
 
-void ks_foreach_locked(ks_visit_fn fn, void *ctx) {
+void ks_foreach_locked(ks_visit_fn fn, void *ctx)
+{
     for (unsigned s = 0; s < KS_STRIPES; s++) {
         ks_stripe *st = &stripes[s];
         for (uint64_t b = 0; b <= st->mask; b++)
-            for (kv_entry *e = st->buckets[b]; e; e = e->next) fn(ctx, e);
+            for (kv_entry *e = st->buckets[b]; e; e = e->next)
+                fn(ctx, e);
     }
 }
 
-uint64_t ks_drop_expired(void) {
+uint64_t ks_drop_expired(void)
+{
     int64_t now = now_ms();
     uint64_t removed = 0;
     for (unsigned s = 0; s < KS_STRIPES; s++) {
@@ -547,7 +628,8 @@ uint64_t ks_drop_expired(void) {
     return removed;
 }
 
-uint64_t ks_active_expire(int64_t budget_us) {
+uint64_t ks_active_expire(int64_t budget_us)
+{
     int64_t start = mono_us();
     uint64_t removed = 0;
     for (unsigned i = 0; i < KS_STRIPES; i++) {
@@ -555,7 +637,8 @@ uint64_t ks_active_expire(int64_t budget_us) {
                      (KS_STRIPES - 1);
         ks_stripe *st = &stripes[s];
         /* Racy peek: a stripe without expiring keys is not worth a lock. */
-        if (__atomic_load_n(&st->expires, __ATOMIC_RELAXED) == 0) continue;
+        if (__atomic_load_n(&st->expires, __ATOMIC_RELAXED) == 0)
+            continue;
         pthread_rwlock_wrlock(&st->lock);
         int64_t now = now_ms();
         uint64_t nb = st->mask + 1, steps = nb < 64 ? nb : 64;
@@ -572,7 +655,8 @@ uint64_t ks_active_expire(int64_t budget_us) {
             }
         }
         pthread_rwlock_unlock(&st->lock);
-        if (mono_us() - start > budget_us) break;
+        if (mono_us() - start > budget_us)
+            break;
     }
     atomic_fetch_add_explicit(&ks_stat_expired, removed, memory_order_relaxed);
     return removed;

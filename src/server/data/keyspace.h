@@ -30,8 +30,8 @@
 #define KS_STRIPES (1u << KS_STRIPE_BITS)
 
 typedef struct kv_obj {
-    const value_type *type;   /* types.h: everything type-specific */
-    void *v;                  /* the library object (sbf_t, cf_t, ...) */
+    const value_type *type; /* types.h: everything type-specific */
+    void *v;                /* the library object (sbf_t, cf_t, ...) */
     /* Values whose type is not safe for concurrent readers (type->locked):
      * readers hold the stripe's shared lock, so they serialize on this. */
     pthread_mutex_t lock;
@@ -39,13 +39,13 @@ typedef struct kv_obj {
      * them (filter growth adds from the library's may_allocate callback),
      * subtracted when the entry is freed. */
     _Atomic uint64_t value_bytes;
-    uint64_t chunks_loaded;   /* loading: chunks received so far */
-    uint8_t *chunk_seen;      /* loading: one flag per chunk */
+    uint64_t chunks_loaded; /* loading: chunks received so far */
+    uint8_t *chunk_seen;    /* loading: one flag per chunk */
     /* Loading: the LSNs of the log records of the restore so far, which a
      * snapshot taken meanwhile lists so that recovery replays them. */
     uint64_t *restore_lsns;
     size_t nrestore, restore_cap;
-    bool restore_lost;        /* a LSN could not be kept (out of memory) */
+    bool restore_lost; /* a LSN could not be kept (out of memory) */
     /* Owners: the entry, plus a snapshot being written (kv_obj_retain);
      * kv_obj_free drops one and frees at zero. */
     _Atomic unsigned refs;
@@ -54,7 +54,7 @@ typedef struct kv_obj {
 typedef struct kv_entry {
     struct kv_entry *next;
     uint64_t hash;
-    int64_t expire_ms;        /* 0: no expiry; changed only under the write lock */
+    int64_t expire_ms; /* 0: no expiry; changed only under the write lock */
     kv_obj *obj;
     size_t klen;
     char key[];
@@ -63,10 +63,10 @@ typedef struct kv_entry {
 typedef struct ks_stripe {
     pthread_rwlock_t lock;
     kv_entry **buckets;
-    uint64_t mask;            /* buckets - 1 */
+    uint64_t mask; /* buckets - 1 */
     uint64_t count;
-    uint64_t expires;         /* entries with an expiry */
-    uint64_t expire_cursor;   /* active expiry resumes here */
+    uint64_t expires;       /* entries with an expiry */
+    uint64_t expire_cursor; /* active expiry resumes here */
     char pad[64];
 } ks_stripe;
 
@@ -81,7 +81,7 @@ typedef struct ks_ref {
 } ks_ref;
 
 void ks_init(void);
-void ks_shutdown(void);   /* frees everything */
+void ks_shutdown(void); /* frees everything */
 
 uint64_t ks_hash(const char *key, size_t klen);
 
@@ -121,7 +121,7 @@ kv_entry *ks_find_locked(const char *key, size_t klen, ks_ref *ref, bool write);
 kv_obj *kv_obj_new(const value_type *type, void *value);
 void kv_obj_free(kv_obj *o);
 void kv_obj_retain(kv_obj *o);
-uint64_t kv_obj_bytes(const kv_obj *o);   /* value bytes counted in used memory */
+uint64_t kv_obj_bytes(const kv_obj *o); /* value bytes counted in used memory */
 /* The libraries' may_allocate hook for growing values (ctx: the kv_obj):
  * reserves bytes within the memory limit and counts them on the object. */
 bool kv_obj_may_grow(void *ctx, uint64_t bytes);

@@ -31,7 +31,6 @@
 #include "keyspace.h"
 #include "wal_format.h"
 
-
 enum { FSYNC_ALWAYS = 0, FSYNC_EVERYSEC = 1, FSYNC_NO = 2 };
 
 /* ---- wal.c ---- */
@@ -109,8 +108,7 @@ uint64_t wal_log_loadchunk(const char *key, size_t klen, long long iter, const v
  * logs cf_hash values and the sub-filter limit it applied. */
 void wal_log_win_create(const char *key, size_t klen, const wal_window *w);
 void wal_log_win_add(const char *key, size_t klen, const win_t *w, int64_t now_ms,
-                     const char *const *items, const size_t *lens, size_t n,
-                     const uint8_t *isnew);
+                     const char *const *items, const size_t *lens, size_t n, const uint8_t *isnew);
 void wal_log_win_rotate(const char *key, size_t klen, int64_t start_ms, bool early);
 void wal_log_cf_create(const char *key, size_t klen, const wal_cuckoo *c);
 void wal_log_cf_op(const char *key, size_t klen, uint8_t op, uint32_t max_filters,

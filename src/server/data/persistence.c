@@ -16,17 +16,21 @@ _Atomic int persist_shutdown_save;
 
 #define RETRY_AFTER_FAILURE_MS 5000
 
-bool persist_start(const char *dir, char *err, size_t errlen) {
+bool persist_start(const char *dir, char *err, size_t errlen)
+{
     uint64_t next = 1;
     snapshot_init(dir);
-    if (!recovery_run(dir, &next, err, errlen)) return false;
-    if (atomic_load(&cfg.appendonly)) return wal_open(dir, next, err, errlen);
+    if (!recovery_run(dir, &next, err, errlen))
+        return false;
+    if (atomic_load(&cfg.appendonly))
+        return wal_open(dir, next, err, errlen);
     wal_set_next_lsn(dir, next);
     return true;
 }
 
 /* The configured schedule: pairs "<seconds> <changes>". */
-static size_t save_points(long long *secs, long long *changes, size_t max) {
+static size_t save_points(long long *secs, long long *changes, size_t max)
+{
     char *s = config_get_str("save");
     size_t n = 0;
     char *save = NULL;
@@ -43,7 +47,8 @@ static size_t save_points(long long *secs, long long *changes, size_t max) {
     return n;
 }
 
-void persist_stop(void) {
+void persist_stop(void)
+{
     snapshot_shutdown();
     long long secs[16], changes[16];
     int mode = atomic_load(&persist_shutdown_save);
@@ -56,12 +61,15 @@ void persist_stop(void) {
     wal_close();
 }
 
-void persist_cron(void) {
+void persist_cron(void)
+{
     snapshot_stats st;
     snapshot_get_stats(&st);
-    if (st.in_progress) return;
+    if (st.in_progress)
+        return;
     int64_t now = now_ms();
-    if (!st.last_ok && now - st.last_attempt_ms < RETRY_AFTER_FAILURE_MS) return;
+    if (!st.last_ok && now - st.last_attempt_ms < RETRY_AFTER_FAILURE_MS)
+        return;
     long long secs[16], changes[16];
     size_t n = save_points(secs, changes, 16);
     uint64_t dirty = atomic_load(&persist_dirty);
@@ -76,7 +84,8 @@ void persist_cron(void) {
     }
 }
 
-void persist_info(char *out, size_t outlen) {
+void persist_info(char *out, size_t outlen)
+{
     snapshot_stats st;
     wal_stats ws;
     snapshot_get_stats(&st);

@@ -55,7 +55,7 @@ typedef struct load_job {
     const char *index_path;
     const snap_index *ix;
     load_key *keys;
-    uint64_t *work;          /* entry of each chunk, in index order */
+    uint64_t *work; /* entry of each chunk, in index order */
     _Atomic uint64_t next;
     _Atomic bool failed;
     pthread_mutex_t lock;
@@ -63,7 +63,8 @@ typedef struct load_job {
 } load_job;
 
 static void job_fail(load_job *j, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void job_fail(load_job *j, const char *fmt, ...) {
+static void job_fail(load_job *j, const char *fmt, ...)
+{
     pthread_mutex_lock(&j->lock);
     if (!atomic_load(&j->failed)) {
         va_list ap;
@@ -93,36 +94,44 @@ static struct {
     size_t *klens, nkeys;
 } restores;
 
-static void restores_free(void) {
-    for (size_t i = 0; i < restores.nkeys; i++) free(restores.keys[i]);
+static void restores_free(void)
+{
+    for (size_t i = 0; i < restores.nkeys; i++)
+        free(restores.keys[i]);
     free(restores.keys);
     free(restores.klens);
     free(restores.recs);
     memset(&restores, 0, sizeof(restores));
 }
 
-static int cmp_rec(const void *a, const void *b) {
+static int cmp_rec(const void *a, const void *b)
+{
     uint64_t x = ((const restore_rec *)a)->lsn, y = ((const restore_rec *)b)->lsn;
     return x < y ? -1 : x > y;
 }
 
-static bool note_restores(const snap_index *ix) {
+static bool note_restores(const snap_index *ix)
+{
     size_t nrec = 0, nkeys = 0;
     for (uint64_t k = 0; k < ix->nkeys; k++)
         if (ix->entries[k].kind == SNAP_KIND_RESTORE) {
             nkeys++;
             nrec += snap_restore_count(&ix->entries[k]);
         }
-    if (nkeys == 0) return true;
+    if (nkeys == 0)
+        return true;
     restores.recs = malloc(nrec * sizeof(restore_rec));
     restores.keys = calloc(nkeys, sizeof(char *));
     restores.klens = calloc(nkeys, sizeof(size_t));
-    if (!restores.recs || !restores.keys || !restores.klens) return false;
+    if (!restores.recs || !restores.keys || !restores.klens)
+        return false;
     for (uint64_t k = 0; k < ix->nkeys; k++) {
         const snap_entry *e = &ix->entries[k];
-        if (e->kind != SNAP_KIND_RESTORE) continue;
+        if (e->kind != SNAP_KIND_RESTORE)
+            continue;
         size_t id = restores.nkeys;
-        if ((restores.keys[id] = malloc(e->klen ? e->klen : 1)) == NULL) return false;
+        if ((restores.keys[id] = malloc(e->klen ? e->klen : 1)) == NULL)
+            return false;
         memcpy(restores.keys[id], e->key, e->klen);
         restores.klens[id] = e->klen;
         restores.nkeys++;
@@ -135,31 +144,38 @@ static bool note_restores(const snap_index *ix) {
 
 /* A record below the snapshot's start: replayed when it loads a restore
  * that was still in progress, onto the key that restore loads now. */
-static void replay_restore_record(void *ctx, const wal_record *rec, const wal_op *op) {
+static void replay_restore_record(void *ctx, const wal_record *rec, const wal_op *op)
+{
     (void)ctx;
     restore_rec want = {rec->lsn, 0};
     restore_rec *r = bsearch(&want, restores.recs, restores.n, sizeof(restore_rec), cmp_rec);
-    if (r == NULL) return;
+    if (r == NULL)
+        return;
     wal_op moved = *op;
     moved.key = (const uint8_t *)restores.keys[r->key];
     moved.klen = restores.klens[r->key];
     replay_apply(rec, &moved);
 }
 
-static bool open_entry(load_job *j, uint64_t k) {
-    if (j->ix->entries[k].kind == SNAP_KIND_RESTORE) return true;   /* no image: see above */
+static bool open_entry(load_job *j, uint64_t k)
+{
+    if (j->ix->entries[k].kind == SNAP_KIND_RESTORE)
+        return true; /* no image: see above */
     char err[1024];
     j->keys[k].l = datadir_open_entry(j->index_path, &j->ix->entries[k], err, sizeof(err));
-    if (j->keys[k].l == NULL) job_fail(j, "%s", err);
+    if (j->keys[k].l == NULL)
+        job_fail(j, "%s", err);
     return j->keys[k].l != NULL;
 }
 
-static void *load_thread(void *arg) {
+static void *load_thread(void *arg)
+{
     load_job *j = arg;
     char err[1024];
     for (;;) {
         uint64_t w = atomic_fetch_add(&j->next, 1);
-        if (w >= j->ix->nchunks || atomic_load(&j->failed)) break;
+        if (w >= j->ix->nchunks || atomic_load(&j->failed))
+            break;
         uint64_t k = j->work[w];
         const snap_entry *e = &j->ix->entries[k];
         uint64_t i = (uint64_t)(&j->ix->chunks[w] - e->chunks);
@@ -173,7 +189,8 @@ static void *load_thread(void *arg) {
 }
 
 /* Finish key k's object and insert it. */
-static bool install_entry(load_job *j, uint64_t k) {
+static bool install_entry(load_job *j, uint64_t k)
+{
     const snap_entry *e = &j->ix->entries[k];
     bloomery_loader *l = j->keys[k].l;
     bloomery_object obj = {0};
@@ -195,7 +212,8 @@ static bool install_entry(load_job *j, uint64_t k) {
     ks_ref ref;
     bool dup = ks_open(&ref, (const char *)e->key, e->klen, true) != NULL;
     kv_entry *ne = dup ? NULL : ks_add(&ref, o);
-    if (ne && e->expire_ms) ks_set_expire(&ref, e->expire_ms);
+    if (ne && e->expire_ms)
+        ks_set_expire(&ref, e->expire_ms);
     ks_close(&ref);
     if (ne == NULL) {
         ks_mem_add(-(int64_t)bytes);
@@ -210,11 +228,13 @@ static bool install_entry(load_job *j, uint64_t k) {
 #define LOAD_THREADS 2
 
 static bool load_snapshot(const char *dir, uint64_t *start_lsn, uint64_t *from_lsn, bool *found,
-                          char *err, size_t errlen) {
+                          char *err, size_t errlen)
+{
     datadir_snapshot snap;
     int rc = datadir_snapshot_open(dir, &snap, err, errlen);
     *found = rc > 0;
-    if (rc <= 0) return rc == 0;
+    if (rc <= 0)
+        return rc == 0;
     const snap_index *ix = &snap.ix;
     const char *path = snap.path;
     int64_t t0 = mono_us();
@@ -222,23 +242,30 @@ static bool load_snapshot(const char *dir, uint64_t *start_lsn, uint64_t *from_l
     pthread_mutex_init(&j.lock, NULL);
     j.keys = calloc(ix->nkeys ? ix->nkeys : 1, sizeof(load_key));
     j.work = malloc((ix->nchunks ? ix->nchunks : 1) * sizeof(uint64_t));
-    if (j.keys == NULL || j.work == NULL) job_fail(&j, "out of memory loading %s", path);
+    if (j.keys == NULL || j.work == NULL)
+        job_fail(&j, "out of memory loading %s", path);
     for (uint64_t k = 0, w = 0; k < ix->nkeys && !atomic_load(&j.failed); k++) {
         pthread_mutex_init(&j.keys[k].lock, NULL);
-        for (uint64_t i = 0; i < ix->entries[k].nchunks; i++) j.work[w++] = k;
+        for (uint64_t i = 0; i < ix->entries[k].nchunks; i++)
+            j.work[w++] = k;
         open_entry(&j, k);
     }
     if (!atomic_load(&j.failed)) {
         pthread_t th[LOAD_THREADS];
         int started = 0;
         for (int i = 0; i < LOAD_THREADS; i++)
-            if (pthread_create(&th[i], NULL, load_thread, &j) == 0) started++;
-        if (started == 0) load_thread(&j);
-        for (int i = 0; i < started; i++) pthread_join(th[i], NULL);
+            if (pthread_create(&th[i], NULL, load_thread, &j) == 0)
+                started++;
+        if (started == 0)
+            load_thread(&j);
+        for (int i = 0; i < started; i++)
+            pthread_join(th[i], NULL);
     }
     for (uint64_t k = 0; k < ix->nkeys && j.keys; k++) {
-        if (j.keys[k].l == NULL) continue;
-        if (!atomic_load(&j.failed)) install_entry(&j, k);
+        if (j.keys[k].l == NULL)
+            continue;
+        if (!atomic_load(&j.failed))
+            install_entry(&j, k);
         bloomery_loader_free(j.keys[k].l);
         pthread_mutex_destroy(&j.keys[k].lock);
     }
@@ -269,52 +296,68 @@ static bool load_snapshot(const char *dir, uint64_t *start_lsn, uint64_t *from_l
 static uint64_t torn_tails;
 static char torn_last[DATADIR_PATH_MAX + 32];
 
-void recovery_torn_tails(uint64_t *n, const char **last) {
+void recovery_torn_tails(uint64_t *n, const char **last)
+{
     *n = torn_tails;
     *last = torn_last;
 }
 
-static void replay_record(void *ctx, const wal_record *rec, const wal_op *op) {
+static void replay_record(void *ctx, const wal_record *rec, const wal_op *op)
+{
     (void)ctx;
     replay_apply(rec, op);
 }
 
 static bool replay_log(const char *dir, uint64_t start, uint64_t from, bool have_snapshot,
-                       uint64_t *next_lsn, char *err, size_t errlen) {
-    datadir_log lg = {.start = start, .from = from, .have_snapshot = have_snapshot,
-                      .keep_torn = true, .fn = replay_record, .below = replay_restore_record};
+                       uint64_t *next_lsn, char *err, size_t errlen)
+{
+    datadir_log lg = {.start = start,
+                      .from = from,
+                      .have_snapshot = have_snapshot,
+                      .keep_torn = true,
+                      .fn = replay_record,
+                      .below = replay_restore_record};
     int64_t t0 = mono_us();
     bool ok = datadir_scan_log(dir, &lg, err, errlen);
     if (lg.torn && (ok || lg.torn_kept[0])) {
         if (lg.torn_kept[0])
-            server_log(LOG_WARNING, "%s: offset %zu: %s; torn tail of %zu bytes kept aside in %s "
-                       "and cut off the log", lg.torn_file, lg.torn_off, lg.torn_why, lg.torn_len,
-                       lg.torn_kept);
+            server_log(LOG_WARNING,
+                       "%s: offset %zu: %s; torn tail of %zu bytes kept aside in %s "
+                       "and cut off the log",
+                       lg.torn_file, lg.torn_off, lg.torn_why, lg.torn_len, lg.torn_kept);
         else
-            server_log(LOG_WARNING, "%s: offset %zu: %s; torn tail of 0 bytes: the empty file "
-                       "was removed", lg.torn_file, lg.torn_off, lg.torn_why);
+            server_log(LOG_WARNING,
+                       "%s: offset %zu: %s; torn tail of 0 bytes: the empty file "
+                       "was removed",
+                       lg.torn_file, lg.torn_off, lg.torn_why);
         torn_tails++;
         snprintf(torn_last, sizeof(torn_last), "%s", lg.torn_kept);
     }
-    if (!ok) return false;
+    if (!ok)
+        return false;
     if (!lg.have_last && lg.files)
-        server_log(LOG_NOTICE, "%s/log/LAST does not exist (a data directory from an older "
-                   "version); the next log file creates it", dir);
+        server_log(LOG_NOTICE,
+                   "%s/log/LAST does not exist (a data directory from an older "
+                   "version); the next log file creates it",
+                   dir);
     *next_lsn = lg.next_lsn;
     if (lg.applied || lg.passed)
-        server_log(LOG_NOTICE, "Replayed %" PRIu64 " log records (LSN %" PRIu64 "..%" PRIu64
-                   ") in %.3f s%s", lg.applied, start, *next_lsn - 1,
-                   (double)(mono_us() - t0) / 1e6, replay_skipped() ? ", some skipped" : "");
+        server_log(LOG_NOTICE,
+                   "Replayed %" PRIu64 " log records (LSN %" PRIu64 "..%" PRIu64 ") in %.3f s%s",
+                   lg.applied, start, *next_lsn - 1, (double)(mono_us() - t0) / 1e6,
+                   replay_skipped() ? ", some skipped" : "");
     return true;
 }
 
-static bool make_dir(const char *dir, const char *sub) {
+static bool make_dir(const char *dir, const char *sub)
+{
     char path[4200];
     snprintf(path, sizeof(path), "%s/%s", dir, sub);
     return mkdir(path, 0755) == 0 || errno == EEXIST;
 }
 
-bool recovery_run(const char *dir, uint64_t *next_lsn, char *err, size_t errlen) {
+bool recovery_run(const char *dir, uint64_t *next_lsn, char *err, size_t errlen)
+{
     if (!make_dir(dir, "log") || !make_dir(dir, "snapshots") || !make_dir(dir, "chunks")) {
         snprintf(err, errlen, "%s: can't create the data directories: %s", dir, strerror(errno));
         return false;
@@ -337,6 +380,7 @@ bool recovery_run(const char *dir, uint64_t *next_lsn, char *err, size_t errlen)
         return false;
     }
     uint64_t dropped = ks_drop_expired();
-    if (dropped) server_log(LOG_NOTICE, "%" PRIu64 " keys expired while the server was down", dropped);
+    if (dropped)
+        server_log(LOG_NOTICE, "%" PRIu64 " keys expired while the server was down", dropped);
     return true;
 }

@@ -30,7 +30,8 @@
 
 static uint64_t skipped;
 
-static void skip(const wal_record *rec, const char *why) {
+static void skip(const wal_record *rec, const char *why)
+{
     if (skipped++ < 20)
         server_log(LOG_WARNING, "Replay: %s record LSN %" PRIu64 " skipped: %s",
                    wal_type_name(rec->type), rec->lsn, why);
@@ -38,24 +39,30 @@ static void skip(const wal_record *rec, const char *why) {
 
 uint64_t replay_skipped(void) { return skipped; }
 
-static void drop_key(const uint8_t *key, size_t klen) {
+static void drop_key(const uint8_t *key, size_t klen)
+{
     ks_ref ref;
-    if (ks_open(&ref, (const char *)key, klen, true)) ks_remove(&ref);
+    if (ks_open(&ref, (const char *)key, klen, true))
+        ks_remove(&ref);
     ks_close(&ref);
 }
 
-static void apply_rename(const wal_op *op) {
+static void apply_rename(const wal_op *op)
+{
     const char *keys[2] = {(const char *)op->key, (const char *)op->key2};
     size_t lens[2] = {op->klen, op->klen2};
-    if (lens[0] == lens[1] && memcmp(keys[0], keys[1], lens[0]) == 0) return;
+    if (lens[0] == lens[1] && memcmp(keys[0], keys[1], lens[0]) == 0)
+        return;
     ks_multi m;
     ks_lock_many(&m, keys, lens, 2, true);
     ks_ref src, dst;
     kv_entry *e = ks_find_locked(keys[0], lens[0], &src, true);
-    if (ks_find_locked(keys[1], lens[1], &dst, true)) ks_remove(&dst);
+    if (ks_find_locked(keys[1], lens[1], &dst, true))
+        ks_remove(&dst);
     kv_obj *placeholder = e ? kv_obj_new(&hll_type, NULL) : NULL;
     if (e && placeholder && ks_add(&dst, e->obj)) {
-        if (e->expire_ms) ks_set_expire(&dst, e->expire_ms);
+        if (e->expire_ms)
+            ks_set_expire(&dst, e->expire_ms);
         /* As RENAME does: the old entry keeps an empty object. */
         e->obj = placeholder;
         src.e = e;
@@ -66,18 +73,22 @@ static void apply_rename(const wal_op *op) {
     ks_unlock_many(&m);
 }
 
-void replay_apply(const wal_record *rec, const wal_op *op) {
+void replay_apply(const wal_record *rec, const wal_op *op)
+{
     switch (op->type) {
     case WAL_DEL: {
         size_t cur = 0, klen;
         const uint8_t *key;
-        while (wal_op_next_key(op, &cur, &key, &klen)) drop_key(key, klen);
+        while (wal_op_next_key(op, &cur, &key, &klen))
+            drop_key(key, klen);
         return;
     }
     case WAL_EXPIRE: {
         ks_ref ref;
-        if (ks_open(&ref, (const char *)op->key, op->klen, true)) ks_set_expire(&ref, op->when_ms);
-        else skip(rec, "key is missing");
+        if (ks_open(&ref, (const char *)op->key, op->klen, true))
+            ks_set_expire(&ref, op->when_ms);
+        else
+            skip(rec, "key is missing");
         ks_close(&ref);
         return;
     }
@@ -88,5 +99,6 @@ void replay_apply(const wal_record *rec, const wal_op *op) {
      * type replays them. */
     const value_type *t = type_by_record(op->type);
     const char *why = t ? t->replay(op) : "no type replays this record";
-    if (why) skip(rec, why);
+    if (why)
+        skip(rec, why);
 }

@@ -7,19 +7,23 @@
 #include "dump.h"
 
 /* A RedisBloom header: build the classic chain at once (zeroed links). */
-static kv_obj *load_rb_header(const uint8_t *buf, size_t len) {
+static kv_obj *load_rb_header(const uint8_t *buf, size_t len)
+{
     uint64_t lim = dump_load_limit();
     cbf_rb_header h;
-    if (cbf_rb_header_decode(buf, len, lim ? lim : UINT64_MAX, &h) != BLOOMERY_OK) return NULL;
+    if (cbf_rb_header_decode(buf, len, lim ? lim : UINT64_MAX, &h) != BLOOMERY_OK)
+        return NULL;
     void *small[8];
     void **links = h.nfilters <= 8 ? small : calloc(h.nfilters, sizeof(void *));
     kv_obj *o = NULL;
     uint32_t made = 0;
     uint64_t bytes = 0;
-    if (links == NULL) goto done;
+    if (links == NULL)
+        goto done;
     for (; made < h.nfilters; made++) {
         cbf_t *l;
-        if (cbf_create_shape(&l, &h.links[made].shape) != BLOOMERY_OK) goto done;
+        if (cbf_create_shape(&l, &h.links[made].shape) != BLOOMERY_OK)
+            goto done;
         cbf_set_count(l, h.links[made].items);
         links[made] = l;
         bytes += cbf_bytes(l);
@@ -29,13 +33,14 @@ static kv_obj *load_rb_header(const uint8_t *buf, size_t len) {
     uint32_t expansion = scaling ? h.growth : 0;
     /* A scaling chain's first link was built at half the requested rate. */
     double error = scaling ? s0->error_rate * 2 : s0->error_rate;
-    if (error >= 1) error = s0->error_rate;
+    if (error >= 1)
+        error = s0->error_rate;
     sbf_t *f;
     if (expansion > SBF_MAX_EXPANSION ||
-        sbf_assemble(&f, BLOOMERY_LAYOUT_CLASSIC, s0->capacity, error, expansion, 0, links,
-                     made) != BLOOMERY_OK)
+        sbf_assemble(&f, BLOOMERY_LAYOUT_CLASSIC, s0->capacity, error, expansion, 0, links, made) !=
+            BLOOMERY_OK)
         goto done;
-    made = 0;   /* the chain owns the links now */
+    made = 0; /* the chain owns the links now */
     o = kv_obj_new(&bloom_type, f);
     if (o == NULL) {
         sbf_free(f);
@@ -45,15 +50,19 @@ static kv_obj *load_rb_header(const uint8_t *buf, size_t len) {
     atomic_store(&o->value_bytes, bytes);
     ks_mem_add((int64_t)bytes);
 done:
-    for (uint32_t i = 0; i < made; i++) cbf_free(links[i]);
-    if (links && links != small) free(links);
+    for (uint32_t i = 0; i < made; i++)
+        cbf_free(links[i]);
+    if (links && links != small)
+        free(links);
     cbf_rb_header_release(&h);
     return o;
 }
 
 /* Insert a value built from a header under the missing key. */
-static value_status add_header(ks_ref *ref, kv_obj *o) {
-    if (ks_add(ref, o) != NULL) return VS_OK;
+static value_status add_header(ks_ref *ref, kv_obj *o)
+{
+    if (ks_add(ref, o) != NULL)
+        return VS_OK;
     ks_mem_add(-(int64_t)kv_obj_bytes(o));
     kv_obj_free(o);
     return VS_OOM;
@@ -62,15 +71,17 @@ static value_status add_header(ks_ref *ref, kv_obj *o) {
 /* An image chunk into a loading object; the last one turns it into its
  * final type (t, or the counting filter for a counting image). */
 static value_status load_image_chunk(kv_obj *o, uint64_t i, const uint8_t *data, size_t len,
-                                     const char **detail) {
+                                     const char **detail)
+{
     bloomery_object obj;
     if (dump_load_chunk(o, i, data, len, &obj) != BLOOMERY_OK) {
-        if (detail) *detail = bloomery_loader_error(o->v);
+        if (detail)
+            *detail = bloomery_loader_error(o->v);
         return VS_BAD_CHUNK;
     }
     if (obj.u.any != NULL) {
         /* The header's type was checked by dump_open. */
-        o->type = obj.type == BLOOMERY_TYPE_CUCKOO    ? &cuckoo_type
+        o->type = obj.type == BLOOMERY_TYPE_CUCKOO     ? &cuckoo_type
                   : obj.type == BLOOMERY_TYPE_COUNTING ? &counting_type
                                                        : &bloom_type;
         o->v = obj.u.any;
@@ -82,10 +93,12 @@ static value_status load_image_chunk(kv_obj *o, uint64_t i, const uint8_t *data,
     return VS_OK;
 }
 
-static value_status load_classic_chunk(sbf_t *f, long long iter, const uint8_t *data, size_t len) {
+static value_status load_classic_chunk(sbf_t *f, long long iter, const uint8_t *data, size_t len)
+{
     /* RedisBloom's checks, in its order: an iterator equal to the length
      * points before the first byte, which no link holds. */
-    if (iter < 1 || (uint64_t)iter < len) return VS_BAD_CHUNK;
+    if (iter < 1 || (uint64_t)iter < len)
+        return VS_BAD_CHUNK;
     uint64_t start = 0;
     size_t li = sbf_nlinks(f);
     uint64_t off = 0;
@@ -93,26 +106,32 @@ static value_status load_classic_chunk(sbf_t *f, long long iter, const uint8_t *
         off = (uint64_t)iter - len - 1;
         li = dump_classic_link_at(f, off, &start);
     }
-    if (li == sbf_nlinks(f)) return VS_BAD_OFFSET;
+    if (li == sbf_nlinks(f))
+        return VS_BAD_OFFSET;
     cbf_t *l = sbf_link_classic(f, li);
-    if (off - start + len > cbf_bytes(l)) return VS_TOO_BIG;
+    if (off - start + len > cbf_bytes(l))
+        return VS_TOO_BIG;
     /* The stripe is write-locked: no reader sees a half-copied chunk. */
     memcpy(cbf_data_mut(l) + (off - start), data, len);
     return VS_OK;
 }
 
 value_status restore_bf_chunk(ks_ref *ref, kv_entry *e, long long iter, const uint8_t *data,
-                              size_t len, const char **detail) {
+                              size_t len, const char **detail)
+{
     *detail = NULL;
     if (e == NULL) {
-        if (iter != 1) return VS_NOT_FOUND;
+        if (iter != 1)
+            return VS_NOT_FOUND;
         /* The image format starts with its own magic; else RedisBloom's.
          * Only filters load here: blocked chains and counting filters. */
         static const bloomery_type types[] = {BLOOMERY_TYPE_SCALABLE, BLOOMERY_TYPE_COUNTING};
         int rc;
         kv_obj *o = dump_open(data, len, &bf_loading_type, types, 2, &rc);
-        if (o == NULL) o = load_rb_header(data, len);
-        if (o == NULL) return VS_BAD_HEADER;
+        if (o == NULL)
+            o = load_rb_header(data, len);
+        if (o == NULL)
+            return VS_BAD_HEADER;
         return add_header(ref, o);
     }
     kv_obj *o = e->obj;
@@ -121,14 +140,17 @@ value_status restore_bf_chunk(ks_ref *ref, kv_entry *e, long long iter, const ui
     if (o->type == &bloom_type && sbf_layout(o->v) == BLOOMERY_LAYOUT_CLASSIC)
         return load_classic_chunk(o->v, iter, data, len);
     /* A complete image-format filter takes no more chunks. */
-    if (o->type == &bloom_type || o->type == &counting_type) return VS_BAD_CHUNK;
+    if (o->type == &bloom_type || o->type == &counting_type)
+        return VS_BAD_CHUNK;
     return VS_WRONGTYPE;
 }
 
 value_status restore_cf_chunk(ks_ref *ref, kv_entry *e, long long iter, const uint8_t *data,
-                              size_t len) {
+                              size_t len)
+{
     if (e == NULL) {
-        if (iter != 1) return VS_NOT_FOUND;
+        if (iter != 1)
+            return VS_NOT_FOUND;
         static const bloomery_type types[] = {BLOOMERY_TYPE_CUCKOO};
         int rc;
         kv_obj *o = dump_open(data, len, &cf_loading_type, types, 1, &rc);

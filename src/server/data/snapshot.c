@@ -52,7 +52,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#define XXH_STATIC_LINKING_ONLY   /* XXH3_state_t on the stack */
+#define XXH_STATIC_LINKING_ONLY /* XXH3_state_t on the stack */
 #include <xxhash.h>
 
 #include "datadir.h"
@@ -68,9 +68,9 @@
 
 typedef struct cap_chunk {
     size_t len;
-    snap_chunk out;          /* filled by the writers */
-    uint8_t *frame;          /* inline frame, owned */
-    bool pending;            /* written under a temporary name */
+    snap_chunk out; /* filled by the writers */
+    uint8_t *frame; /* inline frame, owned */
+    bool pending;   /* written under a temporary name */
 } cap_chunk;
 
 struct snapshot;
@@ -82,11 +82,11 @@ struct snapshot;
 typedef struct cow {
     pthread_mutex_t lock;
     struct snapshot *s;
-    const bloomery_image *img;  /* the value's regions as at L0 */
+    const bloomery_image *img; /* the value's regions as at L0 */
     uint64_t nchunks;
-    uint64_t *first_page;       /* per chunk, and the total at [nchunks] */
-    uint8_t *read;              /* per chunk: read by a writer thread */
-    uint8_t **saved;            /* per page: NULL (live), COW_ZERO or its bytes */
+    uint64_t *first_page; /* per chunk, and the total at [nchunks] */
+    uint8_t *read;        /* per chunk: read by a writer thread */
+    uint8_t **saved;      /* per page: NULL (live), COW_ZERO or its bytes */
     bool failed;
 } cow;
 
@@ -95,27 +95,27 @@ typedef struct cap_key {
     size_t klen;
     uint8_t kind;
     int64_t expire_ms;
-    kv_obj *obj;             /* retained */
-    bloomery_image *img;     /* monotone and copy-on-write: chunks of the live value */
-    cow *cow;                /* copy-on-write values */
+    kv_obj *obj;         /* retained */
+    bloomery_image *img; /* monotone and copy-on-write: chunks of the live value */
+    cow *cow;            /* copy-on-write values */
     uint8_t *header;
     size_t hlen;
-    uint8_t *copy;           /* HLL: the chunks as captured */
+    uint8_t *copy; /* HLL: the chunks as captured */
     uint64_t nchunks;
     cap_chunk *chunks;
-    size_t *offsets;         /* HLL: chunk i at copy + offsets[i] */
+    size_t *offsets; /* HLL: chunk i at copy + offsets[i] */
 } cap_key;
 
 typedef struct snapshot {
     uint64_t seq, start_lsn;
-    uint64_t log_from;       /* the oldest record a restore in progress needs */
+    uint64_t log_from; /* the oldest record a restore in progress needs */
     int64_t created_ms;
-    uint64_t dirty;          /* changes counted at capture */
+    uint64_t dirty; /* changes counted at capture */
     cap_key *keys;
     size_t nkeys, capkeys;
-    bool failed;             /* capture ran out of memory */
+    bool failed; /* capture ran out of memory */
     /* work distribution */
-    size_t *work_key;        /* flat list of (key, chunk) */
+    size_t *work_key; /* flat list of (key, chunk) */
     uint64_t *work_chunk;
     size_t nwork;
     _Atomic size_t next;
@@ -123,9 +123,9 @@ typedef struct snapshot {
     pthread_mutex_t lock;
     char err[512];
     _Atomic uint64_t bytes_written, chunks_written, chunks_reused, chunks_inline;
-    int64_t capture_us, chunks_us;   /* phase durations, for the log */
-    bool hooked;             /* write barriers installed */
-    int64_t unhook_us;       /* the all-stripes pause that removed them */
+    int64_t capture_us, chunks_us; /* phase durations, for the log */
+    bool hooked;                   /* write barriers installed */
+    int64_t unhook_us;             /* the all-stripes pause that removed them */
     /* Copy-on-write: pages saved, bytes held now and at most. */
     _Atomic uint64_t cow_pages, cow_bytes, cow_peak;
 } snapshot;
@@ -139,7 +139,8 @@ static pthread_t bg_thread;
 static snapshot_stats stats = {.last_ok = true};
 static uint64_t last_seq;
 
-void snapshot_init(const char *dir) {
+void snapshot_init(const char *dir)
+{
     snprintf(data_dir, sizeof(data_dir), "%s", dir);
     stats.last_save_s = now_ms() / 1000;
     /* Temporary files of a snapshot that did not finish. */
@@ -148,10 +149,12 @@ void snapshot_init(const char *dir) {
         char path[4200];
         snprintf(path, sizeof(path), "%s/%s", dir, subs[s]);
         DIR *d = opendir(path);
-        if (d == NULL) continue;
+        if (d == NULL)
+            continue;
         struct dirent *de;
         while ((de = readdir(d)) != NULL) {
-            if (strstr(de->d_name, ".tmp") == NULL) continue;
+            if (strstr(de->d_name, ".tmp") == NULL)
+                continue;
             char f[8400];
             snprintf(f, sizeof(f), "%s/%s", path, de->d_name);
             unlink(f);
@@ -160,7 +163,8 @@ void snapshot_init(const char *dir) {
     }
 }
 
-void snapshot_adopt(uint64_t seq, const snap_index *ix) {
+void snapshot_adopt(uint64_t seq, const snap_index *ix)
+{
     last_seq = seq;
     stats.seq = seq;
     stats.start_lsn = ix->start_lsn;
@@ -177,22 +181,27 @@ static void fail(snapshot *s, const char *fmt, ...) __attribute__((format(printf
 static uint8_t cow_zero_marker;
 #define COW_ZERO (&cow_zero_marker)
 
-static bool all_zero(const uint8_t *p, size_t n) {
+static bool all_zero(const uint8_t *p, size_t n)
+{
     for (size_t i = 0; i < n; i++)
-        if (p[i]) return false;
+        if (p[i])
+            return false;
     return true;
 }
 
-static cow *cow_new(snapshot *s, const bloomery_image *img) {
+static cow *cow_new(snapshot *s, const bloomery_image *img)
+{
     cow *w = calloc(1, sizeof(*w));
-    if (w == NULL) return NULL;
+    if (w == NULL)
+        return NULL;
     pthread_mutex_init(&w->lock, NULL);
     w->s = s;
     w->img = img;
     w->nchunks = bloomery_image_nchunks(img);
     w->first_page = malloc((w->nchunks + 1) * sizeof(*w->first_page));
     w->read = calloc(w->nchunks ? w->nchunks : 1, 1);
-    if (w->first_page == NULL || w->read == NULL) goto fail;
+    if (w->first_page == NULL || w->read == NULL)
+        goto fail;
     uint64_t pages = 0;
     for (uint64_t i = 0; i < w->nchunks; i++) {
         size_t len;
@@ -202,7 +211,8 @@ static cow *cow_new(snapshot *s, const bloomery_image *img) {
     }
     w->first_page[w->nchunks] = pages;
     w->saved = calloc(pages ? pages : 1, sizeof(*w->saved));
-    if (w->saved == NULL) goto fail;
+    if (w->saved == NULL)
+        goto fail;
     return w;
 fail:
     free(w->first_page);
@@ -212,8 +222,10 @@ fail:
     return NULL;
 }
 
-static void cow_free(cow *w) {
-    if (w == NULL) return;
+static void cow_free(cow *w)
+{
+    if (w == NULL)
+        return;
     uint64_t freed = 0;
     for (uint64_t p = 0; p < w->first_page[w->nchunks]; p++)
         if (w->saved[p] && w->saved[p] != COW_ZERO) {
@@ -231,18 +243,21 @@ static void cow_free(cow *w) {
 /* The write barrier: a writer is about to change bytes [off, off + len) of
  * region r. Pages of chunks not read yet keep their bytes as at L0. Ranges
  * past what the image holds (grown since L0) are not in the snapshot. */
-static void cow_before_write(void *ctx, uint32_t r, uint64_t off, uint64_t len) {
+static void cow_before_write(void *ctx, uint32_t r, uint64_t off, uint64_t len)
+{
     cow *w = ctx;
     pthread_mutex_lock(&w->lock);
     while (len > 0 && !w->failed) {
         size_t at, clen;
         uint64_t i = bloomery_image_chunk_at(w->img, r, off, &at);
-        if (i == UINT64_MAX) break;
+        if (i == UINT64_MAX)
+            break;
         const uint8_t *live = bloomery_image_chunk(w->img, i, &clen);
         uint64_t n = len < clen - at ? len : clen - at;
         for (uint64_t p = at / COW_PAGE; !w->read[i] && p <= (at + n - 1) / COW_PAGE; p++) {
             uint8_t **slot = &w->saved[w->first_page[i] + p];
-            if (*slot) continue;
+            if (*slot)
+                continue;
             size_t plen = clen - p * COW_PAGE < COW_PAGE ? clen - p * COW_PAGE : COW_PAGE;
             const uint8_t *src = live + p * COW_PAGE;
             if (all_zero(src, plen)) {
@@ -271,7 +286,8 @@ static void cow_before_write(void *ctx, uint32_t r, uint64_t off, uint64_t len) 
 /* Chunk i as at L0 into buf: live pages not changed since, saved ones for
  * the others. Writers of the value wait meanwhile (one memcpy of a chunk);
  * from then on they change the chunk freely. */
-static void cow_read(cow *w, uint64_t i, uint8_t *buf) {
+static void cow_read(cow *w, uint64_t i, uint8_t *buf)
+{
     size_t len;
     pthread_mutex_lock(&w->lock);
     const uint8_t *live = bloomery_image_chunk(w->img, i, &len);
@@ -298,7 +314,8 @@ static void cow_read(cow *w, uint64_t i, uint8_t *buf) {
 /* Install (capture, every stripe locked) or remove the write barriers. No
  * writer is inside a barrier while every stripe is locked: writers hold
  * their key's stripe lock. */
-static void cow_install(snapshot *s) {
+static void cow_install(snapshot *s)
+{
     for (size_t i = 0; i < s->nkeys; i++) {
         cap_key *k = &s->keys[i];
         if (k->cow) {
@@ -308,13 +325,15 @@ static void cow_install(snapshot *s) {
     }
 }
 
-static void cow_remove(snapshot *s) {
+static void cow_remove(snapshot *s)
+{
     if (s->hooked) {
         int64_t t0 = mono_us();
         ks_lock_all();
         for (size_t i = 0; i < s->nkeys; i++) {
             cap_key *k = &s->keys[i];
-            if (k->cow) k->obj->type->set_write_hook(k->obj->v, NULL, NULL);
+            if (k->cow)
+                k->obj->type->set_write_hook(k->obj->v, NULL, NULL);
         }
         ks_unlock_all();
         s->hooked = false;
@@ -328,11 +347,13 @@ static void cow_remove(snapshot *s) {
 
 /* ---- capture ---- */
 
-static cap_key *new_key(snapshot *s) {
+static cap_key *new_key(snapshot *s)
+{
     if (s->nkeys == s->capkeys) {
         size_t cap = s->capkeys ? s->capkeys * 2 : 64;
         cap_key *k = realloc(s->keys, cap * sizeof(*k));
-        if (k == NULL) return NULL;
+        if (k == NULL)
+            return NULL;
         s->keys = k;
         s->capkeys = cap;
     }
@@ -343,12 +364,16 @@ static cap_key *new_key(snapshot *s) {
 
 /* A LOADCHUNK restore in progress has no image yet: the entry lists the
  * LSNs of its records, which stay in the log for recovery to replay. */
-static bool capture_restore(snapshot *s, const kv_entry *e) {
+static bool capture_restore(snapshot *s, const kv_entry *e)
+{
     kv_obj *o = e->obj;
-    if (o->restore_lost) return false;
-    if (o->nrestore == 0) return true;   /* never logged (appendonly no) */
+    if (o->restore_lost)
+        return false;
+    if (o->nrestore == 0)
+        return true; /* never logged (appendonly no) */
     cap_key *k = new_key(s);
-    if (k == NULL) return false;
+    if (k == NULL)
+        return false;
     k->key = malloc(e->klen ? e->klen : 1);
     k->header = malloc(8 * o->nrestore);
     if (!k->key || !k->header) {
@@ -358,32 +383,40 @@ static bool capture_restore(snapshot *s, const kv_entry *e) {
     }
     memcpy(k->key, e->key, e->klen);
     k->klen = e->klen;
-    for (size_t i = 0; i < o->nrestore; i++) le_store(k->header + 8 * i, o->restore_lsns[i], 8);
+    for (size_t i = 0; i < o->nrestore; i++)
+        le_store(k->header + 8 * i, o->restore_lsns[i], 8);
     k->hlen = 8 * o->nrestore;
     k->kind = SNAP_KIND_RESTORE;
     k->expire_ms = e->expire_ms;
-    if (o->restore_lsns[0] < s->log_from) s->log_from = o->restore_lsns[0];
+    if (o->restore_lsns[0] < s->log_from)
+        s->log_from = o->restore_lsns[0];
     s->nkeys++;
     return true;
 }
 
-static bool capture_key(snapshot *s, const kv_entry *e) {
+static bool capture_key(snapshot *s, const kv_entry *e)
+{
     kv_obj *o = e->obj;
     uint8_t kind = o->type->snap_kind;
-    if (kind == 0) return true;
-    if (kind == SNAP_KIND_RESTORE) return capture_restore(s, e);
+    if (kind == 0)
+        return true;
+    if (kind == SNAP_KIND_RESTORE)
+        return capture_restore(s, e);
     bloomery_object obj = type_object(o);
     cap_key *k = new_key(s);
-    if (k == NULL) return false;
+    if (k == NULL)
+        return false;
     bloomery_image *img;
-    if (bloomery_image_create(&img, obj, 0) != BLOOMERY_OK) return false;
+    if (bloomery_image_create(&img, obj, 0) != BLOOMERY_OK)
+        return false;
     size_t hlen;
     const uint8_t *h = bloomery_image_header(img, &hlen);
     k->key = malloc(e->klen ? e->klen : 1);
     k->header = malloc(hlen);
     k->nchunks = bloomery_image_nchunks(img);
     k->chunks = calloc(k->nchunks, sizeof(cap_chunk));
-    if (!k->key || !k->header || !k->chunks) goto fail;
+    if (!k->key || !k->header || !k->chunks)
+        goto fail;
     memcpy(k->key, e->key, e->klen);
     k->klen = e->klen;
     memcpy(k->header, h, hlen);
@@ -399,13 +432,15 @@ static bool capture_key(snapshot *s, const kv_entry *e) {
         k->img = img;
     } else if (o->type->set_write_hook) {
         /* Copy-on-write: the barrier is installed once the walk is done. */
-        if ((k->cow = cow_new(s, img)) == NULL) goto fail;
+        if ((k->cow = cow_new(s, img)) == NULL)
+            goto fail;
         k->img = img;
     } else {
         /* Small (HLL): copy now, checksum now. */
         k->copy = malloc(total ? total : 1);
         k->offsets = calloc(k->nchunks, sizeof(size_t));
-        if (!k->copy || !k->offsets) goto fail;
+        if (!k->copy || !k->offsets)
+            goto fail;
         size_t at = 0;
         for (uint64_t i = 0; i < k->nchunks; i++) {
             size_t len;
@@ -431,12 +466,15 @@ fail:
     return false;
 }
 
-static void capture_visit(void *ctx, const kv_entry *e) {
+static void capture_visit(void *ctx, const kv_entry *e)
+{
     snapshot *s = ctx;
-    if (!s->failed && !capture_key(s, e)) s->failed = true;
+    if (!s->failed && !capture_key(s, e))
+        s->failed = true;
 }
 
-static void snapshot_free(snapshot *s) {
+static void snapshot_free(snapshot *s)
+{
     cow_remove(s);
     for (size_t i = 0; i < s->nkeys; i++) {
         cap_key *k = &s->keys[i];
@@ -446,7 +484,8 @@ static void snapshot_free(snapshot *s) {
                 /* A failed snapshot's chunk, never renamed. */
                 char hex[33], tmp[4400];
                 chunk_hash_hex(k->chunks[c].out.hash, hex);
-                snprintf(tmp, sizeof(tmp), "%s/chunks/%s.zst.tmp.%zu.%" PRIu64, data_dir, hex, i, c);
+                snprintf(tmp, sizeof(tmp), "%s/chunks/%s.zst.tmp.%zu.%" PRIu64, data_dir, hex, i,
+                         c);
                 unlink(tmp);
             }
         }
@@ -465,10 +504,12 @@ static void snapshot_free(snapshot *s) {
     free(s);
 }
 
-static snapshot *capture(void) {
+static snapshot *capture(void)
+{
     int64_t t0 = mono_us();
     snapshot *s = calloc(1, sizeof(*s));
-    if (s == NULL) return NULL;
+    if (s == NULL)
+        return NULL;
     pthread_mutex_init(&s->lock, NULL);
     ks_lock_all();
     s->start_lsn = wal_rotate();
@@ -476,10 +517,12 @@ static snapshot *capture(void) {
     s->created_ms = now_ms();
     s->dirty = atomic_load(&persist_dirty);
     ks_foreach_locked(capture_visit, s);
-    if (!s->failed) cow_install(s);
+    if (!s->failed)
+        cow_install(s);
     ks_unlock_all();
     uint64_t n = 0;
-    for (size_t i = 0; i < s->nkeys; i++) n += s->keys[i].nchunks;
+    for (size_t i = 0; i < s->nkeys; i++)
+        n += s->keys[i].nchunks;
     s->work_key = malloc((n ? n : 1) * sizeof(size_t));
     s->work_chunk = malloc((n ? n : 1) * sizeof(uint64_t));
     if (s->failed || !s->work_key || !s->work_chunk) {
@@ -498,7 +541,8 @@ static snapshot *capture(void) {
 /* ---- write ---- */
 
 static void fail(snapshot *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void fail(snapshot *s, const char *fmt, ...) {
+static void fail(snapshot *s, const char *fmt, ...)
+{
     pthread_mutex_lock(&s->lock);
     if (!atomic_load(&s->error)) {
         va_list ap;
@@ -510,18 +554,22 @@ static void fail(snapshot *s, const char *fmt, ...) {
     pthread_mutex_unlock(&s->lock);
 }
 
-static int fsync_path(const char *path, bool dir) {
+static int fsync_path(const char *path, bool dir)
+{
     int fd = open(path, (dir ? O_RDONLY | O_DIRECTORY : O_RDONLY) | O_CLOEXEC);
-    if (fd < 0) return -1;
+    if (fd < 0)
+        return -1;
     int rc = fsync(fd);
     close(fd);
     return rc;
 }
 
 static bool write_file(const char *path, const void *a, size_t alen, const void *b, size_t blen,
-                       bool sync) {
+                       bool sync)
+{
     int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0) return false;
+    if (fd < 0)
+        return false;
     const void *parts[2] = {a, b};
     size_t lens[2] = {alen, blen};
     for (int i = 0; i < 2; i++) {
@@ -529,7 +577,8 @@ static bool write_file(const char *path, const void *a, size_t alen, const void 
         size_t n = lens[i];
         while (n) {
             ssize_t w = write(fd, p, n);
-            if (w < 0 && errno == EINTR) continue;
+            if (w < 0 && errno == EINTR)
+                continue;
             if (w <= 0) {
                 close(fd);
                 return false;
@@ -546,7 +595,7 @@ typedef struct writer {
     snapshot *s;
     uint8_t *buf;
     size_t cap;
-    chunk_hash last_inline;  /* consecutive equal chunks (zeros) share one frame */
+    chunk_hash last_inline; /* consecutive equal chunks (zeros) share one frame */
     uint8_t *last_frame;
     size_t last_flen;
     int id;
@@ -557,7 +606,8 @@ typedef struct writer {
  * memory instead of two. */
 #define SLICE (256u << 10)
 
-static chunk_hash copy_and_hash(uint8_t *buf, const uint8_t *live, size_t len) {
+static chunk_hash copy_and_hash(uint8_t *buf, const uint8_t *live, size_t len)
+{
     XXH3_state_t st;
     XXH3_128bits_reset(&st);
     for (size_t off = 0; off < len; off += SLICE) {
@@ -569,7 +619,8 @@ static chunk_hash copy_and_hash(uint8_t *buf, const uint8_t *live, size_t len) {
     return (chunk_hash){h.low64, h.high64};
 }
 
-static void write_chunk(writer *w, cap_key *k, uint64_t i) {
+static void write_chunk(writer *w, cap_key *k, uint64_t i)
+{
     snapshot *s = w->s;
     cap_chunk *c = &k->chunks[i];
     const uint8_t *data;
@@ -660,12 +711,14 @@ static void write_chunk(writer *w, cap_key *k, uint64_t i) {
     free(frame);
 }
 
-static void *writer_main(void *arg) {
+static void *writer_main(void *arg)
+{
     writer *w = arg;
     snapshot *s = w->s;
     for (;;) {
         size_t j = atomic_fetch_add(&s->next, 1);
-        if (j >= s->nwork || atomic_load(&s->error)) break;
+        if (j >= s->nwork || atomic_load(&s->error))
+            break;
         write_chunk(w, &s->keys[s->work_key[j]], s->work_chunk[j]);
     }
     free(w->buf);
@@ -673,29 +726,36 @@ static void *writer_main(void *arg) {
     return NULL;
 }
 
-static int cmp_hash(const void *a, const void *b) {
+static int cmp_hash(const void *a, const void *b)
+{
     const chunk_hash *x = a, *y = b;
-    if (x->hi != y->hi) return x->hi < y->hi ? -1 : 1;
-    if (x->lo != y->lo) return x->lo < y->lo ? -1 : 1;
+    if (x->hi != y->hi)
+        return x->hi < y->hi ? -1 : 1;
+    if (x->lo != y->lo)
+        return x->lo < y->lo ? -1 : 1;
     return 0;
 }
 
 /* Delete older indexes and chunk files no index references any more. */
-static void collect_garbage(snapshot *s) {
+static void collect_garbage(snapshot *s)
+{
     char dir[4200], path[8400];
     snprintf(dir, sizeof(dir), "%s/snapshots", data_dir);
     uint64_t *seqs;
     size_t n = datadir_list(dir, ".index", &seqs);
     for (size_t i = 0; i < n; i++) {
-        if (seqs[i] >= s->seq) continue;
+        if (seqs[i] >= s->seq)
+            continue;
         snprintf(path, sizeof(path), "%s/%016" PRIx64 ".index", dir, seqs[i]);
         unlink(path);
     }
     free(seqs);
     size_t nref = 0;
-    for (size_t i = 0; i < s->nkeys; i++) nref += s->keys[i].nchunks;
+    for (size_t i = 0; i < s->nkeys; i++)
+        nref += s->keys[i].nchunks;
     chunk_hash *refs = malloc((nref ? nref : 1) * sizeof(*refs));
-    if (refs == NULL) return;
+    if (refs == NULL)
+        return;
     nref = 0;
     for (size_t i = 0; i < s->nkeys; i++)
         for (uint64_t c = 0; c < s->keys[i].nchunks; c++)
@@ -711,7 +771,8 @@ static void collect_garbage(snapshot *s) {
             if (strlen(de->d_name) != 36 || strcmp(de->d_name + 32, ".zst") != 0 ||
                 !chunk_hash_from_hex(de->d_name, &h))
                 continue;
-            if (bsearch(&h, refs, nref, sizeof(*refs), cmp_hash)) continue;
+            if (bsearch(&h, refs, nref, sizeof(*refs), cmp_hash))
+                continue;
             snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
             unlink(path);
         }
@@ -720,21 +781,26 @@ static void collect_garbage(snapshot *s) {
     free(refs);
 }
 
-static bool sync_new_chunks(snapshot *s, const char *cdir) {
+static bool sync_new_chunks(snapshot *s, const char *cdir)
+{
     uint64_t pending = 0;
     for (size_t i = 0; i < s->nkeys; i++)
-        for (uint64_t c = 0; c < s->keys[i].nchunks; c++) pending += s->keys[i].chunks[c].pending;
-    if (pending == 0) return true;
+        for (uint64_t c = 0; c < s->keys[i].nchunks; c++)
+            pending += s->keys[i].chunks[c].pending;
+    if (pending == 0)
+        return true;
     int fd = open(cdir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (fd < 0 || syncfs(fd) != 0) {
         fail(s, "syncing %s: %s", cdir, strerror(errno));
-        if (fd >= 0) close(fd);
+        if (fd >= 0)
+            close(fd);
         return false;
     }
     for (size_t i = 0; i < s->nkeys; i++) {
         cap_key *k = &s->keys[i];
         for (uint64_t c = 0; c < k->nchunks; c++) {
-            if (!k->chunks[c].pending) continue;
+            if (!k->chunks[c].pending)
+                continue;
             char hex[33], path[4300], tmp[4400];
             chunk_hash_hex(k->chunks[c].out.hash, hex);
             snprintf(path, sizeof(path), "%s/%s.zst", cdir, hex);
@@ -749,11 +815,13 @@ static bool sync_new_chunks(snapshot *s, const char *cdir) {
     }
     bool ok = fsync(fd) == 0;
     close(fd);
-    if (!ok) fail(s, "syncing %s: %s", cdir, strerror(errno));
+    if (!ok)
+        fail(s, "syncing %s: %s", cdir, strerror(errno));
     return ok;
 }
 
-static bool publish(snapshot *s) {
+static bool publish(snapshot *s)
+{
     pbuf b = {0};
     snap_index_begin(&b, s->seq, s->start_lsn, s->created_ms, s->nkeys);
     for (size_t i = 0; i < s->nkeys; i++) {
@@ -794,14 +862,17 @@ static bool publish(snapshot *s) {
     return true;
 }
 
-static void finish(snapshot *s, int64_t t0) {
+static void finish(snapshot *s, int64_t t0)
+{
     bool ok = !atomic_load(&s->error);
-    if (ok) ok = publish(s);
+    if (ok)
+        ok = publish(s);
     if (ok) {
         /* Only once the new index is durable: older state goes. Log files
          * below L0 go after the rotation reached the disk. */
         collect_garbage(s);
-        if (wal_wait_rotated(s->start_lsn)) wal_delete_below(s->log_from);
+        if (wal_wait_rotated(s->start_lsn))
+            wal_delete_below(s->log_from);
         atomic_fetch_sub(&persist_dirty, s->dirty);
     }
     int64_t ms = (mono_us() - t0) / 1000;
@@ -826,32 +897,36 @@ static void finish(snapshot *s, int64_t t0) {
     pthread_cond_broadcast(&state_cond);
     pthread_mutex_unlock(&state_lock);
     if (ok)
-        server_log(LOG_NOTICE, "Snapshot %" PRIu64 " saved in %lld ms (capture %.1f ms, chunks "
+        server_log(LOG_NOTICE,
+                   "Snapshot %" PRIu64 " saved in %lld ms (capture %.1f ms, chunks "
                    "%.1f ms): %zu keys, %zu chunks (%llu written, %llu reused, %llu inline), %llu "
                    "bytes written; copy-on-write: %llu pages saved, at most %llu bytes held, "
                    "barriers removed in %.1f ms",
-                   s->seq, (long long)ms, s->capture_us / 1e3, s->chunks_us / 1e3, s->nkeys, s->nwork,
-                   (unsigned long long)s->chunks_written, (unsigned long long)s->chunks_reused,
-                   (unsigned long long)s->chunks_inline, (unsigned long long)s->bytes_written,
-                   (unsigned long long)s->cow_pages, (unsigned long long)s->cow_peak,
-                   s->unhook_us / 1e3);
+                   s->seq, (long long)ms, s->capture_us / 1e3, s->chunks_us / 1e3, s->nkeys,
+                   s->nwork, (unsigned long long)s->chunks_written,
+                   (unsigned long long)s->chunks_reused, (unsigned long long)s->chunks_inline,
+                   (unsigned long long)s->bytes_written, (unsigned long long)s->cow_pages,
+                   (unsigned long long)s->cow_peak, s->unhook_us / 1e3);
     else
         server_log(LOG_WARNING, "Snapshot failed: %s", s->err);
     snapshot_free(s);
 }
 
-static void write_all(snapshot *s) {
+static void write_all(snapshot *s)
+{
     int64_t t0 = mono_us();
     writer w[WRITE_THREADS];
     pthread_t th[WRITE_THREADS];
     int started = 0;
     for (int i = 0; i < WRITE_THREADS; i++) {
         w[i] = (writer){.s = s, .id = i};
-        if (i > 0 && pthread_create(&th[i], NULL, writer_main, &w[i]) == 0) started |= 1 << i;
+        if (i > 0 && pthread_create(&th[i], NULL, writer_main, &w[i]) == 0)
+            started |= 1 << i;
     }
     writer_main(&w[0]);
     for (int i = 1; i < WRITE_THREADS; i++)
-        if (started & (1 << i)) pthread_join(th[i], NULL);
+        if (started & (1 << i))
+            pthread_join(th[i], NULL);
     s->chunks_us = mono_us() - t0;
     /* Before the next snapshot may install its own. */
     cow_remove(s);
@@ -860,26 +935,32 @@ static void write_all(snapshot *s) {
 
 /* Tests only (see the top of the file): wait until the FIFO named by
  * BLOOMERYD_TEST_SNAPSHOT_GATE is opened, written and closed. */
-static void test_gate(void) {
+static void test_gate(void)
+{
     const char *path = getenv("BLOOMERYD_TEST_SNAPSHOT_GATE");
-    if (path == NULL || *path == '\0') return;
+    if (path == NULL || *path == '\0')
+        return;
     int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return;
+    if (fd < 0)
+        return;
     char b[64];
     for (;;) {
         ssize_t n = read(fd, b, sizeof(b));
-        if (n == 0 || (n < 0 && errno != EINTR)) break;
+        if (n == 0 || (n < 0 && errno != EINTR))
+            break;
     }
     close(fd);
 }
 
-static void *bg_main(void *arg) {
+static void *bg_main(void *arg)
+{
     test_gate();
     write_all(arg);
     return NULL;
 }
 
-bool snapshot_run(bool wait, char *err, size_t errlen) {
+bool snapshot_run(bool wait, char *err, size_t errlen)
+{
     pthread_mutex_lock(&state_lock);
     if (running) {
         pthread_mutex_unlock(&state_lock);
@@ -910,7 +991,8 @@ bool snapshot_run(bool wait, char *err, size_t errlen) {
         pthread_mutex_lock(&state_lock);
         bool ok = stats.last_ok;
         pthread_mutex_unlock(&state_lock);
-        if (!ok) snprintf(err, errlen, "snapshot failed, see the server log");
+        if (!ok)
+            snprintf(err, errlen, "snapshot failed, see the server log");
         return ok;
     }
     pthread_mutex_lock(&state_lock);
@@ -924,16 +1006,19 @@ bool snapshot_run(bool wait, char *err, size_t errlen) {
     return true;
 }
 
-bool snapshot_in_progress(void) {
+bool snapshot_in_progress(void)
+{
     pthread_mutex_lock(&state_lock);
     bool r = running;
     pthread_mutex_unlock(&state_lock);
     return r;
 }
 
-void snapshot_shutdown(void) {
+void snapshot_shutdown(void)
+{
     pthread_mutex_lock(&state_lock);
-    while (running) pthread_cond_wait(&state_cond, &state_lock);
+    while (running)
+        pthread_cond_wait(&state_cond, &state_lock);
     if (thread_joinable) {
         pthread_join(bg_thread, NULL);
         thread_joinable = false;
@@ -941,7 +1026,8 @@ void snapshot_shutdown(void) {
     pthread_mutex_unlock(&state_lock);
 }
 
-void snapshot_get_stats(snapshot_stats *out) {
+void snapshot_get_stats(snapshot_stats *out)
+{
     pthread_mutex_lock(&state_lock);
     *out = stats;
     out->in_progress = running;

@@ -22,7 +22,7 @@ void snapshot_shutdown(void);
 typedef struct snapshot_stats {
     bool in_progress;
     bool last_ok;
-    int64_t last_save_s;        /* time of the last successful snapshot */
+    int64_t last_save_s; /* time of the last successful snapshot */
     int64_t last_duration_ms;
     int64_t current_start_ms;
     int64_t last_attempt_ms;

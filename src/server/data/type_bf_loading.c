@@ -15,7 +15,8 @@
 
 static void free_value(void *v) { bloomery_loader_free(v); }
 
-static const char *replay(const wal_op *op) {
+static const char *replay(const wal_op *op)
+{
     ks_ref ref;
     kv_entry *e = ks_open(&ref, (const char *)op->key, op->klen, true);
     if (e && op->iter == 1) {

@@ -18,25 +18,30 @@
 
 static void free_value(void *v) { sbf_free(v); }
 
-static uint64_t adopt(kv_obj *o) {
+static uint64_t adopt(kv_obj *o)
+{
     sbf_set_may_allocate(o->v, kv_obj_may_grow, o);
     return sbf_bytes(o->v);
 }
 
-static void adjust_count(sbf_t *f, int delta) {
+static void adjust_count(sbf_t *f, int delta)
+{
     size_t n = sbf_nlinks(f);
     if (sbf_layout(f) == BLOOMERY_LAYOUT_CLASSIC) {
         cbf_t *l = sbf_link_classic(f, n - 1);
         uint64_t v = cbf_count(l);
-        if (delta > 0 || v > 0) cbf_set_count(l, v + (uint64_t)(int64_t)delta);
+        if (delta > 0 || v > 0)
+            cbf_set_count(l, v + (uint64_t)(int64_t)delta);
     } else {
         bf_t *l = sbf_link_blocked(f, n - 1);
         uint64_t v = bf_count(l);
-        if (delta > 0 || v > 0) bf_set_count(l, v + (uint64_t)(int64_t)delta);
+        if (delta > 0 || v > 0)
+            bf_set_count(l, v + (uint64_t)(int64_t)delta);
     }
 }
 
-static const char *replay_add(const wal_op *op) {
+static const char *replay_add(const wal_op *op)
+{
     ks_ref ref;
     kv_entry *e = ks_open(&ref, (const char *)op->key, op->klen, false);
     if (e == NULL || e->obj->type != &bloom_type) {
@@ -54,17 +59,21 @@ static const char *replay_add(const wal_op *op) {
             why = "the filter refused an item";
             continue;
         }
-        if (was_new != (r == 1)) adjust_count(f, was_new ? 1 : -1);
+        if (was_new != (r == 1))
+            adjust_count(f, was_new ? 1 : -1);
     }
     ks_close(&ref);
     return why;
 }
 
-static const char *replay_create(const wal_op *op) {
+static const char *replay_create(const wal_op *op)
+{
     const wal_create *p = &op->create;
-    if (p->kind == WAL_KIND_COUNTING) return counting_type.replay(op);
+    if (p->kind == WAL_KIND_COUNTING)
+        return counting_type.replay(op);
     kv_obj *o = kv_obj_new(&bloom_type, NULL);
-    if (o == NULL) return "out of memory";
+    if (o == NULL)
+        return "out of memory";
     sbf_options opts = {
         .layout = (bloomery_layout)p->layout,
         .expansion = p->expansion,
@@ -86,13 +95,16 @@ static const char *replay_create(const wal_op *op) {
 
 /* ---- BF.MERGE ---- */
 
-static bool is_filter(const kv_obj *o) {
+static bool is_filter(const kv_obj *o)
+{
     return o->type == &bloom_type || o->type == &counting_type;
 }
 
 /* Whether the library would merge b into a. */
-static bool same_shape(const kv_obj *a, const kv_obj *b) {
-    if (a->type != b->type) return false;
+static bool same_shape(const kv_obj *a, const kv_obj *b)
+{
+    if (a->type != b->type)
+        return false;
     if (a->type == &counting_type)
         return cntbf_nblocks(a->v) == cntbf_nblocks(b->v) &&
                cntbf_blocks_per_key(a->v) == cntbf_blocks_per_key(b->v) &&
@@ -107,7 +119,8 @@ static bool same_shape(const kv_obj *a, const kv_obj *b) {
             cbf_shape sa, sb;
             cbf_shape_of(sbf_link_classic(x, i), &sa);
             cbf_shape_of(sbf_link_classic(y, i), &sb);
-            if (sa.bits != sb.bits || sa.hashes != sb.hashes) return false;
+            if (sa.bits != sb.bits || sa.hashes != sb.hashes)
+                return false;
         } else {
             const bf_t *la = sbf_link_blocked(x, i), *lb = sbf_link_blocked(y, i);
             if (bf_nblocks(la) != bf_nblocks(lb) || bf_blocks_per_key(la) != bf_blocks_per_key(lb))
@@ -119,7 +132,8 @@ static bool same_shape(const kv_obj *a, const kv_obj *b) {
 
 /* A copy of src for a missing destination, its bytes counted; NULL with
  * *st set. */
-static kv_obj *copy_filter(const kv_obj *src, value_status *st) {
+static kv_obj *copy_filter(const kv_obj *src, value_status *st)
+{
     uint64_t bytes = kv_obj_bytes(src);
     uint64_t maxmem = (uint64_t)atomic_load_explicit(&cfg.maxmemory, memory_order_relaxed);
     if (!ks_mem_try_reserve(bytes, maxmem)) {
@@ -133,30 +147,37 @@ static kv_obj *copy_filter(const kv_obj *src, value_status *st) {
     size_t blen = 0;
     bloomery_object copy = {0};
     int rc = bloomery_serialize(from, 0, &blob, &blen);
-    if (rc == BLOOMERY_OK) rc = bloomery_deserialize(blob, blen, 0, &copy, NULL);
+    if (rc == BLOOMERY_OK)
+        rc = bloomery_deserialize(blob, blen, 0, &copy, NULL);
     free(blob);
     kv_obj *o = rc == BLOOMERY_OK ? kv_obj_new(src->type, copy.u.any) : NULL;
     if (o == NULL) {
-        if (rc == BLOOMERY_OK) bloomery_object_free(&copy);
+        if (rc == BLOOMERY_OK)
+            bloomery_object_free(&copy);
         ks_mem_add(-(int64_t)bytes);
         *st = VS_FAILED;
         return NULL;
     }
     /* The copy grows under maxmemory like any filter. */
-    if (o->type == &bloom_type) sbf_set_may_allocate(o->v, kv_obj_may_grow, o);
+    if (o->type == &bloom_type)
+        sbf_set_may_allocate(o->v, kv_obj_may_grow, o);
     atomic_store(&o->value_bytes, bytes);
     return o;
 }
 
 /* The type of a source or destination: a filter, or why not. */
-static value_status filter_status(const kv_obj *o) {
-    if (o->type == &bf_loading_type) return VS_LOADING;
+static value_status filter_status(const kv_obj *o)
+{
+    if (o->type == &bf_loading_type)
+        return VS_LOADING;
     return is_filter(o) ? VS_OK : VS_WRONGTYPE;
 }
 
-value_status bloom_merge(const char *const *keys, const size_t *lens, size_t n, bool *created) {
+value_status bloom_merge(const char *const *keys, const size_t *lens, size_t n, bool *created)
+{
     *created = false;
-    if (n < 2) return VS_NOT_FOUND;
+    if (n < 2)
+        return VS_NOT_FOUND;
     ks_ref dref;
     kv_entry *dst = ks_find_locked(keys[0], lens[0], &dref, true);
     kv_obj *first = NULL;
@@ -165,18 +186,25 @@ value_status bloom_merge(const char *const *keys, const size_t *lens, size_t n, 
     for (size_t i = 1; i < n; i++) {
         ks_ref r;
         kv_entry *e = ks_find_locked(keys[i], lens[i], &r, false);
-        if (e == NULL) return VS_NOT_FOUND;
-        if ((st = filter_status(e->obj)) != VS_OK) return st;
-        if (first == NULL) first = e->obj;
-        else if (!same_shape(first, e->obj)) return VS_MISMATCH;
+        if (e == NULL)
+            return VS_NOT_FOUND;
+        if ((st = filter_status(e->obj)) != VS_OK)
+            return st;
+        if (first == NULL)
+            first = e->obj;
+        else if (!same_shape(first, e->obj))
+            return VS_MISMATCH;
     }
-    if (dst && (st = filter_status(dst->obj)) != VS_OK) return st;
-    if (dst && !same_shape(dst->obj, first)) return VS_MISMATCH;
+    if (dst && (st = filter_status(dst->obj)) != VS_OK)
+        return st;
+    if (dst && !same_shape(dst->obj, first))
+        return VS_MISMATCH;
     size_t from = 1;
     if (dst == NULL) {
         /* A missing destination starts as a copy of the first source. */
         kv_obj *o = copy_filter(first, &st);
-        if (o == NULL) return st;
+        if (o == NULL)
+            return st;
         dst = ks_add(&dref, o);
         if (dst == NULL) {
             ks_mem_add(-(int64_t)kv_obj_bytes(o));
@@ -184,22 +212,25 @@ value_status bloom_merge(const char *const *keys, const size_t *lens, size_t n, 
             return VS_OOM;
         }
         *created = true;
-        from = 2;   /* the first source is in already */
+        from = 2; /* the first source is in already */
     }
     for (size_t i = from; i < n; i++) {
         ks_ref r;
         kv_entry *e = ks_find_locked(keys[i], lens[i], &r, false);
         /* ORing a filter into itself changes nothing; a counting filter
          * must not count itself twice. */
-        if (e->obj == dst->obj) continue;
+        if (e->obj == dst->obj)
+            continue;
         int rc = dst->obj->type == &counting_type ? cntbf_merge(dst->obj->v, e->obj->v)
                                                   : sbf_merge(dst->obj->v, e->obj->v);
-        if (rc != BLOOMERY_OK) return VS_MISMATCH;
+        if (rc != BLOOMERY_OK)
+            return VS_MISMATCH;
     }
     return VS_OK;
 }
 
-static const char *replay(const wal_op *op) {
+static const char *replay(const wal_op *op)
+{
     switch (op->type) {
     case WAL_CREATE: return replay_create(op);
     case WAL_BF_MERGE: return type_replay_merge(op, bloom_merge);

@@ -17,11 +17,13 @@ static void free_value(void *v) { cntbf_free(v); }
 
 static uint64_t adopt(kv_obj *o) { return cntbf_bytes(o->v); }
 
-static const char *replay_create(const wal_op *op) {
+static const char *replay_create(const wal_op *op)
+{
     const wal_create *p = &op->create;
     cntbf_t *f;
     int rc = cntbf_create(&f, p->capacity, p->error, NULL);
-    if (rc != BLOOMERY_OK) return bloomery_strerror(rc);
+    if (rc != BLOOMERY_OK)
+        return bloomery_strerror(rc);
     kv_obj *o = kv_obj_new(&counting_type, f);
     if (o == NULL) {
         cntbf_free(f);
@@ -33,8 +35,10 @@ static const char *replay_create(const wal_op *op) {
     return ks_replace(op->key, op->klen, o, p->expire_ms) ? NULL : "out of memory";
 }
 
-static const char *replay(const wal_op *op) {
-    if (op->type == WAL_CREATE) return replay_create(op);
+static const char *replay(const wal_op *op)
+{
+    if (op->type == WAL_CREATE)
+        return replay_create(op);
     ks_ref ref;
     kv_entry *e = ks_open(&ref, (const char *)op->key, op->klen, false);
     if (e == NULL || e->obj->type != &counting_type) {
@@ -44,14 +48,17 @@ static const char *replay(const wal_op *op) {
     for (uint32_t i = 0; i < op->n; i++) {
         bloomery_hash h = {le_load(op->items + 16 * (size_t)i, 8),
                            le_load(op->items + 16 * (size_t)i + 8, 8)};
-        if (op->type == WAL_CNT_ADD) cntbf_add_hashed(e->obj->v, h);
-        else cntbf_delete_hashed(e->obj->v, h);
+        if (op->type == WAL_CNT_ADD)
+            cntbf_add_hashed(e->obj->v, h);
+        else
+            cntbf_delete_hashed(e->obj->v, h);
     }
     ks_close(&ref);
     return NULL;
 }
 
-static void set_write_hook(void *v, value_write_hook hook, void *ctx) {
+static void set_write_hook(void *v, value_write_hook hook, void *ctx)
+{
     cntbf_set_write_hook(v, hook, ctx);
 }
 

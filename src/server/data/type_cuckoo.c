@@ -12,26 +12,32 @@
 
 static void free_value(void *v) { cf_free(v); }
 
-static uint64_t adopt(kv_obj *o) {
+static uint64_t adopt(kv_obj *o)
+{
     cf_set_may_allocate(o->v, kv_obj_may_grow, o);
     return cf_bytes(o->v);
 }
 
-void cf_value_sync(kv_obj *o) {
+void cf_value_sync(kv_obj *o)
+{
     uint64_t now = cf_bytes(o->v);
     uint64_t old = atomic_exchange(&o->value_bytes, now);
-    if (now != old) ks_mem_add((int64_t)now - (int64_t)old);
+    if (now != old)
+        ks_mem_add((int64_t)now - (int64_t)old);
 }
 
-static unsigned max_filters(void) {
+static unsigned max_filters(void)
+{
     return (unsigned)atomic_load_explicit(&cfg.cf_max_expansions, memory_order_relaxed);
 }
 
-static const char *replay(const wal_op *op) {
+static const char *replay(const wal_op *op)
+{
     if (op->type == WAL_CF_CREATE) {
         const wal_cuckoo *p = &op->cf;
         kv_obj *o = kv_obj_new(&cuckoo_type, NULL);
-        if (o == NULL) return "out of memory";
+        if (o == NULL)
+            return "out of memory";
         cf_options opts;
         cf_options_init(&opts);
         opts.bucket_size = p->bucket_size;
@@ -63,7 +69,8 @@ static const char *replay(const wal_op *op) {
     for (uint32_t i = 0; i < op->n; i++) {
         uint64_t h = le_load(op->items + 8 * (size_t)i, 8);
         if (op->cf_op == WAL_CF_DEL) {
-            if (!cf_delete_hashed(o->v, h)) why = "a deleted item was not found";
+            if (!cf_delete_hashed(o->v, h))
+                why = "a deleted item was not found";
         } else if (cf_add_hashed(o->v, h) < 0) {
             why = "the filter refused an item";
         }
@@ -74,7 +81,8 @@ static const char *replay(const wal_op *op) {
     return why;
 }
 
-static void set_write_hook(void *v, value_write_hook hook, void *ctx) {
+static void set_write_hook(void *v, value_write_hook hook, void *ctx)
+{
     cf_set_write_hook(v, hook, ctx);
 }
 

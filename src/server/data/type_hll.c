@@ -14,27 +14,32 @@
 
 static void free_value(void *v) { hll_free(v); }
 
-size_t hll_sparse_max(void) {
+size_t hll_sparse_max(void)
+{
     long long v = atomic_load_explicit(&cfg.hll_sparse_max_bytes, memory_order_relaxed);
     return v > 0 ? (size_t)v : 1;
 }
 
-void hll_value_sync(kv_obj *o) {
+void hll_value_sync(kv_obj *o)
+{
     size_t len;
     hll_bytes(o->v, &len);
     uint64_t old = atomic_exchange(&o->value_bytes, (uint64_t)len);
     ks_mem_add((int64_t)len - (int64_t)old);
 }
 
-static uint64_t adopt(kv_obj *o) {
+static uint64_t adopt(kv_obj *o)
+{
     size_t len;
     hll_bytes(o->v, &len);
     return len;
 }
 
-kv_obj *hll_value_new(void) {
+kv_obj *hll_value_new(void)
+{
     hll_t *h;
-    if (hll_create(&h, hll_sparse_max()) != BLOOMERY_OK) return NULL;
+    if (hll_create(&h, hll_sparse_max()) != BLOOMERY_OK)
+        return NULL;
     kv_obj *o = kv_obj_new(&hll_type, h);
     if (o == NULL) {
         hll_free(h);
@@ -45,10 +50,12 @@ kv_obj *hll_value_new(void) {
 }
 
 value_status hll_merge_keys(const char *const *keys, const size_t *lens, size_t n, bool *created,
-                            const char **used, size_t *used_lens, size_t *nused) {
+                            const char **used, size_t *used_lens, size_t *nused)
+{
     *created = false;
     hll_t **srcs = calloc(n ? n : 1, sizeof(*srcs));
-    if (srcs == NULL) return VS_OOM;
+    if (srcs == NULL)
+        return VS_OOM;
     size_t nsrc = 0, k = 1;
     value_status st = VS_OK;
     ks_ref dref;
@@ -60,12 +67,14 @@ value_status hll_merge_keys(const char *const *keys, const size_t *lens, size_t 
     for (size_t i = 1; i < n; i++) {
         ks_ref r;
         kv_entry *e = ks_find_locked(keys[i], lens[i], &r, false);
-        if (e == NULL) continue;
+        if (e == NULL)
+            continue;
         if (e->obj->type != &hll_type) {
             st = VS_WRONGTYPE;
             goto out;
         }
-        if (dst && e->obj == dst->obj) continue;
+        if (dst && e->obj == dst->obj)
+            continue;
         srcs[nsrc++] = e->obj->v;
         /* Replay must not merge a key that was missing (expired) here but
          * is still present there. */
@@ -77,7 +86,8 @@ value_status hll_merge_keys(const char *const *keys, const size_t *lens, size_t 
     if (dst == NULL) {
         kv_obj *o = hll_value_new();
         if (o == NULL || (dst = ks_add(&dref, o)) == NULL) {
-            if (o) ks_mem_add(-(int64_t)kv_obj_bytes(o));
+            if (o)
+                ks_mem_add(-(int64_t)kv_obj_bytes(o));
             kv_obj_free(o);
             st = VS_OOM;
             goto out;
@@ -88,7 +98,8 @@ value_status hll_merge_keys(const char *const *keys, const size_t *lens, size_t 
     hll_set_sparse_max(dst->obj->v, hll_sparse_max());
     int rc = hll_merge(dst->obj->v, srcs, nsrc);
     hll_value_sync(dst->obj);
-    if (rc < 0) st = VS_CORRUPT;
+    if (rc < 0)
+        st = VS_CORRUPT;
     if (used) {
         used[0] = keys[0];
         used_lens[0] = lens[0];
@@ -99,15 +110,19 @@ out:
     return st;
 }
 
-static value_status merge(const char *const *keys, const size_t *lens, size_t n, bool *created) {
+static value_status merge(const char *const *keys, const size_t *lens, size_t n, bool *created)
+{
     return hll_merge_keys(keys, lens, n, created, NULL, NULL, NULL);
 }
 
-static const char *replay(const wal_op *op) {
-    if (op->type == WAL_PF_MERGE) return type_replay_merge(op, merge);
+static const char *replay(const wal_op *op)
+{
+    if (op->type == WAL_PF_MERGE)
+        return type_replay_merge(op, merge);
     if (op->created) {
         kv_obj *o = hll_value_new();
-        if (o == NULL || !ks_replace(op->key, op->klen, o, 0)) return "out of memory";
+        if (o == NULL || !ks_replace(op->key, op->klen, o, 0))
+            return "out of memory";
     }
     ks_ref ref;
     kv_entry *e = ks_open(&ref, (const char *)op->key, op->klen, false);

@@ -21,7 +21,8 @@ static void free_value(void *v) { win_free(v); }
 
 static uint64_t adopt(kv_obj *o) { return win_bytes(o->v); }
 
-static const char *replay(const wal_op *op) {
+static const char *replay(const wal_op *op)
+{
     if (op->type == WAL_WIN_CREATE) {
         const wal_window *p = &op->win;
         win_t *w;

@@ -13,24 +13,30 @@ static const value_type *const registry[] = {VALUE_TYPES(VALUE_TYPE_REF)};
 size_t types_count(void) { return NTYPES; }
 const value_type *type_at(size_t i) { return i < NTYPES ? registry[i] : NULL; }
 
-const value_type *type_by_snap_kind(uint8_t kind) {
+const value_type *type_by_snap_kind(uint8_t kind)
+{
     for (size_t i = 0; i < NTYPES; i++)
-        if (kind != 0 && registry[i]->snap_kind == kind) return registry[i];
+        if (kind != 0 && registry[i]->snap_kind == kind)
+            return registry[i];
     return NULL;
 }
 
-const value_type *type_by_record(uint8_t wal_type) {
+const value_type *type_by_record(uint8_t wal_type)
+{
     for (size_t i = 0; i < NTYPES; i++)
         for (const uint8_t *r = registry[i]->records; r && *r; r++)
-            if (*r == wal_type) return registry[i];
+            if (*r == wal_type)
+                return registry[i];
     return NULL;
 }
 
-bloomery_object type_object(const kv_obj *o) {
+bloomery_object type_object(const kv_obj *o)
+{
     return (bloomery_object){.type = o->type->image, .u.any = o->v};
 }
 
-const char *value_status_text(value_status st) {
+const char *value_status_text(value_status st)
+{
     switch (st) {
     case VS_OK: return "ok";
     case VS_NOT_FOUND: return "key is missing";
@@ -51,7 +57,8 @@ const char *value_status_text(value_status st) {
 
 const char *type_replay_merge(const wal_op *op,
                               value_status (*merge)(const char *const *keys, const size_t *lens,
-                                                    size_t n, bool *created)) {
+                                                    size_t n, bool *created))
+{
     size_t n = op->n;
     const char *small[16];
     size_t small_lens[16];
@@ -77,13 +84,17 @@ const char *type_replay_merge(const wal_op *op,
     ks_lock_many(&m, keys, lens, k, true);
     /* The destination was missing when the merge created it. */
     ks_ref ref;
-    if (op->created && ks_find_locked(keys[0], lens[0], &ref, true)) ks_remove(&ref);
+    if (op->created && ks_find_locked(keys[0], lens[0], &ref, true))
+        ks_remove(&ref);
     bool created;
     value_status st = merge(keys, lens, k, &created);
     ks_unlock_many(&m);
-    if (st != VS_OK) why = value_status_text(st);
+    if (st != VS_OK)
+        why = value_status_text(st);
 out:
-    if (keys != small) free(keys);
-    if (lens != small_lens) free(lens);
+    if (keys != small)
+        free(keys);
+    if (lens != small_lens)
+        free(lens);
     return why;
 }

@@ -26,8 +26,8 @@ struct kv_obj;
 typedef void (*value_write_hook)(void *ctx, uint32_t region, uint64_t offset, uint64_t len);
 
 typedef struct value_type {
-    const char *name;          /* in messages: "cuckoo filter" */
-    const char *type_reply;    /* what TYPE answers */
+    const char *name;       /* in messages: "cuckoo filter" */
+    const char *type_reply; /* what TYPE answers */
     /* Snapshots: the index kind and serial.h image type (0: never in a
      * snapshot, as a dump still being loaded). A monotone value's chunks
      * are read live while writers run and the log replayed from the
@@ -57,8 +57,7 @@ typedef struct value_type {
 
 /* The registry: one line per type, X(name) for the descriptor name_type
  * defined in type_<name>.c. */
-#define VALUE_TYPES(X)                                                       \
-    X(bloom) X(counting) X(hll) X(window) X(cuckoo) X(bf_loading) X(cf_loading)
+#define VALUE_TYPES(X) X(bloom) X(counting) X(hll) X(window) X(cuckoo) X(bf_loading) X(cf_loading)
 
 #define VALUE_TYPE_DECLARE(name) extern const value_type name##_type;
 VALUE_TYPES(VALUE_TYPE_DECLARE)
@@ -78,18 +77,18 @@ bloomery_object type_object(const struct kv_obj *o);
  * logs value_status_text when a record does not apply. */
 typedef enum value_status {
     VS_OK = 0,
-    VS_NOT_FOUND,    /* a key that must exist is missing */
-    VS_WRONGTYPE,    /* a key holds another type */
-    VS_LOADING,      /* a key holds a dump still being loaded */
-    VS_MISMATCH,     /* filters of different shapes */
-    VS_OOM,          /* refused by maxmemory, or the key could not be added */
-    VS_NOMEM,        /* refused by the machine's memory (no maxmemory) */
-    VS_FAILED,       /* the library could not build the value */
-    VS_BAD_HEADER,   /* a dump header refused */
-    VS_BAD_CHUNK,    /* a dump chunk refused */
-    VS_BAD_OFFSET,   /* a RedisBloom chunk that no link holds */
-    VS_TOO_BIG,      /* a RedisBloom chunk past the end of its link */
-    VS_CORRUPT,      /* an HLL's bytes are damaged */
+    VS_NOT_FOUND,  /* a key that must exist is missing */
+    VS_WRONGTYPE,  /* a key holds another type */
+    VS_LOADING,    /* a key holds a dump still being loaded */
+    VS_MISMATCH,   /* filters of different shapes */
+    VS_OOM,        /* refused by maxmemory, or the key could not be added */
+    VS_NOMEM,      /* refused by the machine's memory (no maxmemory) */
+    VS_FAILED,     /* the library could not build the value */
+    VS_BAD_HEADER, /* a dump header refused */
+    VS_BAD_CHUNK,  /* a dump chunk refused */
+    VS_BAD_OFFSET, /* a RedisBloom chunk that no link holds */
+    VS_TOO_BIG,    /* a RedisBloom chunk past the end of its link */
+    VS_CORRUPT,    /* an HLL's bytes are damaged */
 } value_status;
 
 const char *value_status_text(value_status st);
@@ -115,9 +114,9 @@ const char *type_replay_merge(const wal_op *op,
                                                     size_t n, bool *created));
 
 /* Helpers a type's commands share with its descriptor. */
-size_t hll_sparse_max(void);                  /* hll-sparse-max-bytes */
-struct kv_obj *hll_value_new(void);           /* empty, bytes counted */
-void hll_value_sync(struct kv_obj *o);        /* recount after a change */
-void cf_value_sync(struct kv_obj *o);         /* recount after growth or compaction */
+size_t hll_sparse_max(void);           /* hll-sparse-max-bytes */
+struct kv_obj *hll_value_new(void);    /* empty, bytes counted */
+void hll_value_sync(struct kv_obj *o); /* recount after a change */
+void cf_value_sync(struct kv_obj *o);  /* recount after growth or compaction */
 
 #endif

@@ -52,16 +52,16 @@
 
 static struct {
     pthread_mutex_t lock;
-    pthread_cond_t work;    /* the thread waits for records */
-    pthread_cond_t space;   /* throttled commands wait for room */
-    pthread_cond_t done;    /* rotation waiters */
+    pthread_cond_t work;  /* the thread waits for records */
+    pthread_cond_t space; /* throttled commands wait for room */
+    pthread_cond_t done;  /* rotation waiters */
     pbuf cur;
     uint64_t next_lsn;
-    uint64_t cur_last;      /* LSN of the last record in cur */
+    uint64_t cur_last; /* LSN of the last record in cur */
     bool rotate;
     size_t rotate_at;
     uint64_t rotate_lsn;
-    uint64_t rotated_lsn;   /* first LSN of the file being written */
+    uint64_t rotated_lsn; /* first LSN of the file being written */
     bool stop;
     bool open;
     pthread_t thread;
@@ -69,9 +69,9 @@ static struct {
      * and (everysec, no) the bytes written since that fsync. */
     int fd;
     uint64_t file_size;
-    uint64_t good_size;     /* a repair truncates to this: the last fsync
-                             * (everysec) or the last whole batch (no) */
-    pbuf unsynced;          /* everysec: the bytes after good_size */
+    uint64_t good_size; /* a repair truncates to this: the last fsync
+                         * (everysec) or the last whole batch (no) */
+    pbuf unsynced;      /* everysec: the bytes after good_size */
     char logdir[4096];
     _Atomic uint64_t assigned_lsn, written_lsn, durable_lsn, bytes, fsyncs;
     _Atomic int64_t last_fsync_ms;
@@ -86,20 +86,24 @@ static struct {
 
 bool wal_enabled(void) { return W.open; }
 
-static long long policy_now(void) {
+static long long policy_now(void)
+{
     return atomic_load_explicit(&cfg.appendfsync, memory_order_relaxed);
 }
 
-static int fsync_dir(const char *path) {
+static int fsync_dir(const char *path)
+{
     int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd < 0) return -1;
+    if (fd < 0)
+        return -1;
     int rc = fsync(fd);
     close(fd);
     return rc;
 }
 
 /* Create DIR/log/<lsn>.wal with its header, durable before any record. */
-static int create_file(uint64_t first_lsn, char *err, size_t errlen) {
+static int create_file(uint64_t first_lsn, char *err, size_t errlen)
+{
     char path[4200];
     snprintf(path, sizeof(path), "%s/%016" PRIx64 ".wal", W.logdir, first_lsn);
     int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0644);
@@ -124,7 +128,8 @@ static int create_file(uint64_t first_lsn, char *err, size_t errlen) {
 }
 
 /* The thread's sleep between repair attempts: a second, or until stop. */
-static bool pause_unless_stopping(void) {
+static bool pause_unless_stopping(void)
+{
     pthread_mutex_lock(&W.lock);
     if (!W.stop) {
         struct timespec ts;
@@ -138,11 +143,13 @@ static bool pause_unless_stopping(void) {
 }
 
 /* Append all of p to the file; false with errno set on an error. */
-static bool write_out(const uint8_t *p, size_t n) {
+static bool write_out(const uint8_t *p, size_t n)
+{
     while (n > 0) {
         ssize_t w = write(W.fd, p, n);
         if (w < 0) {
-            if (errno == EINTR) continue;
+            if (errno == EINTR)
+                continue;
             return false;
         }
         if (w == 0) {
@@ -157,9 +164,11 @@ static bool write_out(const uint8_t *p, size_t n) {
     return true;
 }
 
-static bool sync_out(void) {
+static bool sync_out(void)
+{
     while (fdatasync(W.fd) != 0)
-        if (errno != EINTR) return false;
+        if (errno != EINTR)
+            return false;
     atomic_fetch_add(&W.fsyncs, 1);
     atomic_store(&W.last_fsync_ms, now_ms());
     W.good_size = W.file_size;
@@ -176,18 +185,21 @@ static bool sync_out(void) {
  * second put the file back to good_size, write everything since again
  * (the kept bytes, then rest) and sync, until that works or the server
  * stops. */
-static void failed(const char *what, const uint8_t *rest, size_t n) {
+static void failed(const char *what, const uint8_t *rest, size_t n)
+{
     int e = errno;
     atomic_store(&W.last_errno, e);
     if (policy_now() == FSYNC_ALWAYS) {
-        server_log(LOG_WARNING, "Can't persist the log (%s error: %s) under appendfsync always. "
-                   "Exiting...", what, strerror(e));
+        server_log(LOG_WARNING,
+                   "Can't persist the log (%s error: %s) under appendfsync always. "
+                   "Exiting...",
+                   what, strerror(e));
         fflush(NULL);
         _exit(1);
     }
     if (atomic_exchange(&W.write_ok, false))
-        server_log(LOG_WARNING, "Error %s the log: %s; refusing writes until it works again",
-                   what, strerror(e));
+        server_log(LOG_WARNING, "Error %s the log: %s; refusing writes until it works again", what,
+                   strerror(e));
     /* A snapshot waiting for a rotation gives up rather than wait. */
     pthread_mutex_lock(&W.lock);
     pthread_cond_broadcast(&W.done);
@@ -205,15 +217,18 @@ static void failed(const char *what, const uint8_t *rest, size_t n) {
         }
         atomic_store(&W.last_errno, errno);
     }
-    server_log(LOG_WARNING, "Stopping with the log not written: records after LSN %" PRIu64
-               " are lost", atomic_load(&W.durable_lsn));
+    server_log(LOG_WARNING,
+               "Stopping with the log not written: records after LSN %" PRIu64 " are lost",
+               atomic_load(&W.durable_lsn));
 }
 
 /* Write a batch; under everysec keep a copy until it is synced. */
-static void write_batch(const uint8_t *p, size_t n) {
+static void write_batch(const uint8_t *p, size_t n)
+{
     /* After an error that was not repaired (shutting down) nothing more is
      * written. */
-    if (n == 0 || !atomic_load(&W.write_ok)) return;
+    if (n == 0 || !atomic_load(&W.write_ok))
+        return;
     bool keep = policy_now() == FSYNC_EVERYSEC;
     if (keep) {
         pbuf_put(&W.unsynced, p, n);
@@ -224,18 +239,23 @@ static void write_batch(const uint8_t *p, size_t n) {
         }
     }
     if (write_out(p, n)) {
-        if (!keep) W.good_size = W.file_size;
+        if (!keep)
+            W.good_size = W.file_size;
         return;
     }
     failed("writing", keep ? NULL : p, keep ? 0 : n);
 }
 
-static void sync_file(void) {
-    if (!atomic_load(&W.write_ok)) return;
-    if (!sync_out()) failed("syncing", NULL, 0);
+static void sync_file(void)
+{
+    if (!atomic_load(&W.write_ok))
+        return;
+    if (!sync_out())
+        failed("syncing", NULL, 0);
 }
 
-static void *wal_thread(void *arg) {
+static void *wal_thread(void *arg)
+{
     (void)arg;
     pbuf spare = {0};
     int64_t last_sync_us = mono_us();
@@ -246,7 +266,8 @@ static void *wal_thread(void *arg) {
         while (W.cur.len == 0 && !W.rotate && !W.stop) {
             if (policy == FSYNC_EVERYSEC && unsynced) {
                 int64_t left = last_sync_us + 1000000 - mono_us();
-                if (left <= 0) break;
+                if (left <= 0)
+                    break;
                 struct timespec ts;
                 clock_gettime(CLOCK_REALTIME, &ts);
                 ts.tv_nsec += (long)(left % 1000000) * 1000;
@@ -284,13 +305,17 @@ static void *wal_thread(void *arg) {
             while ((fd = create_file(rotate_lsn, err, sizeof(err))) < 0) {
                 atomic_store(&W.last_errno, errno);
                 if (policy_now() == FSYNC_ALWAYS) {
-                    server_log(LOG_WARNING, "Can't persist the log (%s) under appendfsync always. "
-                               "Exiting...", err);
+                    server_log(LOG_WARNING,
+                               "Can't persist the log (%s) under appendfsync always. "
+                               "Exiting...",
+                               err);
                     fflush(NULL);
                     _exit(1);
                 }
-                if (atomic_exchange(&W.write_ok, false)) server_log(LOG_WARNING, "%s; retrying", err);
-                if (!pause_unless_stopping()) break;
+                if (atomic_exchange(&W.write_ok, false))
+                    server_log(LOG_WARNING, "%s; retrying", err);
+                if (!pause_unless_stopping())
+                    break;
             }
             W.fd = fd;
             if (fd >= 0) {
@@ -308,7 +333,8 @@ static void *wal_thread(void *arg) {
         } else {
             write_batch(batch.p, batch.len);
         }
-        if (batch.len && atomic_load(&W.write_ok)) atomic_store(&W.written_lsn, last);
+        if (batch.len && atomic_load(&W.write_ok))
+            atomic_store(&W.written_lsn, last);
         policy = policy_now();
         bool sync = stopping || (batch.len && policy == FSYNC_ALWAYS) ||
                     (policy == FSYNC_EVERYSEC && W.file_size - W.good_size >= MAX_UNSYNCED) ||
@@ -321,7 +347,8 @@ static void *wal_thread(void *arg) {
             if (atomic_load(&W.write_ok)) {
                 atomic_store(&W.durable_lsn, upto);
                 void (*hook)(void) = atomic_load(&W.on_durable);
-                if (hook) hook();
+                if (hook)
+                    hook();
             }
         }
         /* Keep the buffer for the next batch unless a burst left it large
@@ -336,17 +363,20 @@ static void *wal_thread(void *arg) {
             W.rotated_lsn = rotate_lsn;
             pthread_cond_broadcast(&W.done);
         }
-        if (stopping || (W.stop && !atomic_load(&W.write_ok))) break;
+        if (stopping || (W.stop && !atomic_load(&W.write_ok)))
+            break;
     }
     pthread_mutex_unlock(&W.lock);
     free(spare.p);
     return NULL;
 }
 
-bool wal_open(const char *dir, uint64_t next_lsn, char *err, size_t errlen) {
+bool wal_open(const char *dir, uint64_t next_lsn, char *err, size_t errlen)
+{
     snprintf(W.logdir, sizeof(W.logdir), "%s/log", dir);
     W.fd = create_file(next_lsn, err, errlen);
-    if (W.fd < 0) return false;
+    if (W.fd < 0)
+        return false;
     W.file_size = W.good_size = WAL_HEADER_SIZE;
     W.next_lsn = next_lsn;
     W.rotated_lsn = next_lsn;
@@ -365,7 +395,8 @@ bool wal_open(const char *dir, uint64_t next_lsn, char *err, size_t errlen) {
     return true;
 }
 
-void wal_set_next_lsn(const char *dir, uint64_t next_lsn) {
+void wal_set_next_lsn(const char *dir, uint64_t next_lsn)
+{
     pthread_mutex_lock(&W.lock);
     snprintf(W.logdir, sizeof(W.logdir), "%s/log", dir);
     W.next_lsn = next_lsn;
@@ -373,8 +404,10 @@ void wal_set_next_lsn(const char *dir, uint64_t next_lsn) {
     pthread_mutex_unlock(&W.lock);
 }
 
-void wal_close(void) {
-    if (!W.open) return;
+void wal_close(void)
+{
+    if (!W.open)
+        return;
     pthread_mutex_lock(&W.lock);
     W.stop = true;
     pthread_cond_broadcast(&W.work);
@@ -382,7 +415,8 @@ void wal_close(void) {
     pthread_cond_broadcast(&W.done);
     pthread_mutex_unlock(&W.lock);
     pthread_join(W.thread, NULL);
-    if (W.fd >= 0) close(W.fd);
+    if (W.fd >= 0)
+        close(W.fd);
     W.fd = -1;
     W.open = false;
     free(W.cur.p);
@@ -400,14 +434,18 @@ void wal_set_durable_hook(void (*fn)(void)) { atomic_store(&W.on_durable, fn); }
 bool wal_write_ok(void) { return !W.open || atomic_load(&W.write_ok); }
 int wal_last_errno(void) { return atomic_load(&W.last_errno); }
 
-void wal_throttle(void) {
-    if (!W.open) return;
+void wal_throttle(void)
+{
+    if (!W.open)
+        return;
     pthread_mutex_lock(&W.lock);
-    while (W.cur.len > MAX_PENDING && !W.stop) pthread_cond_wait(&W.space, &W.lock);
+    while (W.cur.len > MAX_PENDING && !W.stop)
+        pthread_cond_wait(&W.space, &W.lock);
     pthread_mutex_unlock(&W.lock);
 }
 
-uint64_t wal_append(uint8_t type, const void *payload, size_t len) {
+uint64_t wal_append(uint8_t type, const void *payload, size_t len)
+{
     pthread_mutex_lock(&W.lock);
     size_t size = wal_record_size(len);
     if (!pbuf_reserve(&W.cur, size)) {
@@ -421,7 +459,8 @@ uint64_t wal_append(uint8_t type, const void *payload, size_t len) {
         _exit(1);
     }
     uint8_t *rec = W.cur.p + W.cur.len;
-    if (len) memcpy(rec + WAL_PREFIX, payload, len);
+    if (len)
+        memcpy(rec + WAL_PREFIX, payload, len);
     uint64_t lsn = W.next_lsn++;
     wal_record_seal(rec, type, lsn, len);
     W.cur.len += size;
@@ -433,14 +472,16 @@ uint64_t wal_append(uint8_t type, const void *payload, size_t len) {
 }
 
 uint64_t wal_assigned_lsn(void) { return atomic_load(&W.assigned_lsn); }
-uint64_t wal_next_lsn(void) {
+uint64_t wal_next_lsn(void)
+{
     pthread_mutex_lock(&W.lock);
     uint64_t n = W.next_lsn;
     pthread_mutex_unlock(&W.lock);
     return n;
 }
 
-uint64_t wal_rotate(void) {
+uint64_t wal_rotate(void)
+{
     pthread_mutex_lock(&W.lock);
     uint64_t lsn = W.next_lsn;
     if (W.open) {
@@ -455,7 +496,8 @@ uint64_t wal_rotate(void) {
     return lsn;
 }
 
-bool wal_wait_rotated(uint64_t first_lsn) {
+bool wal_wait_rotated(uint64_t first_lsn)
+{
     pthread_mutex_lock(&W.lock);
     /* A log that cannot be written (or is closing) may never rotate: the
      * caller then keeps the older log files. */
@@ -465,7 +507,8 @@ bool wal_wait_rotated(uint64_t first_lsn) {
     pthread_mutex_unlock(&W.lock);
     return done;
 }
-void wal_delete_below(uint64_t lsn) {
+void wal_delete_below(uint64_t lsn)
+{
     char logdir[4096];
     snprintf(logdir, sizeof(logdir), "%s", W.logdir);
     uint64_t *files;
@@ -477,15 +520,18 @@ void wal_delete_below(uint64_t lsn) {
     for (size_t i = 0; i + 1 < n && files[i + 1] <= lsn; i++) {
         char path[4200];
         snprintf(path, sizeof(path), "%s/%016" PRIx64 ".wal", logdir, files[i]);
-        if (unlink(path) == 0) removed = true;
+        if (unlink(path) == 0)
+            removed = true;
     }
     free(files);
-    if (removed) fsync_dir(logdir);
+    if (removed)
+        fsync_dir(logdir);
 }
 
 uint64_t wal_durable_lsn(void) { return atomic_load(&W.durable_lsn); }
 
-void wal_get_stats(wal_stats *s) {
+void wal_get_stats(wal_stats *s)
+{
     s->written_lsn = atomic_load(&W.written_lsn);
     s->durable_lsn = atomic_load(&W.durable_lsn);
     s->bytes = atomic_load(&W.bytes);

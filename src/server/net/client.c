@@ -42,7 +42,8 @@
 pthread_mutex_t clients_lock = PTHREAD_MUTEX_INITIALIZER;
 client *all_clients;
 
-static void format_addr(const struct sockaddr_storage *ss, char *out, size_t n) {
+static void format_addr(const struct sockaddr_storage *ss, char *out, size_t n)
+{
     char host[INET6_ADDRSTRLEN] = "?";
     int port = 0;
     if (ss->ss_family == AF_INET) {
@@ -59,9 +60,11 @@ static void format_addr(const struct sockaddr_storage *ss, char *out, size_t n) 
 
 static void free_unopened(uv_handle_t *h) { free(h->data); }
 
-client *client_create(worker *w, int fd) {
+client *client_create(worker *w, int fd)
+{
     client *c = calloc(1, sizeof(*c));
-    if (c == NULL) return NULL;
+    if (c == NULL)
+        return NULL;
     if (uv_tcp_init(&w->loop, &c->tcp) != 0) {
         free(c);
         return NULL;
@@ -79,9 +82,11 @@ client *client_create(worker *w, int fd) {
     uv_tcp_nodelay(&c->tcp, 1);
     struct sockaddr_storage ss;
     socklen_t sl = sizeof(ss);
-    if (getpeername(fd, (struct sockaddr *)&ss, &sl) == 0) format_addr(&ss, c->addr, sizeof(c->addr));
+    if (getpeername(fd, (struct sockaddr *)&ss, &sl) == 0)
+        format_addr(&ss, c->addr, sizeof(c->addr));
     sl = sizeof(ss);
-    if (getsockname(fd, (struct sockaddr *)&ss, &sl) == 0) format_addr(&ss, c->laddr, sizeof(c->laddr));
+    if (getsockname(fd, (struct sockaddr *)&ss, &sl) == 0)
+        format_addr(&ss, c->laddr, sizeof(c->laddr));
     reply_init(&c->cx.out);
     resp_parser_init(&c->parser);
     c->authenticated = !config_requirepass_set();
@@ -91,11 +96,13 @@ client *client_create(worker *w, int fd) {
     atomic_store(&c->lastcmd, "NULL");
 
     c->next = w->clients;
-    if (w->clients) w->clients->prev = c;
+    if (w->clients)
+        w->clients->prev = c;
     w->clients = c;
     pthread_mutex_lock(&clients_lock);
     c->gnext = all_clients;
-    if (all_clients) all_clients->gprev = c;
+    if (all_clients)
+        all_clients->gprev = c;
     all_clients = c;
     pthread_mutex_unlock(&clients_lock);
 
@@ -106,7 +113,8 @@ client *client_create(worker *w, int fd) {
     return c;
 }
 
-static void on_closed(uv_handle_t *h) {
+static void on_closed(uv_handle_t *h)
+{
     client *c = h->data;
     resp_parser_free(&c->parser);
     reply_free(&c->cx.out);
@@ -123,28 +131,38 @@ static void on_closed(uv_handle_t *h) {
     atomic_fetch_sub(&srv.connected, 1);
 }
 
-void client_close(client *c) {
-    if (c->closing) return;
+void client_close(client *c)
+{
+    if (c->closing)
+        return;
     c->closing = true;
     commit_forget(c);
     worker *w = c->w;
-    if (c->prev) c->prev->next = c->next;
-    else w->clients = c->next;
-    if (c->next) c->next->prev = c->prev;
+    if (c->prev)
+        c->prev->next = c->next;
+    else
+        w->clients = c->next;
+    if (c->next)
+        c->next->prev = c->prev;
     pthread_mutex_lock(&clients_lock);
-    if (c->gprev) c->gprev->gnext = c->gnext;
-    else all_clients = c->gnext;
-    if (c->gnext) c->gnext->gprev = c->gprev;
+    if (c->gprev)
+        c->gprev->gnext = c->gnext;
+    else
+        all_clients = c->gnext;
+    if (c->gnext)
+        c->gnext->gprev = c->gprev;
     pthread_mutex_unlock(&clients_lock);
     uv_read_stop((uv_stream_t *)&c->tcp);
     uv_close((uv_handle_t *)&c->tcp, on_closed);
 }
 
-static size_t query_limit(void) {
+static size_t query_limit(void)
+{
     return (size_t)atomic_load_explicit(&cfg.client_query_buffer_limit, memory_order_relaxed);
 }
 
-void client_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
+void client_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
+{
     (void)suggested;
     client *c = h->data;
     /* Move the unprocessed tail to the front; the parser's offsets are
@@ -155,18 +173,22 @@ void client_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
         c->qpos = 0;
     }
     size_t want = READ_CHUNK;
-    if (c->parser.need > want) want = c->parser.need;
+    if (c->parser.need > want)
+        want = c->parser.need;
     /* Room for a large argument, but none past the query-buffer limit: the
      * byte after it closes the client, so a header announcing 512 MB costs
      * no more than the limit. */
     size_t limit = query_limit();
     size_t room = limit >= c->qlen ? limit - c->qlen + 1 : 1;
-    if (want > room) want = room > READ_CHUNK ? room : READ_CHUNK;
+    if (want > room)
+        want = room > READ_CHUNK ? room : READ_CHUNK;
     if (c->qcap - c->qlen < want) {
         size_t need = c->qlen + want, most = limit + 1 > need ? limit + 1 : need;
         size_t cap = c->qcap ? c->qcap : READ_CHUNK;
-        while (cap < need) cap *= 2;
-        if (cap > most) cap = most;
+        while (cap < need)
+            cap *= 2;
+        if (cap > most)
+            cap = most;
         char *q = realloc(c->qbuf, cap);
         if (q == NULL) {
             buf->base = NULL;
@@ -182,11 +204,13 @@ void client_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
 
 static size_t pending_output(client *c) { return c->cx.out.len + (c->writing ? c->wlen : 0); }
 
-bool client_obuf_over_limit(client *c) {
+bool client_obuf_over_limit(client *c)
+{
     size_t used = pending_output(c);
     long long hard = atomic_load_explicit(&cfg.obuf_hard, memory_order_relaxed);
     long long soft = atomic_load_explicit(&cfg.obuf_soft, memory_order_relaxed);
-    if (hard > 0 && used >= (size_t)hard) return true;
+    if (hard > 0 && used >= (size_t)hard)
+        return true;
     if (soft > 0 && used >= (size_t)soft) {
         int64_t now = now_ms();
         long long secs = atomic_load_explicit(&cfg.obuf_soft_seconds, memory_order_relaxed);
@@ -200,32 +224,43 @@ bool client_obuf_over_limit(client *c) {
     return false;
 }
 
-static void drop_over_limit(client *c) {
-    server_log(LOG_WARNING,
-               "Client id=%llu addr=%s closed for overcoming of output buffer limits.",
+static void drop_over_limit(client *c)
+{
+    server_log(LOG_WARNING, "Client id=%llu addr=%s closed for overcoming of output buffer limits.",
                (unsigned long long)c->id, c->addr);
     client_close(c);
 }
 
 /* Up to 64 bytes as a quoted string with escapes, as Redis's sdscatrepr. */
-static void repr64(const char *s, size_t len, char *out, size_t outlen) {
+static void repr64(const char *s, size_t len, char *out, size_t outlen)
+{
     size_t o = 0;
-    if (len > 64) len = 64;
+    if (len > 64)
+        len = 64;
     out[o++] = '"';
     for (size_t i = 0; i < len && o + 6 < outlen; i++) {
         unsigned char ch = (unsigned char)s[i];
-        const char *esc = ch == '\\' ? "\\\\" : ch == '"' ? "\\\"" : ch == '\n' ? "\\n"
-                        : ch == '\r' ? "\\r" : ch == '\t' ? "\\t" : ch == '\a' ? "\\a"
-                        : ch == '\b' ? "\\b" : NULL;
-        if (esc) o += (size_t)snprintf(out + o, outlen - o, "%s", esc);
-        else if (ch >= 0x20 && ch < 0x7f) out[o++] = (char)ch;
-        else o += (size_t)snprintf(out + o, outlen - o, "\\x%02x", ch);
+        const char *esc = ch == '\\'   ? "\\\\"
+                          : ch == '"'  ? "\\\""
+                          : ch == '\n' ? "\\n"
+                          : ch == '\r' ? "\\r"
+                          : ch == '\t' ? "\\t"
+                          : ch == '\a' ? "\\a"
+                          : ch == '\b' ? "\\b"
+                                       : NULL;
+        if (esc)
+            o += (size_t)snprintf(out + o, outlen - o, "%s", esc);
+        else if (ch >= 0x20 && ch < 0x7f)
+            out[o++] = (char)ch;
+        else
+            o += (size_t)snprintf(out + o, outlen - o, "\\x%02x", ch);
     }
     out[o++] = '"';
     out[o] = '\0';
 }
 
-static void drop_query_over_limit(client *c) {
+static void drop_query_over_limit(client *c)
+{
     char info[512], bytes[300];
     pthread_mutex_lock(&clients_lock);
     client_info_line(c, info, sizeof(info));
@@ -237,15 +272,20 @@ static void drop_query_over_limit(client *c) {
     client_close(c);
 }
 
-static bool ensure_argv(client *c, size_t n) {
-    if ((size_t)c->argvcap >= n) return true;
+static bool ensure_argv(client *c, size_t n)
+{
+    if ((size_t)c->argvcap >= n)
+        return true;
     size_t cap = c->argvcap ? (size_t)c->argvcap : 16;
-    while (cap < n) cap *= 2;
+    while (cap < n)
+        cap *= 2;
     const char **a = realloc(c->cx.argv, cap * sizeof(*a));
-    if (a == NULL) return false;
+    if (a == NULL)
+        return false;
     c->cx.argv = a;
     size_t *l = realloc(c->cx.argvlen, cap * sizeof(*l));
-    if (l == NULL) return false;
+    if (l == NULL)
+        return false;
     c->cx.argvlen = l;
     c->argvcap = (int)cap;
     return true;
@@ -253,14 +293,17 @@ static bool ensure_argv(client *c, size_t n) {
 
 #define BATCH_MAX 1024
 
-static bool batch_push(client *c, size_t n, const char *item, size_t len) {
+static bool batch_push(client *c, size_t n, const char *item, size_t len)
+{
     if (n == c->bcap) {
         size_t cap = c->bcap ? c->bcap * 2 : 64;
         const char **a = realloc(c->bitems, cap * sizeof(*a));
-        if (a == NULL) return false;
+        if (a == NULL)
+            return false;
         c->bitems = a;
         size_t *l = realloc(c->blens, cap * sizeof(*l));
-        if (l == NULL) return false;
+        if (l == NULL)
+            return false;
         c->blens = l;
         c->bcap = cap;
     }
@@ -275,7 +318,8 @@ static bool batch_push(client *c, size_t n, const char *item, size_t len) {
  * before probing. Replies are those of the separate commands. Only
  * multibulk requests are looked ahead at: parsing them changes nothing in
  * the buffer, so one that does not fit is simply parsed again. */
-static void run_batch(client *c, const command *cmd, char *start) {
+static void run_batch(client *c, const command *cmd, char *start)
+{
     const char *key = start + c->parser.argv[1].off;
     size_t klen = c->parser.argv[1].len;
     size_t n = 0;
@@ -297,7 +341,8 @@ static void run_batch(client *c, const command *cmd, char *start) {
         if (avail > prefix && memcmp(next, start, prefix) == 0) {
             long long ilen = resp_bulk_header(next + prefix, avail - prefix, &hdr);
             if (ilen >= 0 && avail - prefix - hdr >= (size_t)ilen + 2) {
-                if (!batch_push(c, n, next + prefix + hdr, (size_t)ilen)) break;
+                if (!batch_push(c, n, next + prefix + hdr, (size_t)ilen))
+                    break;
                 n++;
                 c->qpos += prefix + hdr + (size_t)ilen + 2;
                 continue;
@@ -324,13 +369,15 @@ static void run_batch(client *c, const command *cmd, char *start) {
     int64_t t0 = mono_us();
     c->cx.hits = c->cx.misses = 0;
     size_t failed = cmd->batch(&c->cx, key, klen, c->bitems, c->blens, n);
-    if (write) commit_write_end(c->w);
+    if (write)
+        commit_write_end(c->w);
     c->touched_keys = true;
     worker_count_hits(c->w, c->cx.hits, c->cx.misses);
     command_account(c, cmd, n, failed, (uint64_t)(mono_us() - t0));
 }
 
-static void process_input(client *c) {
+static void process_input(client *c)
+{
     resp_limits lim = {
         .max_bulk = atomic_load_explicit(&cfg.proto_max_bulk_len, memory_order_relaxed),
         .max_args = atomic_load_explicit(&cfg.proto_max_multibulk_len, memory_order_relaxed),
@@ -339,7 +386,8 @@ static void process_input(client *c) {
         lim.authenticated = c->authenticated;
         char *start = c->qbuf + c->qpos;
         resp_status st = resp_parse(&c->parser, start, c->qlen - c->qpos, &lim);
-        if (st == RESP_AGAIN) break;
+        if (st == RESP_AGAIN)
+            break;
         if (st == RESP_ERROR) {
             reply_errorf(&c->cx.out, "ERR Protocol error: %s", c->parser.error);
             server_log(LOG_VERBOSE, "Protocol error (%s) from client id=%llu addr=%s",
@@ -359,8 +407,7 @@ static void process_input(client *c) {
             }
             c->cx.argc = (int)argc;
             const command *cmd = c->cmd;
-            if (argc == 3 && cmd && c->authenticated && !c->parser.inline_req &&
-                cmd->batch &&
+            if (argc == 3 && cmd && c->authenticated && !c->parser.inline_req && cmd->batch &&
                 str_eq_ci(c->cx.argv[0], c->cx.argvlen[0], cmd->name) &&
                 /* Refusals are the dispatcher's to answer. */
                 !((cmd->flags & CMD_DENYOOM) && server_over_maxmemory()) &&
@@ -393,14 +440,16 @@ static void process_input(client *c) {
     }
 }
 
-void client_on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf) {
+void client_on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
+{
     (void)buf;
     client *c = s->data;
     if (nread < 0) {
         client_close(c);
         return;
     }
-    if (nread == 0 || c->closing) return;
+    if (nread == 0 || c->closing)
+        return;
     c->qlen += (size_t)nread;
     worker *w = c->w;
     atomic_store_explicit(&w->net_in,
@@ -413,23 +462,28 @@ void client_on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf) {
         return;
     }
     process_input(c);
-    if (c->closing) return;
+    if (c->closing)
+        return;
     atomic_store_explicit(&c->qbuf_used, c->qlen - c->qpos, memory_order_relaxed);
-    if (c->close_after_reply) uv_read_stop((uv_stream_t *)&c->tcp);
+    if (c->close_after_reply)
+        uv_read_stop((uv_stream_t *)&c->tcp);
     /* Replies that may depend on log records wait for them under
      * appendfsync always. */
     if (c->touched_keys) {
         c->touched_keys = false;
-        if (commit_defer(c)) return;
+        if (commit_defer(c))
+            return;
     }
     client_flush(c);
 }
 
-static void on_written(uv_write_t *req, int status) {
+static void on_written(uv_write_t *req, int status)
+{
     client *c = req->data;
     c->writing = false;
     if (status < 0 || c->closing) {
-        if (!c->closing) client_close(c);
+        if (!c->closing)
+            client_close(c);
         return;
     }
     worker *w = c->w;
@@ -450,15 +504,19 @@ static void on_written(uv_write_t *req, int status) {
     client_flush(c);
 }
 
-void client_flush(client *c) {
-    if (c->closing || c->writing || c->wal_parked) return;
+void client_flush(client *c)
+{
+    if (c->closing || c->writing || c->wal_parked)
+        return;
     if (c->cx.out.len == 0) {
-        if (c->close_after_reply) client_close(c);
+        if (c->close_after_reply)
+            client_close(c);
         return;
     }
     uv_buf_t b = uv_buf_init(c->cx.out.buf, (unsigned)c->cx.out.len);
     int n = uv_try_write((uv_stream_t *)&c->tcp, &b, 1);
-    if (n == UV_EAGAIN) n = 0;
+    if (n == UV_EAGAIN)
+        n = 0;
     if (n < 0) {
         client_close(c);
         return;
@@ -469,9 +527,11 @@ void client_flush(client *c) {
                           memory_order_relaxed);
     if ((size_t)n == c->cx.out.len) {
         c->cx.out.len = 0;
-        if (c->cx.out.cap > KEEP_BUFFER) reply_free(&c->cx.out);
+        if (c->cx.out.cap > KEEP_BUFFER)
+            reply_free(&c->cx.out);
         atomic_store_explicit(&c->obuf_used, 0, memory_order_relaxed);
-        if (c->close_after_reply) client_close(c);
+        if (c->close_after_reply)
+            client_close(c);
         return;
     }
     /* The socket is full: the unsent rest becomes the in-flight write and a
@@ -493,7 +553,8 @@ void client_flush(client *c) {
     }
 }
 
-void client_cron(client *c, int64_t now) {
+void client_cron(client *c, int64_t now)
+{
     long long timeout = atomic_load_explicit(&cfg.timeout, memory_order_relaxed);
     if (timeout > 0 && !c->writing &&
         now - atomic_load_explicit(&c->last_ms, memory_order_relaxed) > timeout * 1000) {
@@ -501,10 +562,12 @@ void client_cron(client *c, int64_t now) {
         client_close(c);
         return;
     }
-    if (c->writing && client_obuf_over_limit(c)) drop_over_limit(c);
+    if (c->writing && client_obuf_over_limit(c))
+        drop_over_limit(c);
 }
 
-void client_info_line(client *c, char *out, size_t outlen) {
+void client_info_line(client *c, char *out, size_t outlen)
+{
     int64_t now = now_ms();
     const char *name = c->name ? c->name : "";
     const char *libn = c->lib_name ? c->lib_name : "";
@@ -519,7 +582,7 @@ void client_info_line(client *c, char *out, size_t outlen) {
              "lib-name=%s lib-ver=%s",
              (unsigned long long)c->id, c->addr, c->laddr, c->fd, name,
              (long long)((now - c->ctime_ms) / 1000),
-             (long long)((now - atomic_load_explicit(&c->last_ms, memory_order_relaxed)) / 1000),
-             q, READ_CHUNK, o, sizeof(client) + q + o, cmd,
+             (long long)((now - atomic_load_explicit(&c->last_ms, memory_order_relaxed)) / 1000), q,
+             READ_CHUNK, o, sizeof(client) + q + o, cmd,
              atomic_load_explicit(&c->resp, memory_order_relaxed), libn, libv);
 }

@@ -100,35 +100,41 @@ static command table[] = {
 #define HBITS 8
 static const command *htab[1u << HBITS];
 
-static unsigned name_hash(const char *s, size_t n) {
+static unsigned name_hash(const char *s, size_t n)
+{
     uint32_t h = 2166136261u;
-    for (size_t i = 0; i < n; i++) h = (h ^ (unsigned char)tolower((unsigned char)s[i])) * 16777619u;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ (unsigned char)tolower((unsigned char)s[i])) * 16777619u;
     return h & ((1u << HBITS) - 1);
 }
 
-void commands_init(void) {
+void commands_init(void)
+{
     for (size_t i = 0; i < NCOMMANDS; i++) {
         table[i].id = (int)i;
         /* Answers that depend on the data (and so on log records): every
          * command on keys, every write, and the server's readers (DBSIZE,
          * MEMORY). PING, INFO, CLIENT, CONFIG do not wait for the log. */
-        table[i].touches_keys = (strcmp(table[i].group, "connection") != 0 &&
-                                 strcmp(table[i].group, "server") != 0) ||
-                                (table[i].flags & (CMD_WRITE | CMD_READONLY)) ||
-                                table[i].first_key > 0;
+        table[i].touches_keys =
+            (strcmp(table[i].group, "connection") != 0 && strcmp(table[i].group, "server") != 0) ||
+            (table[i].flags & (CMD_WRITE | CMD_READONLY)) || table[i].first_key > 0;
         unsigned h = name_hash(table[i].name, strlen(table[i].name));
-        while (htab[h]) h = (h + 1) & ((1u << HBITS) - 1);
+        while (htab[h])
+            h = (h + 1) & ((1u << HBITS) - 1);
         htab[h] = &table[i];
     }
 }
 
 void commands_free(void) {}
 
-const command *command_lookup(const char *name, size_t len) {
-    if (len == 0 || len > 32) return NULL;
+const command *command_lookup(const char *name, size_t len)
+{
+    if (len == 0 || len > 32)
+        return NULL;
     unsigned h = name_hash(name, len);
     while (htab[h]) {
-        if (str_eq_ci(name, len, htab[h]->name)) return htab[h];
+        if (str_eq_ci(name, len, htab[h]->name))
+            return htab[h];
         h = (h + 1) & ((1u << HBITS) - 1);
     }
     return NULL;
@@ -137,14 +143,16 @@ const command *command_lookup(const char *name, size_t len) {
 size_t commands_count(void) { return NCOMMANDS; }
 const command *command_at(size_t i) { return i < NCOMMANDS ? &table[i] : NULL; }
 
-static void stat_add(_Atomic uint64_t *v, uint64_t d) {
+static void stat_add(_Atomic uint64_t *v, uint64_t d)
+{
     /* Single writer (the owning worker): a plain add published with relaxed
      * stores, no locked instruction. */
     atomic_store_explicit(v, atomic_load_explicit(v, memory_order_relaxed) + d,
                           memory_order_relaxed);
 }
 
-static void reply_unknown(client *c) {
+static void reply_unknown(client *c)
+{
     char args[256];
     size_t used = 0;
     args[0] = '\0';
@@ -153,7 +161,8 @@ static void reply_unknown(client *c) {
         int n = snprintf(args + used, sizeof(args) - used, "'%.*s' ",
                          (int)(c->cx.argvlen[i] < (size_t)room ? c->cx.argvlen[i] : (size_t)room),
                          c->cx.argv[i]);
-        if (n < 0) break;
+        if (n < 0)
+            break;
         used += (size_t)n;
         if (used >= sizeof(args)) {
             used = sizeof(args) - 1;
@@ -164,7 +173,8 @@ static void reply_unknown(client *c) {
                  (int)(c->cx.argvlen[0] < 128 ? c->cx.argvlen[0] : 128), c->cx.argv[0], args);
 }
 
-void command_dispatch(client *c) {
+void command_dispatch(client *c)
+{
     worker *w = c->w;
     const command *cmd = c->cmd;
     /* Pipelines repeat one command: try the previous one first. */
@@ -209,13 +219,14 @@ void command_dispatch(client *c) {
     c->cx.hits = c->cx.misses = 0;
     bool write = cmd->flags & CMD_WRITE;
     if (write) {
-        wal_throttle();   /* before any key lock is taken */
+        wal_throttle(); /* before any key lock is taken */
         commit_write_begin(w);
     }
     int64_t t0 = mono_us();
     bool ok = cmd->proc(&c->cx);
     int64_t dt = mono_us() - t0;
-    if (write) commit_write_end(w);
+    if (write)
+        commit_write_end(w);
     c->touched_keys |= cmd->touches_keys;
     stat_add(&st->calls, 1);
     stat_add(&st->usec, (uint64_t)dt);
@@ -226,12 +237,16 @@ void command_dispatch(client *c) {
     }
 }
 
-void worker_count_hits(worker *w, uint64_t hits, uint64_t misses) {
-    if (hits) stat_add(&w->hits, hits);
-    if (misses) stat_add(&w->misses, misses);
+void worker_count_hits(worker *w, uint64_t hits, uint64_t misses)
+{
+    if (hits)
+        stat_add(&w->hits, hits);
+    if (misses)
+        stat_add(&w->misses, misses);
 }
 
-void command_account(client *c, const command *cmd, uint64_t n, uint64_t failed, uint64_t usec) {
+void command_account(client *c, const command *cmd, uint64_t n, uint64_t failed, uint64_t usec)
+{
     worker *w = c->w;
     stat_add(&w->commands, n);
     stat_add(&w->stats[cmd->id].calls, n);
@@ -245,20 +260,29 @@ void command_account(client *c, const command *cmd, uint64_t n, uint64_t failed,
 
 /* ---- COMMAND ---- */
 
-static void reply_flags(cmd_ctx *c, const command *cmd) {
+static void reply_flags(cmd_ctx *c, const command *cmd)
+{
     const char *names[8];
     int n = 0;
-    if (cmd->flags & CMD_WRITE) names[n++] = "write";
-    if (cmd->flags & CMD_READONLY) names[n++] = "readonly";
-    if (cmd->flags & CMD_DENYOOM) names[n++] = "denyoom";
-    if (cmd->flags & CMD_ADMIN) names[n++] = "admin";
-    if (cmd->flags & CMD_FAST) names[n++] = "fast";
-    if (cmd->flags & CMD_NOAUTH) names[n++] = "no_auth";
+    if (cmd->flags & CMD_WRITE)
+        names[n++] = "write";
+    if (cmd->flags & CMD_READONLY)
+        names[n++] = "readonly";
+    if (cmd->flags & CMD_DENYOOM)
+        names[n++] = "denyoom";
+    if (cmd->flags & CMD_ADMIN)
+        names[n++] = "admin";
+    if (cmd->flags & CMD_FAST)
+        names[n++] = "fast";
+    if (cmd->flags & CMD_NOAUTH)
+        names[n++] = "no_auth";
     reply_set(&c->out, n);
-    for (int i = 0; i < n; i++) reply_simple(&c->out, names[i]);
+    for (int i = 0; i < n; i++)
+        reply_simple(&c->out, names[i]);
 }
 
-static void reply_command_info(cmd_ctx *c, const command *cmd) {
+static void reply_command_info(cmd_ctx *c, const command *cmd)
+{
     if (cmd == NULL) {
         reply_null(&c->out);
         return;
@@ -274,12 +298,13 @@ static void reply_command_info(cmd_ctx *c, const command *cmd) {
     char cat[64];
     snprintf(cat, sizeof(cat), "@%s", cmd->group);
     reply_simple(&c->out, cat);
-    reply_set(&c->out, 0);    /* tips */
-    reply_array(&c->out, 0);  /* key specs */
-    reply_array(&c->out, 0);  /* subcommands */
+    reply_set(&c->out, 0);   /* tips */
+    reply_array(&c->out, 0); /* key specs */
+    reply_array(&c->out, 0); /* subcommands */
 }
 
-static void reply_command_doc(cmd_ctx *c, const command *cmd) {
+static void reply_command_doc(cmd_ctx *c, const command *cmd)
+{
     reply_bulk_str(&c->out, cmd->name);
     reply_map(&c->out, 3);
     reply_bulk_str(&c->out, "summary");
@@ -290,10 +315,12 @@ static void reply_command_doc(cmd_ctx *c, const command *cmd) {
     reply_bulk_str(&c->out, cmd->group);
 }
 
-bool commandCommand(cmd_ctx *c) {
+bool commandCommand(cmd_ctx *c)
+{
     if (c->argc == 1) {
         reply_array(&c->out, (long long)NCOMMANDS);
-        for (size_t i = 0; i < NCOMMANDS; i++) reply_command_info(c, &table[i]);
+        for (size_t i = 0; i < NCOMMANDS; i++)
+            reply_command_info(c, &table[i]);
         return true;
     }
     if (arg_eq(c, 1, "count") && c->argc == 2) {
@@ -301,7 +328,8 @@ bool commandCommand(cmd_ctx *c) {
     } else if (arg_eq(c, 1, "info")) {
         if (c->argc == 2) {
             reply_array(&c->out, (long long)NCOMMANDS);
-            for (size_t i = 0; i < NCOMMANDS; i++) reply_command_info(c, &table[i]);
+            for (size_t i = 0; i < NCOMMANDS; i++)
+                reply_command_info(c, &table[i]);
             return true;
         }
         reply_array(&c->out, c->argc - 2);
@@ -310,22 +338,27 @@ bool commandCommand(cmd_ctx *c) {
     } else if (arg_eq(c, 1, "docs")) {
         if (c->argc == 2) {
             reply_map(&c->out, (long long)NCOMMANDS);
-            for (size_t i = 0; i < NCOMMANDS; i++) reply_command_doc(c, &table[i]);
+            for (size_t i = 0; i < NCOMMANDS; i++)
+                reply_command_doc(c, &table[i]);
             return true;
         }
         int found = 0;
-        for (int i = 2; i < c->argc; i++) found += command_lookup(c->argv[i], c->argvlen[i]) != NULL;
+        for (int i = 2; i < c->argc; i++)
+            found += command_lookup(c->argv[i], c->argvlen[i]) != NULL;
         reply_map(&c->out, found);
         for (int i = 2; i < c->argc; i++) {
             const command *cmd = command_lookup(c->argv[i], c->argvlen[i]);
-            if (cmd) reply_command_doc(c, cmd);
+            if (cmd)
+                reply_command_doc(c, cmd);
         }
     } else if (arg_eq(c, 1, "list") && c->argc == 2) {
         reply_array(&c->out, (long long)NCOMMANDS);
-        for (size_t i = 0; i < NCOMMANDS; i++) reply_bulk_str(&c->out, table[i].name);
+        for (size_t i = 0; i < NCOMMANDS; i++)
+            reply_bulk_str(&c->out, table[i].name);
     } else {
-        reply_errorf(&c->out, "ERR unknown subcommand or wrong number of arguments for '%.*s'. "
-                              "Try COMMAND HELP.",
+        reply_errorf(&c->out,
+                     "ERR unknown subcommand or wrong number of arguments for '%.*s'. "
+                     "Try COMMAND HELP.",
                      (int)(c->argvlen[1] < 64 ? c->argvlen[1] : 64), c->argv[1]);
         return false;
     }

@@ -40,12 +40,12 @@
 #include "server.h"
 
 typedef struct commit_worker {
-    _Atomic uint64_t writing;  /* odd while a write command runs */
-    char pad[56];              /* written often: its own cache line */
+    _Atomic uint64_t writing; /* odd while a write command runs */
+    char pad[56];             /* written often: its own cache line */
     uv_async_t async;
-    client *head;             /* parked clients; this worker's thread only */
+    client *head; /* parked clients; this worker's thread only */
     _Atomic bool has_parked;
-    bool open;                /* async usable; under notify_lock */
+    bool open; /* async usable; under notify_lock */
 } commit_worker;
 
 static commit_worker *cws;
@@ -53,15 +53,20 @@ static int ncws;
 /* The log thread must not signal a handle its worker has closed. */
 static pthread_mutex_t notify_lock = PTHREAD_MUTEX_INITIALIZER;
 
-static void unlink_client(commit_worker *cw, client *c) {
-    if (c->wal_prev) c->wal_prev->wal_next = c->wal_next;
-    else cw->head = c->wal_next;
-    if (c->wal_next) c->wal_next->wal_prev = c->wal_prev;
+static void unlink_client(commit_worker *cw, client *c)
+{
+    if (c->wal_prev)
+        c->wal_prev->wal_next = c->wal_next;
+    else
+        cw->head = c->wal_next;
+    if (c->wal_next)
+        c->wal_next->wal_prev = c->wal_prev;
     c->wal_next = c->wal_prev = NULL;
     c->wal_parked = false;
 }
 
-static void on_durable(uv_async_t *a) {
+static void on_durable(uv_async_t *a)
+{
     commit_worker *cw = a->data;
     uint64_t durable = wal_durable_lsn();
     client *next;
@@ -72,17 +77,21 @@ static void on_durable(uv_async_t *a) {
             client_flush(c);
         }
     }
-    if (cw->head == NULL) atomic_store(&cw->has_parked, false);
+    if (cw->head == NULL)
+        atomic_store(&cw->has_parked, false);
     /* Parked again meanwhile, or a notification raced the flag: check once
      * more so no client waits for an fsync that already happened. */
-    if (cw->head && wal_durable_lsn() > durable) uv_async_send(&cw->async);
+    if (cw->head && wal_durable_lsn() > durable)
+        uv_async_send(&cw->async);
 }
 
-void commit_worker_init(worker *w) {
+void commit_worker_init(worker *w)
+{
     pthread_mutex_lock(&notify_lock);
     if (cws == NULL) {
         cws = calloc((size_t)srv.nworkers, sizeof(*cws));
-        if (cws == NULL) abort();
+        if (cws == NULL)
+            abort();
         ncws = srv.nworkers;
     }
     wal_set_durable_hook(commit_notify);
@@ -95,7 +104,8 @@ void commit_worker_init(worker *w) {
 
 static void closed(uv_handle_t *h) { (void)h; }
 
-void commit_worker_close(worker *w) {
+void commit_worker_close(worker *w)
+{
     commit_worker *cw = &cws[w->idx];
     pthread_mutex_lock(&notify_lock);
     cw->open = false;
@@ -103,63 +113,82 @@ void commit_worker_close(worker *w) {
     uv_close((uv_handle_t *)&cw->async, closed);
 }
 
-void commit_write_begin(worker *w) {
-    if (cws) atomic_fetch_add_explicit(&cws[w->idx].writing, 1, memory_order_seq_cst);
+void commit_write_begin(worker *w)
+{
+    if (cws)
+        atomic_fetch_add_explicit(&cws[w->idx].writing, 1, memory_order_seq_cst);
 }
 
-void commit_write_end(worker *w) {
-    if (cws) atomic_fetch_add_explicit(&cws[w->idx].writing, 1, memory_order_seq_cst);
+void commit_write_end(worker *w)
+{
+    if (cws)
+        atomic_fetch_add_explicit(&cws[w->idx].writing, 1, memory_order_seq_cst);
 }
 
 /* Wait until every write command running on another worker now has ended
  * (each is CPU work under key locks this thread does not hold: short), then
  * the last LSN appended bounds every record this worker's commands saw. */
-static uint64_t dependency(worker *self) {
+static uint64_t dependency(worker *self)
+{
     for (int i = 0; i < ncws; i++) {
-        if (i == self->idx) continue;
+        if (i == self->idx)
+            continue;
         uint64_t s = atomic_load_explicit(&cws[i].writing, memory_order_seq_cst);
-        if ((s & 1) == 0) continue;
+        if ((s & 1) == 0)
+            continue;
         for (unsigned spins = 0; atomic_load_explicit(&cws[i].writing, memory_order_seq_cst) == s;
              spins++)
-            if (spins > 64) sched_yield();
+            if (spins > 64)
+                sched_yield();
     }
     return wal_assigned_lsn();
 }
 
-bool commit_defer(client *c) {
+bool commit_defer(client *c)
+{
     if (!wal_enabled() ||
         atomic_load_explicit(&cfg.appendfsync, memory_order_relaxed) != FSYNC_ALWAYS)
         return false;
     uint64_t lsn = dependency(c->w);
-    if (lsn > c->wal_lsn) c->wal_lsn = lsn;
-    if (c->wal_parked) return true;
-    if (wal_durable_lsn() >= c->wal_lsn) return false;
+    if (lsn > c->wal_lsn)
+        c->wal_lsn = lsn;
+    if (c->wal_parked)
+        return true;
+    if (wal_durable_lsn() >= c->wal_lsn)
+        return false;
     commit_worker *cw = &cws[c->w->idx];
     c->wal_prev = NULL;
     c->wal_next = cw->head;
-    if (cw->head) cw->head->wal_prev = c;
+    if (cw->head)
+        cw->head->wal_prev = c;
     cw->head = c;
     c->wal_parked = true;
     /* Publish the flag before the last look at the durable LSN: the log
      * thread stores that LSN before reading the flag, so one of the two
      * sees the other. */
     atomic_store(&cw->has_parked, true);
-    if (wal_durable_lsn() >= c->wal_lsn) uv_async_send(&cw->async);
+    if (wal_durable_lsn() >= c->wal_lsn)
+        uv_async_send(&cw->async);
     return true;
 }
 
-void commit_forget(client *c) {
-    if (c->wal_parked) unlink_client(&cws[c->w->idx], c);
+void commit_forget(client *c)
+{
+    if (c->wal_parked)
+        unlink_client(&cws[c->w->idx], c);
 }
 
-void commit_notify(void) {
+void commit_notify(void)
+{
     pthread_mutex_lock(&notify_lock);
     for (int i = 0; i < ncws; i++)
-        if (cws[i].open && atomic_load(&cws[i].has_parked)) uv_async_send(&cws[i].async);
+        if (cws[i].open && atomic_load(&cws[i].has_parked))
+            uv_async_send(&cws[i].async);
     pthread_mutex_unlock(&notify_lock);
 }
 
-void commit_free(void) {
+void commit_free(void)
+{
     pthread_mutex_lock(&notify_lock);
     free(cws);
     cws = NULL;

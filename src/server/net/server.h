@@ -44,7 +44,7 @@ struct worker;
 struct command;
 
 typedef struct client {
-    cmd_ctx cx;                /* first: client_of() */
+    cmd_ctx cx; /* first: client_of() */
     uint64_t id;
     struct worker *w;
     uv_tcp_t tcp;
@@ -71,29 +71,29 @@ typedef struct client {
     size_t wlen, wcap;
     uv_write_t wreq;
     bool writing;
-    int64_t soft_limit_since;   /* ms; 0: under the soft limit */
+    int64_t soft_limit_since; /* ms; 0: under the soft limit */
 
     bool authenticated;
-    bool closing;              /* handle close requested */
-    bool close_after_reply;    /* QUIT, protocol error, CLIENT KILL of self */
-    bool in_batch;             /* inside on_read: do not free yet */
-    _Atomic bool kill;         /* set by another thread (CLIENT KILL) */
-    _Atomic int resp;          /* protocol, readable by CLIENT LIST */
-    _Atomic int64_t last_ms;   /* last interaction, for idle/timeout */
+    bool closing;            /* handle close requested */
+    bool close_after_reply;  /* QUIT, protocol error, CLIENT KILL of self */
+    bool in_batch;           /* inside on_read: do not free yet */
+    _Atomic bool kill;       /* set by another thread (CLIENT KILL) */
+    _Atomic int resp;        /* protocol, readable by CLIENT LIST */
+    _Atomic int64_t last_ms; /* last interaction, for idle/timeout */
     int64_t ctime_ms;
     _Atomic(const char *) lastcmd;
     _Atomic size_t qbuf_used, obuf_used;
-    char *name;                /* guarded by clients_lock */
-    char *lib_name, *lib_ver;  /* guarded by clients_lock */
+    char *name;               /* guarded by clients_lock */
+    char *lib_name, *lib_ver; /* guarded by clients_lock */
 
-    struct client *prev, *next;      /* worker's list */
-    struct client *gprev, *gnext;    /* global registry, clients_lock */
+    struct client *prev, *next;   /* worker's list */
+    struct client *gprev, *gnext; /* global registry, clients_lock */
 
     /* Group commit (commit.c): replies wait for the log to be durable up
      * to wal_lsn while parked. */
     uint64_t wal_lsn;
     bool wal_parked;
-    bool touched_keys;         /* since the last commit_defer */
+    bool touched_keys; /* since the last commit_defer */
     struct client *wal_prev, *wal_next;
 } client;
 
@@ -105,16 +105,16 @@ typedef struct worker {
     int idx;
     pthread_t thread;
     uv_loop_t loop;
-    uv_async_t wake;          /* new connections, kills, stop */
-    uv_timer_t cron;          /* timeouts, output-buffer soft limits */
+    uv_async_t wake; /* new connections, kills, stop */
+    uv_timer_t cron; /* timeouts, output-buffer soft limits */
     pthread_mutex_t inbox_lock;
-    int *inbox;               /* accepted fds waiting to be adopted */
+    int *inbox; /* accepted fds waiting to be adopted */
     size_t ninbox, capinbox;
     _Atomic bool stopping;
     client *clients;
     /* Per-worker stats, written only by this worker (relaxed stores) and
      * summed by INFO. */
-    cmd_stat *stats;          /* indexed by command id */
+    cmd_stat *stats; /* indexed by command id */
     _Atomic uint64_t commands, net_in, net_out, hits, misses, errors;
 } worker;
 
@@ -129,8 +129,8 @@ typedef struct server_state {
     char executable[1024];
     _Atomic uint64_t next_client_id;
     _Atomic uint64_t connected, total_connections, rejected_connections;
-    _Atomic uint64_t ops_sec;  /* instantaneous_ops_per_sec */
-    int listen_port;           /* the bound port */
+    _Atomic uint64_t ops_sec; /* instantaneous_ops_per_sec */
+    int listen_port;          /* the bound port */
 } server_state;
 
 extern server_state srv;
@@ -146,7 +146,7 @@ extern client *all_clients;
 /* ---- worker.c ---- */
 int workers_start(int n);
 void workers_stop(void);
-void worker_adopt(int fd);      /* hand an accepted socket to a worker */
+void worker_adopt(int fd); /* hand an accepted socket to a worker */
 void worker_wake_all(void);
 
 /* ---- client.c ---- */
@@ -167,6 +167,5 @@ void command_dispatch(client *c);
 void command_account(client *c, const command *cmd, uint64_t n, uint64_t failed, uint64_t usec);
 /* Fold a command's keyspace hits and misses into its worker's stats. */
 void worker_count_hits(worker *w, uint64_t hits, uint64_t misses);
-
 
 #endif

@@ -13,7 +13,8 @@
 #include "server.h"
 #include "util.h"
 
-bool pingCommand(cmd_ctx *c) {
+bool pingCommand(cmd_ctx *c)
+{
     if (c->argc > 2) {
         reply_wrong_arity(&c->out, "ping");
         return false;
@@ -25,12 +26,14 @@ bool pingCommand(cmd_ctx *c) {
     return true;
 }
 
-bool echoCommand(cmd_ctx *c) {
+bool echoCommand(cmd_ctx *c)
+{
     reply_bulk(&c->out, c->argv[1], c->argvlen[1]);
     return true;
 }
 
-bool selectCommand(cmd_ctx *c) {
+bool selectCommand(cmd_ctx *c)
+{
     long long db;
     if (!str_to_ll(c->argv[1], c->argvlen[1], &db)) {
         reply_error(&c->out, "ERR value is not an integer or out of range");
@@ -44,18 +47,21 @@ bool selectCommand(cmd_ctx *c) {
     return true;
 }
 
-bool dbsizeCommand(cmd_ctx *c) {
+bool dbsizeCommand(cmd_ctx *c)
+{
     reply_int(&c->out, (long long)ks_dbsize());
     return true;
 }
 
-bool quitCommand(cmd_ctx *c) {
+bool quitCommand(cmd_ctx *c)
+{
     reply_ok(&c->out);
     client_of(c)->close_after_reply = true;
     return true;
 }
 
-bool shutdownCommand(cmd_ctx *c) {
+bool shutdownCommand(cmd_ctx *c)
+{
     for (int i = 1; i < c->argc; i++) {
         if (!arg_eq(c, i, "nosave") && !arg_eq(c, i, "save") && !arg_eq(c, i, "now") &&
             !arg_eq(c, i, "force") && !arg_eq(c, i, "abort")) {
@@ -67,8 +73,10 @@ bool shutdownCommand(cmd_ctx *c) {
             return false;
         }
     }
-    if (arg_eq(c, 1, "nosave") || arg_eq(c, 2, "nosave")) atomic_store(&persist_shutdown_save, -1);
-    else if (arg_eq(c, 1, "save") || arg_eq(c, 2, "save")) atomic_store(&persist_shutdown_save, 1);
+    if (arg_eq(c, 1, "nosave") || arg_eq(c, 2, "nosave"))
+        atomic_store(&persist_shutdown_save, -1);
+    else if (arg_eq(c, 1, "save") || arg_eq(c, 2, "save"))
+        atomic_store(&persist_shutdown_save, 1);
     atomic_store(&srv.shutdown_requested, true);
     uv_async_send(&srv.shutdown_async);
     /* As Redis: no reply, the connection closes with the server. */
@@ -76,7 +84,8 @@ bool shutdownCommand(cmd_ctx *c) {
     return true;
 }
 
-bool flushallCommand(cmd_ctx *c) {
+bool flushallCommand(cmd_ctx *c)
+{
     if (c->argc > 2 || (c->argc == 2 && !arg_eq(c, 1, "async") && !arg_eq(c, 1, "sync"))) {
         reply_syntax_error(c);
         return false;
@@ -91,7 +100,8 @@ bool flushallCommand(cmd_ctx *c) {
     return true;
 }
 
-bool timeCommand(cmd_ctx *c) {
+bool timeCommand(cmd_ctx *c)
+{
     int64_t us = now_us();
     reply_array(&c->out, 2);
     reply_bulk_ll(&c->out, us / 1000000);
@@ -104,7 +114,8 @@ bool timeCommand(cmd_ctx *c) {
 static const char *wrongpass = "WRONGPASS invalid username-password pair or user is disabled.";
 
 /* Returns true if the credentials are good; replies with the error if not. */
-static bool check_auth(cmd_ctx *c, const char *user, size_t ulen, const char *pass, size_t plen) {
+static bool check_auth(cmd_ctx *c, const char *user, size_t ulen, const char *pass, size_t plen)
+{
     if (user && !str_eq_ci(user, ulen, "default")) {
         reply_error(&c->out, wrongpass);
         return false;
@@ -116,7 +127,8 @@ static bool check_auth(cmd_ctx *c, const char *user, size_t ulen, const char *pa
     return true;
 }
 
-bool authCommand(cmd_ctx *c) {
+bool authCommand(cmd_ctx *c)
+{
     if (c->argc > 3) {
         reply_syntax_error(c);
         return false;
@@ -139,19 +151,23 @@ bool authCommand(cmd_ctx *c) {
     }
     bool ok = c->argc == 2 ? check_auth(c, NULL, 0, c->argv[1], c->argvlen[1])
                            : check_auth(c, c->argv[1], c->argvlen[1], c->argv[2], c->argvlen[2]);
-    if (!ok) return false;
+    if (!ok)
+        return false;
     client_of(c)->authenticated = true;
     reply_ok(&c->out);
     return true;
 }
 
-static bool valid_client_name(const char *s, size_t n) {
+static bool valid_client_name(const char *s, size_t n)
+{
     for (size_t i = 0; i < n; i++)
-        if (s[i] < '!' || s[i] > '~') return false;
+        if (s[i] < '!' || s[i] > '~')
+            return false;
     return true;
 }
 
-static void set_client_name(client *c, const char *s, size_t n) {
+static void set_client_name(client *c, const char *s, size_t n)
+{
     char *name = n ? strndup(s, n) : NULL;
     pthread_mutex_lock(&clients_lock);
     free(c->name);
@@ -159,7 +175,8 @@ static void set_client_name(client *c, const char *s, size_t n) {
     pthread_mutex_unlock(&clients_lock);
 }
 
-bool helloCommand(cmd_ctx *c) {
+bool helloCommand(cmd_ctx *c)
+{
     long long ver = 0;
     int next = 1;
     if (c->argc >= 2) {
@@ -178,7 +195,8 @@ bool helloCommand(cmd_ctx *c) {
     for (int j = next; j < c->argc; j++) {
         int more = c->argc - j - 1;
         if (arg_eq(c, j, "auth") && more >= 2) {
-            if (!check_auth(c, c->argv[j + 1], c->argvlen[j + 1], c->argv[j + 2], c->argvlen[j + 2]))
+            if (!check_auth(c, c->argv[j + 1], c->argvlen[j + 1], c->argv[j + 2],
+                            c->argvlen[j + 2]))
                 return false;
             client_of(c)->authenticated = true;
             j += 2;
@@ -204,7 +222,8 @@ bool helloCommand(cmd_ctx *c) {
                              "same time");
         return false;
     }
-    if (name) set_client_name(client_of(c), name, namelen);
+    if (name)
+        set_client_name(client_of(c), name, namelen);
     if (ver) {
         c->out.proto = (int)ver;
         atomic_store(&client_of(c)->resp, (int)ver);
@@ -240,11 +259,13 @@ bool helloCommand(cmd_ctx *c) {
 /* ---- CLIENT ---- */
 
 static client *find_client_by(bool (*match)(client *, const void *), const void *arg, client *skip,
-                              int *count, bool kill) {
+                              int *count, bool kill)
+{
     client *found = NULL;
     pthread_mutex_lock(&clients_lock);
     for (client *o = all_clients; o; o = o->gnext) {
-        if (o == skip || !match(o, arg)) continue;
+        if (o == skip || !match(o, arg))
+            continue;
         found = o;
         (*count)++;
         if (kill) {
@@ -258,7 +279,8 @@ static client *find_client_by(bool (*match)(client *, const void *), const void 
 
 static bool match_addr(client *o, const void *arg) { return strcmp(o->addr, arg) == 0; }
 
-static bool client_kill(cmd_ctx *c) {
+static bool client_kill(cmd_ctx *c)
+{
     if (c->argc == 3) {
         /* Old form: CLIENT KILL addr:port */
         char addr[128];
@@ -302,8 +324,10 @@ static bool client_kill(cmd_ctx *c) {
             snprintf(laddr, sizeof(laddr), "%.*s", vl, c->argv[i + 1]);
             have_laddr = true;
         } else if (arg_eq(c, i, "skipme")) {
-            if (arg_eq(c, i + 1, "yes")) skipme = true;
-            else if (arg_eq(c, i + 1, "no")) skipme = false;
+            if (arg_eq(c, i + 1, "yes"))
+                skipme = true;
+            else if (arg_eq(c, i + 1, "no"))
+                skipme = false;
             else {
                 reply_syntax_error(c);
                 return false;
@@ -323,11 +347,15 @@ static bool client_kill(cmd_ctx *c) {
     int n = 0;
     pthread_mutex_lock(&clients_lock);
     for (client *o = all_clients; o; o = o->gnext) {
-        if (have_id && o->id != id) continue;
-        if (have_addr && strcmp(o->addr, addr) != 0) continue;
-        if (have_laddr && strcmp(o->laddr, laddr) != 0) continue;
+        if (have_id && o->id != id)
+            continue;
+        if (have_addr && strcmp(o->addr, addr) != 0)
+            continue;
+        if (have_laddr && strcmp(o->laddr, laddr) != 0)
+            continue;
         if (o == client_of(c)) {
-            if (skipme) continue;
+            if (skipme)
+                continue;
             client_of(c)->close_after_reply = true;
             n++;
             continue;
@@ -341,21 +369,25 @@ static bool client_kill(cmd_ctx *c) {
     return true;
 }
 
-bool clientCommand(cmd_ctx *c) {
+bool clientCommand(cmd_ctx *c)
+{
     reply *r = &c->out;
     if (arg_eq(c, 1, "id") && c->argc == 2) {
         reply_int(r, (long long)client_of(c)->id);
     } else if (arg_eq(c, 1, "setname") && c->argc == 3) {
         if (!valid_client_name(c->argv[2], c->argvlen[2])) {
-            reply_error(r, "ERR Client names cannot contain spaces, newlines or special characters.");
+            reply_error(r,
+                        "ERR Client names cannot contain spaces, newlines or special characters.");
             return false;
         }
         set_client_name(client_of(c), c->argv[2], c->argvlen[2]);
         reply_ok(r);
     } else if (arg_eq(c, 1, "getname") && c->argc == 2) {
         pthread_mutex_lock(&clients_lock);
-        if (client_of(c)->name) reply_bulk_str(r, client_of(c)->name);
-        else reply_null(r);
+        if (client_of(c)->name)
+            reply_bulk_str(r, client_of(c)->name);
+        else
+            reply_null(r);
         pthread_mutex_unlock(&clients_lock);
     } else if (arg_eq(c, 1, "setinfo") && c->argc == 4) {
         bool isname = arg_eq(c, 2, "lib-name");
@@ -396,17 +428,21 @@ bool clientCommand(cmd_ctx *c) {
                 bool want = false;
                 for (int i = 3; i < c->argc; i++) {
                     long long v;
-                    if (str_to_ll(c->argv[i], c->argvlen[i], &v) && (uint64_t)v == o->id) want = true;
+                    if (str_to_ll(c->argv[i], c->argvlen[i], &v) && (uint64_t)v == o->id)
+                        want = true;
                 }
-                if (!want) continue;
+                if (!want)
+                    continue;
             }
             char line[1024];
             client_info_line(o, line, sizeof(line));
             size_t ll = strlen(line);
             if (len + ll + 2 > cap) {
-                while (len + ll + 2 > cap) cap *= 2;
+                while (len + ll + 2 > cap)
+                    cap *= 2;
                 char *p = realloc(out, cap);
-                if (p == NULL) break;
+                if (p == NULL)
+                    break;
                 out = p;
             }
             memcpy(out + len, line, ll);
@@ -435,21 +471,29 @@ bool clientCommand(cmd_ctx *c) {
     } else if (arg_eq(c, 1, "help") && c->argc == 2) {
         static const char *help[] = {
             "CLIENT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
-            "ID", "    Return the ID of the current connection.",
-            "GETNAME", "    Return the name of the current connection.",
-            "SETNAME <name>", "    Assign the name <name> to the current connection.",
-            "SETINFO <LIB-NAME|LIB-VER> <value>", "    Set client library name or version.",
-            "LIST [TYPE normal] [ID id ...]", "    Return information about client connections.",
-            "INFO", "    Return information about the current client connection.",
+            "ID",
+            "    Return the ID of the current connection.",
+            "GETNAME",
+            "    Return the name of the current connection.",
+            "SETNAME <name>",
+            "    Assign the name <name> to the current connection.",
+            "SETINFO <LIB-NAME|LIB-VER> <value>",
+            "    Set client library name or version.",
+            "LIST [TYPE normal] [ID id ...]",
+            "    Return information about client connections.",
+            "INFO",
+            "    Return information about the current client connection.",
             "KILL <ip:port> | KILL [ID id] [ADDR ip:port] [LADDR ip:port] [SKIPME yes|no]",
             "    Kill connections.",
         };
         size_t n = sizeof(help) / sizeof(help[0]);
         reply_array(r, (long long)n);
-        for (size_t i = 0; i < n; i++) reply_simple(r, help[i]);
+        for (size_t i = 0; i < n; i++)
+            reply_simple(r, help[i]);
     } else {
-        reply_errorf(r, "ERR unknown subcommand or wrong number of arguments for '%.*s'. Try "
-                        "CLIENT HELP.",
+        reply_errorf(r,
+                     "ERR unknown subcommand or wrong number of arguments for '%.*s'. Try "
+                     "CLIENT HELP.",
                      (int)(c->argvlen[1] < 64 ? c->argvlen[1] : 64), c->argv[1]);
         return false;
     }
@@ -463,18 +507,23 @@ typedef struct cfg_collect {
     int n;
 } cfg_collect;
 
-static void collect_name(void *ctx, const char *name) {
+static void collect_name(void *ctx, const char *name)
+{
     cfg_collect *cc = ctx;
     for (int i = 0; i < cc->n; i++)
-        if (cc->names[i] == name) return;
-    if (cc->n < 64) cc->names[cc->n++] = name;
+        if (cc->names[i] == name)
+            return;
+    if (cc->n < 64)
+        cc->names[cc->n++] = name;
 }
 
-bool configCommand(cmd_ctx *c) {
+bool configCommand(cmd_ctx *c)
+{
     reply *r = &c->out;
     if (arg_eq(c, 1, "get") && c->argc >= 3) {
         cfg_collect cc = {.n = 0};
-        for (int i = 2; i < c->argc; i++) config_match(c->argv[i], c->argvlen[i], collect_name, &cc);
+        for (int i = 2; i < c->argc; i++)
+            config_match(c->argv[i], c->argvlen[i], collect_name, &cc);
         reply_map(r, cc.n);
         for (int i = 0; i < cc.n; i++) {
             char val[512];
@@ -528,8 +577,9 @@ bool configCommand(cmd_ctx *c) {
         reply_error(r, "ERR CONFIG REWRITE is not supported by this server");
         return false;
     } else {
-        reply_errorf(r, "ERR unknown subcommand or wrong number of arguments for '%.*s'. Try "
-                        "CONFIG HELP.",
+        reply_errorf(r,
+                     "ERR unknown subcommand or wrong number of arguments for '%.*s'. Try "
+                     "CONFIG HELP.",
                      (int)(c->argvlen[1] < 64 ? c->argvlen[1] : 64), c->argv[1]);
         return false;
     }
@@ -538,7 +588,8 @@ bool configCommand(cmd_ctx *c) {
 
 /* ---- MEMORY ---- */
 
-bool memoryCommand(cmd_ctx *c) {
+bool memoryCommand(cmd_ctx *c)
+{
     reply *r = &c->out;
     if (arg_eq(c, 1, "usage") && (c->argc == 3 || c->argc == 5)) {
         if (c->argc == 5) {
@@ -547,7 +598,8 @@ bool memoryCommand(cmd_ctx *c) {
                 reply_syntax_error(c);
                 return false;
             }
-            if (!arg_ll(c, 4, &samples)) return false;
+            if (!arg_ll(c, 4, &samples))
+                return false;
         }
         ks_ref ref;
         kv_entry *e = ks_open(&ref, c->argv[2], c->argvlen[2], false);
@@ -575,8 +627,9 @@ bool memoryCommand(cmd_ctx *c) {
         reply_bulk_str(r, "clients.normal");
         reply_int(r, (long long)atomic_load(&srv.connected));
     } else {
-        reply_errorf(r, "ERR unknown subcommand or wrong number of arguments for '%.*s'. Try "
-                        "MEMORY HELP.",
+        reply_errorf(r,
+                     "ERR unknown subcommand or wrong number of arguments for '%.*s'. Try "
+                     "MEMORY HELP.",
                      (int)(c->argvlen[1] < 64 ? c->argvlen[1] : 64), c->argv[1]);
         return false;
     }
@@ -591,35 +644,43 @@ typedef struct sbuf {
 } sbuf;
 
 static void sb_printf(sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void sb_printf(sbuf *b, const char *fmt, ...) {
+static void sb_printf(sbuf *b, const char *fmt, ...)
+{
     for (;;) {
         va_list ap;
         va_start(ap, fmt);
         int n = vsnprintf(b->p + b->len, b->cap - b->len, fmt, ap);
         va_end(ap);
-        if (n < 0) return;
+        if (n < 0)
+            return;
         if ((size_t)n < b->cap - b->len) {
             b->len += (size_t)n;
             return;
         }
         size_t cap = b->cap * 2 + (size_t)n;
         char *p = realloc(b->p, cap);
-        if (p == NULL) return;
+        if (p == NULL)
+            return;
         b->p = p;
         b->cap = cap;
     }
 }
 
-static bool want_section(cmd_ctx *c, const char *name, bool is_default) {
-    if (c->argc == 1) return is_default;
+static bool want_section(cmd_ctx *c, const char *name, bool is_default)
+{
+    if (c->argc == 1)
+        return is_default;
     for (int i = 1; i < c->argc; i++) {
-        if (arg_eq(c, i, name) || arg_eq(c, i, "all") || arg_eq(c, i, "everything")) return true;
-        if (arg_eq(c, i, "default") && is_default) return true;
+        if (arg_eq(c, i, name) || arg_eq(c, i, "all") || arg_eq(c, i, "everything"))
+            return true;
+        if (arg_eq(c, i, "default") && is_default)
+            return true;
     }
     return false;
 }
 
-static uint64_t sum_worker(size_t off) {
+static uint64_t sum_worker(size_t off)
+{
     uint64_t n = 0;
     for (int i = 0; i < srv.nworkers; i++)
         n += atomic_load_explicit((_Atomic uint64_t *)((char *)&srv.workers[i] + off),
@@ -627,20 +688,26 @@ static uint64_t sum_worker(size_t off) {
     return n;
 }
 
-static uint64_t rss_bytes(void) {
+static uint64_t rss_bytes(void)
+{
     FILE *f = fopen("/proc/self/statm", "r");
-    if (f == NULL) return 0;
+    if (f == NULL)
+        return 0;
     unsigned long size = 0, rss = 0;
-    if (fscanf(f, "%lu %lu", &size, &rss) != 2) rss = 0;
+    if (fscanf(f, "%lu %lu", &size, &rss) != 2)
+        rss = 0;
     fclose(f);
     return (uint64_t)rss * (uint64_t)sysconf(_SC_PAGESIZE);
 }
 
-static void count_filters(void *ctx, const kv_entry *e) {
-    if (e->obj->type->filter) (*(uint64_t *)ctx)++;
+static void count_filters(void *ctx, const kv_entry *e)
+{
+    if (e->obj->type->filter)
+        (*(uint64_t *)ctx)++;
 }
 
-bool infoCommand(cmd_ctx *c) {
+bool infoCommand(cmd_ctx *c)
+{
     sbuf b = {malloc(4096), 0, 4096};
     if (b.p == NULL) {
         reply_oom(c);
@@ -649,11 +716,12 @@ bool infoCommand(cmd_ctx *c) {
     int64_t now = now_ms();
     char h1[32], h2[32], h3[32];
     bool first = true;
-#define SECTION(title)                   \
-    do {                                 \
-        if (!first) sb_printf(&b, "\r\n"); \
-        first = false;                   \
-        sb_printf(&b, "# " title "\r\n"); \
+#define SECTION(title)                                                                             \
+    do {                                                                                           \
+        if (!first)                                                                                \
+            sb_printf(&b, "\r\n");                                                                 \
+        first = false;                                                                             \
+        sb_printf(&b, "# " title "\r\n");                                                          \
     } while (0)
 
     if (want_section(c, "server", true)) {
@@ -754,7 +822,8 @@ bool infoCommand(cmd_ctx *c) {
                 rej += atomic_load_explicit(&st->rejected, memory_order_relaxed);
                 failed += atomic_load_explicit(&st->failed, memory_order_relaxed);
             }
-            if (calls == 0 && rej == 0) continue;
+            if (calls == 0 && rej == 0)
+                continue;
             sb_printf(&b,
                       "cmdstat_%s:calls=%llu,usec=%llu,usec_per_call=%.2f,rejected_calls=%llu,"
                       "failed_calls=%llu\r\n",

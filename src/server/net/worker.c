@@ -24,12 +24,15 @@ static _Atomic unsigned next_worker;
 
 static void close_handle_cb(uv_handle_t *h) { (void)h; }
 
-static void on_wake(uv_async_t *a) {
+static void on_wake(uv_async_t *a)
+{
     worker *w = a->data;
     if (atomic_load(&w->stopping)) {
-        for (client *c = w->clients; c; c = c->next) client_close(c);
+        for (client *c = w->clients; c; c = c->next)
+            client_close(c);
         pthread_mutex_lock(&w->inbox_lock);
-        for (size_t i = 0; i < w->ninbox; i++) close(w->inbox[i]);
+        for (size_t i = 0; i < w->ninbox; i++)
+            close(w->inbox[i]);
         w->ninbox = 0;
         pthread_mutex_unlock(&w->inbox_lock);
         uv_close((uv_handle_t *)&w->wake, close_handle_cb);
@@ -41,9 +44,11 @@ static void on_wake(uv_async_t *a) {
     for (;;) {
         size_t n = 0;
         pthread_mutex_lock(&w->inbox_lock);
-        while (n < 64 && w->ninbox) fds[n++] = w->inbox[--w->ninbox];
+        while (n < 64 && w->ninbox)
+            fds[n++] = w->inbox[--w->ninbox];
         pthread_mutex_unlock(&w->inbox_lock);
-        if (n == 0) break;
+        if (n == 0)
+            break;
         for (size_t i = 0; i < n; i++) {
             if (client_create(w, fds[i]) == NULL) {
                 close(fds[i]);
@@ -54,11 +59,13 @@ static void on_wake(uv_async_t *a) {
     client *next;
     for (client *c = w->clients; c; c = next) {
         next = c->next;
-        if (atomic_load_explicit(&c->kill, memory_order_relaxed)) client_close(c);
+        if (atomic_load_explicit(&c->kill, memory_order_relaxed))
+            client_close(c);
     }
 }
 
-static void on_cron(uv_timer_t *t) {
+static void on_cron(uv_timer_t *t)
+{
     worker *w = t->data;
     int64_t now = now_ms();
     client *next;
@@ -68,21 +75,25 @@ static void on_cron(uv_timer_t *t) {
     }
 }
 
-static void *worker_main(void *arg) {
+static void *worker_main(void *arg)
+{
     worker *w = arg;
     uv_run(&w->loop, UV_RUN_DEFAULT);
     return NULL;
 }
 
-int workers_start(int n) {
+int workers_start(int n)
+{
     srv.nworkers = n;
     srv.workers = calloc((size_t)n, sizeof(worker));
-    if (srv.workers == NULL) return -1;
+    if (srv.workers == NULL)
+        return -1;
     for (int i = 0; i < n; i++) {
         worker *w = &srv.workers[i];
         w->idx = i;
         w->stats = calloc(commands_count(), sizeof(cmd_stat));
-        if (w->stats == NULL || uv_loop_init(&w->loop) != 0) return -1;
+        if (w->stats == NULL || uv_loop_init(&w->loop) != 0)
+            return -1;
         pthread_mutex_init(&w->inbox_lock, NULL);
         uv_async_init(&w->loop, &w->wake, on_wake);
         w->wake.data = w;
@@ -98,7 +109,8 @@ int workers_start(int n) {
     return 0;
 }
 
-void workers_stop(void) {
+void workers_stop(void)
+{
     for (int i = 0; i < srv.nworkers; i++) {
         atomic_store(&srv.workers[i].stopping, true);
         uv_async_send(&srv.workers[i].wake);
@@ -116,7 +128,8 @@ void workers_stop(void) {
     srv.nworkers = 0;
 }
 
-void worker_adopt(int fd) {
+void worker_adopt(int fd)
+{
     unsigned i = atomic_fetch_add(&next_worker, 1) % (unsigned)srv.nworkers;
     worker *w = &srv.workers[i];
     pthread_mutex_lock(&w->inbox_lock);
@@ -137,6 +150,8 @@ void worker_adopt(int fd) {
     uv_async_send(&w->wake);
 }
 
-void worker_wake_all(void) {
-    for (int i = 0; i < srv.nworkers; i++) uv_async_send(&srv.workers[i].wake);
+void worker_wake_all(void)
+{
+    for (int i = 0; i < srv.nworkers; i++)
+        uv_async_send(&srv.workers[i].wake);
 }
