@@ -120,7 +120,7 @@ static void run_ops(const uint8_t *data, size_t size)
             } else {
                 require(rc == 0 ? op == 2 && had
                                 : rc == BLOOMERY_EFULL || rc == BLOOMERY_ENOMEM ||
-                                      rc == BLOOMERY_ETOOBIG);
+                                      rc == BLOOMERY_EREFUSED || rc == BLOOMERY_ETOOBIG);
                 uint8_t *after = tables(c, &n1);
                 require(n0 == n1 && memcmp(before, after, n0) == 0);
                 require(cf_items(c) == items && cf_nfilters(c) == nf);
