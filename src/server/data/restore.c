@@ -164,3 +164,19 @@ value_status restore_cf_chunk(ks_ref *ref, kv_entry *e, long long iter, const ui
     /* A complete filter takes no more chunks. */
     return o->type == &cuckoo_type ? VS_BAD_CHUNK : VS_WRONGTYPE;
 }
+
+const char *restore_replay(const wal_op *op)
+{
+    ks_ref ref;
+    kv_entry *e = ks_open(&ref, (const char *)op->key, op->klen, true);
+    if (e && op->iter == 1) {
+        ks_remove(&ref);
+        e = NULL;
+    }
+    const char *detail;
+    value_status st = op->type == WAL_CF_LOADCHUNK
+                          ? restore_cf_chunk(&ref, e, op->iter, op->data, op->dlen)
+                          : restore_bf_chunk(&ref, e, op->iter, op->data, op->dlen, &detail);
+    ks_close(&ref);
+    return st == VS_OK ? NULL : value_status_text(st);
+}

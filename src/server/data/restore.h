@@ -25,4 +25,10 @@ value_status restore_bf_chunk(ks_ref *ref, kv_entry *e, long long iter, const ui
 value_status restore_cf_chunk(ks_ref *ref, kv_entry *e, long long iter, const uint8_t *data,
                               size_t len);
 
+/* The replay of a WAL_LOADCHUNK or WAL_CF_LOADCHUNK record (the loading
+ * types' descriptors): NULL when applied, else why it was skipped. A header
+ * (iterator 1) loads only onto a missing key, so the key is dropped first,
+ * as it was missing then. */
+const char *restore_replay(const wal_op *op);
+
 #endif

@@ -15,20 +15,6 @@
 
 static void free_value(void *v) { bloomery_loader_free(v); }
 
-static const char *replay(const wal_op *op)
-{
-    ks_ref ref;
-    kv_entry *e = ks_open(&ref, (const char *)op->key, op->klen, true);
-    if (e && op->iter == 1) {
-        ks_remove(&ref);
-        e = NULL;
-    }
-    const char *detail;
-    value_status st = restore_bf_chunk(&ref, e, op->iter, op->data, op->dlen, &detail);
-    ks_close(&ref);
-    return st == VS_OK ? NULL : value_status_text(st);
-}
-
 static const uint8_t records[] = {WAL_LOADCHUNK, 0};
 
 const value_type bf_loading_type = {
@@ -39,5 +25,5 @@ const value_type bf_loading_type = {
     .filter = true,
     .free_value = free_value,
     .records = records,
-    .replay = replay,
+    .replay = restore_replay,
 };

@@ -10,19 +10,6 @@
 
 static void free_value(void *v) { bloomery_loader_free(v); }
 
-static const char *replay(const wal_op *op)
-{
-    ks_ref ref;
-    kv_entry *e = ks_open(&ref, (const char *)op->key, op->klen, true);
-    if (e && op->iter == 1) {
-        ks_remove(&ref);
-        e = NULL;
-    }
-    value_status st = restore_cf_chunk(&ref, e, op->iter, op->data, op->dlen);
-    ks_close(&ref);
-    return st == VS_OK ? NULL : value_status_text(st);
-}
-
 static const uint8_t records[] = {WAL_CF_LOADCHUNK, 0};
 
 const value_type cf_loading_type = {
@@ -33,5 +20,5 @@ const value_type cf_loading_type = {
     .filter = true,
     .free_value = free_value,
     .records = records,
-    .replay = replay,
+    .replay = restore_replay,
 };
