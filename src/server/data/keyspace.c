@@ -92,7 +92,7 @@ static void unlink_slot(ks_stripe *st, kv_entry **pp)
     *pp = e->next;
     st->count--;
     if (e->expire_ms)
-        st->expires--;
+        __atomic_fetch_sub(&st->expires, 1, __ATOMIC_RELAXED);
     free_entry(e);
 }
 
@@ -184,10 +184,12 @@ void ks_remove(ks_ref *ref)
 void ks_set_expire(ks_ref *ref, int64_t when_ms)
 {
     kv_entry *e = ref->e;
+    /* Written under the stripe's write lock; the active-expiry cron peeks
+     * at it without the lock (a relaxed atomic load). */
     if (e->expire_ms && !when_ms)
-        ref->st->expires--;
+        __atomic_fetch_sub(&ref->st->expires, 1, __ATOMIC_RELAXED);
     if (!e->expire_ms && when_ms)
-        ref->st->expires++;
+        __atomic_fetch_add(&ref->st->expires, 1, __ATOMIC_RELAXED);
     e->expire_ms = when_ms;
 }
 
@@ -559,7 +561,8 @@ static uint64_t flush_stripe(ks_stripe *st)
         }
         st->buckets[b] = NULL;
     }
-    st->count = st->expires = 0;
+    st->count = 0;
+    __atomic_store_n(&st->expires, 0, __ATOMIC_RELAXED);
     return n;
 }
 
