@@ -30,6 +30,12 @@
 #define BF_MAX_TTL (100LL * 365 * 86400)
 
 /* Bloom and counting filters (a dump still loading answers so). */
+/* BF.INFO's five common fields (vals: capacity, size, filters, items,
+ * expansion; < 0 answers null), for chains and windows: the one field
+ * asked for (*done), else the map header for npairs and the five. False
+ * after replying to an unknown field name. */
+bool bfc_info_common(cmd_ctx *c, const long long vals[5], long long npairs, bool *done);
+
 extern const ck_kind bfc_kind;
 /* The same, and windows. */
 extern const ck_kind bfc_any_kind;

@@ -43,6 +43,46 @@ static void stats_of(const kv_obj *o, bf_stats *s, bool with_fpr)
     s->size = RB_CHAIN_OVERHEAD + RB_LINK_OVERHEAD * s->filters + s->bytes;
 }
 
+bool bfc_info_common(cmd_ctx *c, const long long vals[5], long long npairs, bool *done)
+{
+    static const char *names[] = {"Capacity", "Size", "Number of filters",
+                                  "Number of items inserted", "Expansion rate"};
+    reply *r = &c->out;
+    bool all = c->argc == 3 && arg_eq(c, 2, "all");
+    *done = c->argc == 3 && !all;
+    if (*done) {
+        static const char *fields[] = {"capacity", "size", "filters", "items", "expansion"};
+        int f = -1;
+        for (int i = 0; i < 5; i++)
+            if (arg_eq(c, 2, fields[i]))
+                f = i;
+        if (f < 0) {
+            reply_error(r, "Invalid information value");
+            return false;
+        }
+        if (r->proto == 3) {
+            reply_map(r, 1);
+            reply_simple(r, names[f]);
+        } else {
+            reply_array(r, 1);
+        }
+        if (vals[f] < 0)
+            reply_null(r);
+        else
+            reply_int(r, vals[f]);
+        return true;
+    }
+    reply_map(r, npairs);
+    for (int i = 0; i < 5; i++) {
+        reply_simple(r, names[i]);
+        if (vals[i] < 0)
+            reply_null(r);
+        else
+            reply_int(r, vals[i]);
+    }
+    return true;
+}
+
 bool bfInfoCommand(cmd_ctx *c)
 {
     if (c->argc < 2 || c->argc > 3) {
@@ -70,40 +110,13 @@ bool bfInfoCommand(cmd_ctx *c)
     }
     ks_close(&ref);
     reply *r = &c->out;
-    static const char *names[] = {"Capacity", "Size", "Number of filters",
-                                  "Number of items inserted", "Expansion rate"};
     long long vals[] = {(long long)s.capacity, (long long)s.size, (long long)s.filters,
                         (long long)s.items, s.expansion};
-    if (c->argc == 3 && !all) {
-        static const char *fields[] = {"capacity", "size", "filters", "items", "expansion"};
-        int f = -1;
-        for (int i = 0; i < 5; i++)
-            if (arg_eq(c, 2, fields[i]))
-                f = i;
-        if (f < 0) {
-            reply_error(r, "Invalid information value");
-            return false;
-        }
-        if (r->proto == 3) {
-            reply_map(r, 1);
-            reply_simple(r, names[f]);
-        } else {
-            reply_array(r, 1);
-        }
-        if (vals[f] < 0)
-            reply_null(r);
-        else
-            reply_int(r, vals[f]);
+    bool done;
+    if (!bfc_info_common(c, vals, all ? 9 : 5, &done))
+        return false;
+    if (done)
         return true;
-    }
-    reply_map(r, all ? 9 : 5);
-    for (int i = 0; i < 5; i++) {
-        reply_simple(r, names[i]);
-        if (vals[i] < 0)
-            reply_null(r);
-        else
-            reply_int(r, vals[i]);
-    }
     if (all) {
         reply_simple(r, "Layout");
         reply_simple(r, s.layout);

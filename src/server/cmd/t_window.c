@@ -237,39 +237,12 @@ bool window_info(cmd_ctx *c, const kv_entry *e, bool card)
     unsigned s = win_slices(w);
     long long vals[] = {(long long)win_capacity(w), (long long)win_bytes(w), (long long)s + 1,
                         (long long)win_count(w, now), -1};
-    static const char *names[] = {"Capacity", "Size", "Number of filters",
-                                  "Number of items inserted", "Expansion rate"};
     bool all = c->argc == 3 && arg_eq(c, 2, "all");
-    if (c->argc == 3 && !all) {
-        static const char *fields[] = {"capacity", "size", "filters", "items", "expansion"};
-        int f = -1;
-        for (int i = 0; i < 5; i++)
-            if (arg_eq(c, 2, fields[i]))
-                f = i;
-        if (f < 0) {
-            reply_error(r, "Invalid information value");
-            return false;
-        }
-        if (r->proto == 3) {
-            reply_map(r, 1);
-            reply_simple(r, names[f]);
-        } else {
-            reply_array(r, 1);
-        }
-        if (vals[f] < 0)
-            reply_null(r);
-        else
-            reply_int(r, vals[f]);
+    bool done;
+    if (!bfc_info_common(c, vals, all ? 16 : 5, &done))
+        return false;
+    if (done)
         return true;
-    }
-    reply_map(r, all ? 16 : 5);
-    for (int i = 0; i < 5; i++) {
-        reply_simple(r, names[i]);
-        if (vals[i] < 0)
-            reply_null(r);
-        else
-            reply_int(r, vals[i]);
-    }
     if (all) {
         long long ttl = -1;
         if (e->expire_ms) {
