@@ -392,38 +392,51 @@ bool wal_op_next_key(const wal_op *op, size_t *cursor, const uint8_t **key, size
 
 /* ---- encoders ---- */
 
-void wal_enc_hashes(pbuf *b, const void *key, size_t klen, const uint64_t *hashes, uint32_t n,
-                    const uint8_t *isnew)
+uint8_t *wal_enc_hashes_slots(pbuf *b, const void *key, size_t klen, uint32_t n, bool with_new)
 {
     pbuf_str(b, key, klen);
     pbuf_u32(b, n);
-    if (!pbuf_reserve(b, (size_t)n * 16))
+    size_t nb = with_new ? ((size_t)n + 7) / 8 : 0;
+    if (!pbuf_reserve(b, (size_t)n * 16 + nb))
+        return NULL;
+    uint8_t *slots = b->p + b->len;
+    memset(slots + (size_t)n * 16, 0, nb);
+    b->len += (size_t)n * 16 + nb;
+    return slots;
+}
+
+void wal_enc_hashes(pbuf *b, const void *key, size_t klen, const uint64_t *hashes, uint32_t n,
+                    const uint8_t *isnew)
+{
+    uint8_t *s = wal_enc_hashes_slots(b, key, klen, n, isnew != NULL);
+    if (s == NULL)
         return;
     for (uint32_t i = 0; i < n; i++) {
-        le_store(b->p + b->len, hashes[2 * i], 8);
-        le_store(b->p + b->len + 8, hashes[2 * i + 1], 8);
-        b->len += 16;
+        le_store(s + 16 * (size_t)i, hashes[2 * i], 8);
+        le_store(s + 16 * (size_t)i + 8, hashes[2 * i + 1], 8);
+        if (isnew && isnew[i])
+            wal_slot_set_new(s, n, i);
     }
-    if (isnew) {
-        size_t nb = ((size_t)n + 7) / 8;
-        if (!pbuf_reserve(b, nb))
-            return;
-        memset(b->p + b->len, 0, nb);
-        for (uint32_t i = 0; i < n; i++)
-            if (isnew[i])
-                b->p[b->len + i / 8] |= (uint8_t)(1u << (i % 8));
-        b->len += nb;
-    }
+}
+
+uint8_t *wal_enc_pf_add_slots(pbuf *b, const void *key, size_t klen, bool created, uint32_t n)
+{
+    pbuf_str(b, key, klen);
+    pbuf_u8(b, created ? 1 : 0);
+    pbuf_u32(b, n);
+    if (!pbuf_reserve(b, (size_t)n * 8))
+        return NULL;
+    uint8_t *slots = b->p + b->len;
+    b->len += (size_t)n * 8;
+    return slots;
 }
 
 void wal_enc_pf_add(pbuf *b, const void *key, size_t klen, bool created, const uint64_t *h,
                     uint32_t n)
 {
-    pbuf_str(b, key, klen);
-    pbuf_u8(b, created ? 1 : 0);
-    pbuf_u32(b, n);
-    for (uint32_t i = 0; i < n; i++)
-        pbuf_u64(b, h[i]);
+    uint8_t *s = wal_enc_pf_add_slots(b, key, klen, created, n);
+    for (uint32_t i = 0; s && i < n; i++)
+        le_store(s + 8 * (size_t)i, h[i], 8);
 }
 
 void wal_enc_create(pbuf *b, const void *key, size_t klen, const wal_create *c)
@@ -478,14 +491,24 @@ void wal_enc_win_create(pbuf *b, const void *key, size_t klen, const wal_window 
     pbuf_u64(b, (uint64_t)w->expire_ms);
 }
 
-void wal_enc_win_add(pbuf *b, const void *key, size_t klen, int64_t now_ms, const uint64_t *h,
-                     uint32_t n)
+uint8_t *wal_enc_win_add_slots(pbuf *b, const void *key, size_t klen, int64_t now_ms, uint32_t n)
 {
     pbuf_str(b, key, klen);
     pbuf_u64(b, (uint64_t)now_ms);
     pbuf_u32(b, n);
-    for (uint32_t i = 0; i < 2 * n; i++)
-        pbuf_u64(b, h[i]);
+    if (!pbuf_reserve(b, (size_t)n * 16))
+        return NULL;
+    uint8_t *slots = b->p + b->len;
+    b->len += (size_t)n * 16;
+    return slots;
+}
+
+void wal_enc_win_add(pbuf *b, const void *key, size_t klen, int64_t now_ms, const uint64_t *h,
+                     uint32_t n)
+{
+    uint8_t *s = wal_enc_win_add_slots(b, key, klen, now_ms, n);
+    for (uint32_t i = 0; s && i < 2 * n; i++)
+        le_store(s + 8 * (size_t)i, h[i], 8);
 }
 
 void wal_enc_win_rotate(pbuf *b, const void *key, size_t klen, int64_t start_ms, bool early)

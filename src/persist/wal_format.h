@@ -157,6 +157,18 @@ bool wal_op_parse(uint8_t type, const uint8_t *p, size_t len, wal_op *op, char *
 bool wal_op_next_key(const wal_op *op, size_t *cursor, const uint8_t **key, size_t *klen);
 
 /* Encoders (payload only). hashes: n pairs (first, second) of u64. */
+/* The encoders of item records also come as _slots: they write the
+ * record's fields and return where its n hashes go (16 bytes each, two
+ * little-endian u64; pf_add: 8), for a caller that computes them in place
+ * (NULL when the buffer could not grow). A hashes record's "new" bits
+ * follow its hashes, cleared: wal_slot_set_new sets item i's. */
+uint8_t *wal_enc_hashes_slots(pbuf *b, const void *key, size_t klen, uint32_t n, bool with_new);
+static inline void wal_slot_set_new(uint8_t *slots, uint32_t n, uint32_t i)
+{
+    slots[(size_t)n * 16 + i / 8] |= (uint8_t)(1u << (i % 8));
+}
+uint8_t *wal_enc_pf_add_slots(pbuf *b, const void *key, size_t klen, bool created, uint32_t n);
+uint8_t *wal_enc_win_add_slots(pbuf *b, const void *key, size_t klen, int64_t now_ms, uint32_t n);
 void wal_enc_hashes(pbuf *b, const void *key, size_t klen, const uint64_t *hashes, uint32_t n,
                     const uint8_t *isnew); /* isnew: n bytes 0/1, WAL_BF_ADD only */
 void wal_enc_pf_add(pbuf *b, const void *key, size_t klen, bool created, const uint64_t *h,

@@ -20,6 +20,10 @@
  *                                                 containing it
  *                       delay=<ms>                every sync takes that much
  *                                                 longer (a slow disk)
+ *   SYNCSHIM_REALLOC_OVER  realloc of this many bytes or more fails with
+ *                     ENOMEM (an allocation the machine cannot give); read
+ *                     once. Not seen under a sanitizer, whose runtime comes
+ *                     first in the library list and answers realloc itself.
  *
  * A file's size is taken just before the real sync: the bytes written
  * before the call are what a successful sync guarantees (a write racing the
@@ -451,4 +455,25 @@ int unlinkat(int dirfd, const char *p, int flags)
     if (rc == 0 && have && under_dir(n))
         journal("UNLINK %s\n", n);
     return rc;
+}
+
+/* The allocation fault. __libc_realloc is glibc's own: no dlsym, which may
+ * allocate, on the way in. */
+extern void *__libc_realloc(void *p, size_t n);
+
+void *realloc(void *p, size_t n)
+{
+    static size_t over = (size_t)-1;
+    static bool read_env;
+    if (!__atomic_load_n(&read_env, __ATOMIC_ACQUIRE)) {
+        const char *v = getenv("SYNCSHIM_REALLOC_OVER");
+        if (v && *v)
+            __atomic_store_n(&over, (size_t)strtoull(v, NULL, 10), __ATOMIC_RELAXED);
+        __atomic_store_n(&read_env, true, __ATOMIC_RELEASE);
+    }
+    if (n >= __atomic_load_n(&over, __ATOMIC_RELAXED)) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    return __libc_realloc(p, n);
 }

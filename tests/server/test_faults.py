@@ -13,7 +13,10 @@
   0) or an EXISTS that answered 1 gets no reply before the add it reports is
   durable; killed before, none of them was answered and the item is absent;
   released, all of them are answered;
-- SIGTERM while the log's fsync hangs and then fails: the server stops.
+- SIGTERM while the log's fsync hangs and then fails: the server stops;
+- no memory for a command's log records (the shim's failing realloc): the
+  command is refused with an OOM error having changed nothing, the server
+  goes on, and what it acknowledged afterwards survives kill -9.
 
 "Processed" is observed through INFO commandstats (INFO does not wait for
 the log), never by sleeping.
@@ -21,11 +24,13 @@ the log), never by sleeping.
 import os
 import select
 import signal
+import subprocess
 import time
 
 import pytest
+import redis
 
-from conftest import RawClient
+from conftest import BLOOMERYD, RawClient
 from powercut import exited, faults  # noqa: F401 (a fixture)
 
 MISCONF = "MISCONF Errors writing to the AOF file:"
@@ -313,3 +318,50 @@ def test_sigterm_while_the_log_hangs(faults, start_server, then):
     if reply:
         assert c2.execute_command("BF.EXISTS", "k", "x") == 1
     c2.close()
+
+
+# Out of memory while logging. The shim makes large reallocs fail; a
+# sanitizer runtime answers realloc itself, so the release build runs this.
+SANITIZED = any(lib in subprocess.run(["ldd", BLOOMERYD], capture_output=True, text=True).stdout
+                for lib in ("libasan", "libtsan"))
+REALLOC_OVER = 24 << 20
+# A million short items: 7 MB of arguments (and of the parser's, the
+# client's and the reply's arrays), whose log records a command must
+# reserve more than REALLOC_OVER for.
+ITEMS = ["i%d" % i for i in range(1_000_000)]
+# command: (create the key, items prefix, what reads its state, the state
+# after creation and after "after" was added)
+OOM_CASES = {
+    "BF.MADD": (["BF.RESERVE", "k", "0.01", "2000000"], [], ["BF.CARD", "k"], 0, 1),
+    "PFADD": (["PFADD", "k", "first"], [], ["PFCOUNT", "k"], 1, 2),
+    "CF.INSERT": (["CF.RESERVE", "k", "2000000"], ["ITEMS"], ["CF.COUNT", "k", "after"], 0, 1),
+}
+
+
+@pytest.mark.skipif(SANITIZED, reason="the sanitizer runtime answers realloc, not the shim")
+@pytest.mark.parametrize("cmd", sorted(OOM_CASES))
+def test_out_of_memory_while_logging_fails_the_command(faults, start_server, cmd):
+    """A write whose log record cannot get memory is refused with an OOM
+    error before it changes anything; the server goes on, and what it
+    acknowledged afterwards survives a crash."""
+    create, prefix, state, empty, after = OOM_CASES[cmd]
+    f = faults
+    env = {**f.env(), "SYNCSHIM_REALLOC_OVER": str(REALLOC_OVER)}
+    s = start_server("--appendfsync", "always", "--save", "", datadir=f.datadir, env=env)
+    c = s.client()
+    c.execute_command(*create)
+    assert c.execute_command(*state) == empty
+    with pytest.raises(redis.exceptions.ResponseError, match="not enough memory to log it"):
+        c.execute_command(cmd, "k", *prefix, *ITEMS)
+    assert s.proc.poll() is None, s.output()
+    assert c.execute_command(*state) == empty
+    # PFCOUNT above says no item of the refused PFADD went in.
+    probe = None if cmd == "PFADD" else [cmd.split(".")[0] + ".EXISTS", "k", ITEMS[7]]
+    assert probe is None or c.execute_command(*probe) == 0
+    c.execute_command(cmd, "k", *prefix, "after")
+    assert c.execute_command(*state) == after
+    s.kill()
+    s2 = start_server("--appendfsync", "always", "--save", "", datadir=f.datadir)
+    c2 = s2.client()
+    assert c2.execute_command(*state) == after
+    assert probe is None or c2.execute_command(*probe) == 0

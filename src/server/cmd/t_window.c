@@ -321,13 +321,20 @@ void window_cron(int64_t budget_us)
         cursor = ks_scan(cursor, 256, collect_due, &d);
     } while (cursor != 0 && mono_us() - t0 < budget_us);
     for (size_t i = 0; i < d.n; i++) {
-        ks_ref ref;
-        kv_entry *e = ks_open(&ref, d.keys[i], d.lens[i], true);
-        if (e && e->obj->type == &window_type) {
-            rot_ctx rc = {d.keys[i], d.lens[i]};
-            win_advance(e->obj->v, window_now(), log_rotation, &rc);
+        /* Room to log its rotations, reserved before the key is locked;
+         * without it the window waits for a later round (checks ignore its
+         * expired slices meanwhile). */
+        size_t held;
+        if (wal_reserve(wal_bound(0, 0, d.lens[i]), &held)) {
+            ks_ref ref;
+            kv_entry *e = ks_open(&ref, d.keys[i], d.lens[i], true);
+            if (e && e->obj->type == &window_type) {
+                rot_ctx rc = {d.keys[i], d.lens[i]};
+                win_advance(e->obj->v, window_now(), log_rotation, &rc);
+            }
+            ks_close(&ref);
+            wal_release(held);
         }
-        ks_close(&ref);
         free(d.keys[i]);
     }
     free(d.keys);

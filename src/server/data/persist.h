@@ -42,11 +42,19 @@ void wal_set_next_lsn(const char *dir, uint64_t next_lsn);
 /* Write what is pending, fsync, stop the thread, close. */
 void wal_close(void);
 bool wal_enabled(void);
-/* Append one record (payload already encoded); returns its LSN. Never
- * waits: write commands call wal_throttle first, holding no lock. */
-uint64_t wal_append(uint8_t type, const void *payload, size_t len);
-/* Wait while the disk is far behind (pending bytes over a cap). */
-void wal_throttle(void);
+/* Before a command that may log takes any key lock: wait while the disk is
+ * far behind (pending bytes over a cap), then reserve room for `bytes` of
+ * records (wal_bound). False when the memory is not there: the command
+ * must fail without changing anything. *held is what wal_release gives
+ * back once the command has logged. */
+bool wal_reserve(size_t bytes, size_t *held);
+void wal_release(size_t held);
+/* Encode one record straight into the append buffer: wal_record_open
+ * returns the buffer positioned at the record's payload, with the log's
+ * lock held until wal_record_close seals the record and returns its LSN.
+ * Nothing in between may wait or take another lock. */
+pbuf *wal_record_open(void);
+uint64_t wal_record_close(uint8_t type);
 /* The LSN of the last record appended. */
 uint64_t wal_assigned_lsn(void);
 /* False after a write or fsync error not yet repaired (everysec, no):
@@ -76,6 +84,10 @@ typedef struct wal_stats {
 void wal_get_stats(wal_stats *s);
 
 /* ---- wal_log.c: called by command handlers ---- */
+
+/* The most log bytes a command writes (what it reserves), from its
+ * argument count, their total size and the length of its first key. */
+size_t wal_bound(size_t argc, size_t argbytes, size_t keylen);
 
 /* Changes since the last successful snapshot (INFO, the save schedule). */
 extern _Atomic uint64_t persist_dirty;

@@ -9,7 +9,18 @@
  * that arrived during the previous one, whichever worker appended it.
  * everysec syncs at most once a second from the same thread (a timed
  * wait); no never syncs. Appending never waits: commands wait for room
- * (wal_throttle) before they take any key lock.
+ * (wal_reserve) before they take any key lock.
+ *
+ * Memory. A record is encoded straight into the append buffer, and the
+ * change it describes is applied before it is logged, so running out of
+ * memory while logging would leave an applied, unlogged change. A command
+ * therefore reserves, before it runs, room for the most it can log
+ * (wal_reserve, refused when the memory is not there: the command fails
+ * having changed nothing). The append buffer keeps capacity for every open
+ * reservation, and the thread swaps in its spare buffer only when that
+ * holds them too; when the spare cannot grow, it waits for the commands
+ * holding reservations to finish (new ones are refused meanwhile) instead
+ * of swapping.
  *
  * Errors. A failed write or fsync leaves the file's unsynced bytes in
  * doubt (Linux may drop dirty pages after a failed fsync, and a retried
@@ -52,10 +63,14 @@
 
 static struct {
     pthread_mutex_t lock;
-    pthread_cond_t work;  /* the thread waits for records */
-    pthread_cond_t space; /* throttled commands wait for room */
-    pthread_cond_t done;  /* rotation waiters */
+    pthread_cond_t work;     /* the thread waits for records */
+    pthread_cond_t space;    /* throttled commands wait for room */
+    pthread_cond_t done;     /* rotation waiters */
+    pthread_cond_t released; /* the thread waits for reservations to end */
     pbuf cur;
+    size_t reserved;  /* room in cur promised to running commands */
+    bool draining;    /* the spare cannot hold them: refuse new ones */
+    size_t rec_start; /* offset in cur of the record being encoded */
     uint64_t next_lsn;
     uint64_t cur_last; /* LSN of the last record in cur */
     bool rotate;
@@ -82,7 +97,25 @@ static struct {
        .work = PTHREAD_COND_INITIALIZER,
        .space = PTHREAD_COND_INITIALIZER,
        .done = PTHREAD_COND_INITIALIZER,
+       .released = PTHREAD_COND_INITIALIZER,
        .fd = -1};
+
+/* Capacity for need bytes without the exit-on-failure of a pbuf: doubling
+ * when it can, exactly what is needed when doubling is refused. */
+static bool grow_to(pbuf *b, size_t need)
+{
+    if (b->cap >= need)
+        return true;
+    size_t want = b->cap * 2 > need ? b->cap * 2 : need;
+    uint8_t *p = realloc(b->p, want);
+    if (p == NULL && want > need)
+        p = realloc(b->p, want = need);
+    if (p == NULL)
+        return false;
+    b->p = p;
+    b->cap = want;
+    return true;
+}
 
 bool wal_enabled(void) { return W.open; }
 
@@ -284,6 +317,19 @@ static void *wal_thread(void *arg)
                 unsynced = atomic_load(&W.durable_lsn) < atomic_load(&W.written_lsn);
             }
         }
+        /* The buffer swapped in must keep the room promised to running
+         * commands. Without the memory for that, wait for them to end
+         * (they never wait for this thread) and refuse new ones. */
+        while (spare.cap < W.reserved && !grow_to(&spare, W.reserved)) {
+            if (!W.draining)
+                server_log(LOG_WARNING,
+                           "Out of memory for the log's next buffer (%zu bytes); "
+                           "refusing writes until running ones finish",
+                           W.reserved);
+            W.draining = true;
+            pthread_cond_wait(&W.released, &W.lock);
+        }
+        W.draining = false;
         bool stopping = W.stop && W.cur.len == 0 && !W.rotate;
         pbuf batch = W.cur;
         W.cur = spare;
@@ -434,36 +480,60 @@ void wal_set_durable_hook(void (*fn)(void)) { atomic_store(&W.on_durable, fn); }
 bool wal_write_ok(void) { return !W.open || atomic_load(&W.write_ok); }
 int wal_last_errno(void) { return atomic_load(&W.last_errno); }
 
-void wal_throttle(void)
+bool wal_reserve(size_t bytes, size_t *held)
 {
+    *held = 0;
     if (!W.open)
-        return;
+        return true;
     pthread_mutex_lock(&W.lock);
     while (W.cur.len > MAX_PENDING && !W.stop)
         pthread_cond_wait(&W.space, &W.lock);
+    bool ok = !W.draining && W.reserved + bytes >= bytes &&
+              grow_to(&W.cur, W.cur.len + W.reserved + bytes);
+    if (ok) {
+        W.reserved += bytes;
+        *held = bytes;
+    }
+    pthread_mutex_unlock(&W.lock);
+    return ok;
+}
+
+void wal_release(size_t held)
+{
+    if (held == 0)
+        return;
+    pthread_mutex_lock(&W.lock);
+    W.reserved -= held;
+    if (W.draining)
+        pthread_cond_signal(&W.released);
     pthread_mutex_unlock(&W.lock);
 }
 
-uint64_t wal_append(uint8_t type, const void *payload, size_t len)
+pbuf *wal_record_open(void)
 {
     pthread_mutex_lock(&W.lock);
-    size_t size = wal_record_size(len);
-    if (!pbuf_reserve(&W.cur, size)) {
-        /* The change this record describes is applied already; without the
-         * record a crash would lose it. Redis exits when an allocation
-         * fails; so does the log. */
+    W.rec_start = W.cur.len;
+    if (pbuf_reserve(&W.cur, WAL_PREFIX))
+        W.cur.len += WAL_PREFIX;
+    return &W.cur;
+}
+
+uint64_t wal_record_close(uint8_t type)
+{
+    if (!pbuf_reserve(&W.cur, WAL_TRAILER)) {
+        /* Only a record larger than its command reserved gets here (or one
+         * logged outside a command): the change is applied already and a
+         * crash would lose it. Redis exits when an allocation fails. */
         pthread_mutex_unlock(&W.lock);
-        server_log(LOG_WARNING, "Out of memory appending a %s log record of %zu bytes. Exiting...",
-                   wal_type_name(type), size);
+        server_log(LOG_WARNING, "Out of memory appending a %s log record. Exiting...",
+                   wal_type_name(type));
         fflush(NULL);
         _exit(1);
     }
-    uint8_t *rec = W.cur.p + W.cur.len;
-    if (len)
-        memcpy(rec + WAL_PREFIX, payload, len);
+    size_t len = W.cur.len - W.rec_start - WAL_PREFIX;
     uint64_t lsn = W.next_lsn++;
-    wal_record_seal(rec, type, lsn, len);
-    W.cur.len += size;
+    wal_record_seal(W.cur.p + W.rec_start, type, lsn, len);
+    W.cur.len += WAL_TRAILER;
     W.cur_last = lsn;
     atomic_store(&W.assigned_lsn, lsn);
     pthread_cond_signal(&W.work);

@@ -10,16 +10,15 @@
  * them. Counting filters log bloomery_hash values, HLLs the 64-bit element
  * hash.
  *
+ * Records are encoded straight into the log's append buffer (hashes are
+ * computed in place), in room the command reserved before it ran
+ * (wal_bound, wal_reserve): logging allocates nothing, so it cannot run
+ * out of memory after the change was applied.
+ *
  * Every function also counts the change for the save schedule, with or
  * without the log.
  */
-#include <stdio.h>
-#include <stdlib.h>
-#include <unistd.h>
-
 #include "persist.h"
-#include "config.h"
-#include "log.h"
 
 _Atomic uint64_t persist_dirty;
 bool persist_replaying;
@@ -32,20 +31,13 @@ static bool begin(uint64_t changes)
     return wal_enabled();
 }
 
-static uint64_t emit(uint8_t type, pbuf *b)
+size_t wal_bound(size_t argc, size_t argbytes, size_t keylen)
 {
-    if (b->failed) {
-        /* The change is applied and its record cannot be encoded: going on
-         * would acknowledge what a crash loses. Redis exits when an
-         * allocation fails; so does the log (wal_append does the same). */
-        server_log(LOG_WARNING, "Out of memory encoding a %s log record. Exiting...",
-                   wal_type_name(type));
-        fflush(NULL);
-        _exit(1);
-    }
-    uint64_t lsn = wal_append(type, b->p, b->len);
-    free(b->p);
-    return lsn;
+    /* An argument costs at most itself plus a length (keys, chunks) or a
+     * 16-byte hash and a "new" bit (items, even empty ones); a command
+     * writes a few records, and a window's add logs up to S+2 rotations
+     * of its key first (win_advance). */
+    return argbytes + argc * 24 + (WIN_MAX_SLICES + 2) * (keylen + 48) + 4096;
 }
 
 void wal_log_bf_add(const char *key, size_t klen, const sbf_t *f, const char *const *items,
@@ -56,30 +48,19 @@ void wal_log_bf_add(const char *key, size_t klen, const sbf_t *f, const char *co
         ok += results[i] >= 0;
     if (ok == 0 || !begin(ok))
         return;
-    uint64_t small[2 * 64];
-    uint8_t small_new[64];
-    uint64_t *h = ok <= 64 ? small : malloc(ok * 2 * sizeof(uint64_t));
-    uint8_t *isnew = ok <= 64 ? small_new : malloc(ok);
-    pbuf b = {0};
-    if (h == NULL || isnew == NULL) {
-        b.failed = true;
-    } else {
-        size_t k = 0;
-        for (size_t i = 0; i < n; i++) {
-            if (results[i] < 0)
-                continue;
-            sbf_hash sh = sbf_hash_item(f, items[i], lens[i]);
-            h[2 * k] = sh.h1;
-            h[2 * k + 1] = sh.h2;
-            isnew[k++] = results[i] == 1;
-        }
-        wal_enc_hashes(&b, key, klen, h, (uint32_t)ok, isnew);
+    pbuf *b = wal_record_open();
+    uint8_t *s = wal_enc_hashes_slots(b, key, klen, (uint32_t)ok, true);
+    for (size_t i = 0, k = 0; s && i < n; i++) {
+        if (results[i] < 0)
+            continue;
+        sbf_hash sh = sbf_hash_item(f, items[i], lens[i]);
+        le_store(s + 16 * k, sh.h1, 8);
+        le_store(s + 16 * k + 8, sh.h2, 8);
+        if (results[i] == 1)
+            wal_slot_set_new(s, (uint32_t)ok, (uint32_t)k);
+        k++;
     }
-    if (h != small)
-        free(h);
-    if (isnew != small_new)
-        free(isnew);
-    emit(WAL_BF_ADD, &b);
+    wal_record_close(WAL_BF_ADD);
 }
 
 void wal_log_counting(uint8_t type, const char *key, size_t klen, const cntbf_t *cf,
@@ -90,26 +71,17 @@ void wal_log_counting(uint8_t type, const char *key, size_t klen, const cntbf_t 
         ok += done == NULL || done[i] >= 0;
     if (ok == 0 || !begin(ok))
         return;
-    uint64_t small[2 * 16];
-    uint64_t *h = ok <= 16 ? small : malloc(ok * 2 * sizeof(uint64_t));
-    pbuf b = {0};
-    if (h == NULL) {
-        b.failed = true;
-    } else {
-        size_t k = 0;
-        for (size_t i = 0; i < n; i++) {
-            if (done && done[i] < 0)
-                continue;
-            bloomery_hash bh = bloomery_hash_item(items[i], lens[i], cntbf_seed(cf));
-            h[2 * k] = bh.lo;
-            h[2 * k + 1] = bh.hi;
-            k++;
-        }
-        wal_enc_hashes(&b, key, klen, h, (uint32_t)ok, NULL);
-        if (h != small)
-            free(h);
+    pbuf *b = wal_record_open();
+    uint8_t *s = wal_enc_hashes_slots(b, key, klen, (uint32_t)ok, false);
+    for (size_t i = 0, k = 0; s && i < n; i++) {
+        if (done && done[i] < 0)
+            continue;
+        bloomery_hash bh = bloomery_hash_item(items[i], lens[i], cntbf_seed(cf));
+        le_store(s + 16 * k, bh.lo, 8);
+        le_store(s + 16 * k + 8, bh.hi, 8);
+        k++;
     }
-    emit(type, &b);
+    wal_record_close(type);
 }
 
 void wal_log_pf_add(const char *key, size_t klen, bool created, const char *const *items,
@@ -117,62 +89,55 @@ void wal_log_pf_add(const char *key, size_t klen, bool created, const char *cons
 {
     if (!begin(n ? n : 1))
         return;
-    uint64_t small[64];
-    uint64_t *h = n <= 64 ? small : malloc(n * sizeof(uint64_t));
-    pbuf b = {0};
-    if (h == NULL) {
-        b.failed = true;
-    } else {
-        for (size_t i = 0; i < n; i++)
-            h[i] = hll_hash_elem(items[i], lens[i]);
-        wal_enc_pf_add(&b, key, klen, created, h, (uint32_t)n);
-        if (h != small)
-            free(h);
-    }
-    emit(WAL_PF_ADD, &b);
+    pbuf *b = wal_record_open();
+    uint8_t *s = wal_enc_pf_add_slots(b, key, klen, created, (uint32_t)n);
+    for (size_t i = 0; s && i < n; i++)
+        le_store(s + 8 * i, hll_hash_elem(items[i], lens[i]), 8);
+    wal_record_close(WAL_PF_ADD);
 }
 
 void wal_log_create(const char *key, size_t klen, const wal_create *c)
 {
     if (!begin(1))
         return;
-    pbuf b = {0};
-    wal_enc_create(&b, key, klen, c);
-    emit(WAL_CREATE, &b);
+    pbuf *b = wal_record_open();
+    wal_enc_create(b, key, klen, c);
+    wal_record_close(WAL_CREATE);
 }
 
 void wal_log_del(const char *const *keys, const size_t *lens, size_t n)
 {
     if (n == 0 || !begin(n))
         return;
-    pbuf b = {0};
-    wal_enc_keys(&b, -1, keys, lens, (uint32_t)n);
-    emit(WAL_DEL, &b);
+    pbuf *b = wal_record_open();
+    wal_enc_keys(b, -1, keys, lens, (uint32_t)n);
+    wal_record_close(WAL_DEL);
 }
 
 void wal_log_expire(const char *key, size_t klen, int64_t when_ms)
 {
     if (!begin(1))
         return;
-    pbuf b = {0};
-    wal_enc_expire(&b, key, klen, when_ms);
-    emit(WAL_EXPIRE, &b);
+    pbuf *b = wal_record_open();
+    wal_enc_expire(b, key, klen, when_ms);
+    wal_record_close(WAL_EXPIRE);
 }
 
 void wal_log_rename(const char *src, size_t slen, const char *dst, size_t dlen)
 {
     if (!begin(1))
         return;
-    pbuf b = {0};
-    wal_enc_rename(&b, src, slen, dst, dlen);
-    emit(WAL_RENAME, &b);
+    pbuf *b = wal_record_open();
+    wal_enc_rename(b, src, slen, dst, dlen);
+    wal_record_close(WAL_RENAME);
 }
 
 void wal_log_flush(void)
 {
     if (!begin(1))
         return;
-    wal_append(WAL_FLUSH, NULL, 0);
+    wal_record_open();
+    wal_record_close(WAL_FLUSH);
 }
 
 void wal_log_merge(uint8_t type, bool created, const char *const *keys, const size_t *lens,
@@ -180,9 +145,9 @@ void wal_log_merge(uint8_t type, bool created, const char *const *keys, const si
 {
     if (!begin(1))
         return;
-    pbuf b = {0};
-    wal_enc_keys(&b, created ? 1 : 0, keys, lens, (uint32_t)n);
-    emit(type, &b);
+    pbuf *b = wal_record_open();
+    wal_enc_keys(b, created ? 1 : 0, keys, lens, (uint32_t)n);
+    wal_record_close(type);
 }
 
 uint64_t wal_log_loadchunk(const char *key, size_t klen, long long iter, const void *data,
@@ -190,9 +155,9 @@ uint64_t wal_log_loadchunk(const char *key, size_t klen, long long iter, const v
 {
     if (!begin(1))
         return 0;
-    pbuf b = {0};
-    wal_enc_loadchunk(&b, key, klen, iter, data, len);
-    return emit(WAL_LOADCHUNK, &b);
+    pbuf *b = wal_record_open();
+    wal_enc_loadchunk(b, key, klen, iter, data, len);
+    return wal_record_close(WAL_LOADCHUNK);
 }
 
 /* ---- windows and cuckoo filters ---- */
@@ -201,9 +166,9 @@ void wal_log_win_create(const char *key, size_t klen, const wal_window *w)
 {
     if (!begin(1))
         return;
-    pbuf b = {0};
-    wal_enc_win_create(&b, key, klen, w);
-    emit(WAL_WIN_CREATE, &b);
+    pbuf *b = wal_record_open();
+    wal_enc_win_create(b, key, klen, w);
+    wal_record_close(WAL_WIN_CREATE);
 }
 
 void wal_log_win_add(const char *key, size_t klen, const win_t *w, int64_t now_ms,
@@ -215,44 +180,35 @@ void wal_log_win_add(const char *key, size_t klen, const win_t *w, int64_t now_m
     /* A duplicate changes nothing: only new items are logged. */
     if (k == 0 || !begin(k))
         return;
-    uint64_t small[2 * 64];
-    uint64_t *h = k <= 64 ? small : malloc(k * 2 * sizeof(uint64_t));
-    pbuf b = {0};
-    if (h == NULL) {
-        b.failed = true;
-    } else {
-        size_t j = 0;
-        for (size_t i = 0; i < n; i++) {
-            if (!isnew[i])
-                continue;
-            bloomery_hash bh = bloomery_hash_item(items[i], lens[i], win_seed(w));
-            h[2 * j] = bh.lo;
-            h[2 * j + 1] = bh.hi;
-            j++;
-        }
-        wal_enc_win_add(&b, key, klen, now_ms, h, (uint32_t)k);
-        if (h != small)
-            free(h);
+    pbuf *b = wal_record_open();
+    uint8_t *s = wal_enc_win_add_slots(b, key, klen, now_ms, (uint32_t)k);
+    for (size_t i = 0, j = 0; s && i < n; i++) {
+        if (!isnew[i])
+            continue;
+        bloomery_hash bh = bloomery_hash_item(items[i], lens[i], win_seed(w));
+        le_store(s + 16 * j, bh.lo, 8);
+        le_store(s + 16 * j + 8, bh.hi, 8);
+        j++;
     }
-    emit(WAL_WIN_ADD, &b);
+    wal_record_close(WAL_WIN_ADD);
 }
 
 void wal_log_win_rotate(const char *key, size_t klen, int64_t start_ms, bool early)
 {
     if (!begin(1))
         return;
-    pbuf b = {0};
-    wal_enc_win_rotate(&b, key, klen, start_ms, early);
-    emit(WAL_WIN_ROTATE, &b);
+    pbuf *b = wal_record_open();
+    wal_enc_win_rotate(b, key, klen, start_ms, early);
+    wal_record_close(WAL_WIN_ROTATE);
 }
 
 void wal_log_cf_create(const char *key, size_t klen, const wal_cuckoo *c)
 {
     if (!begin(1))
         return;
-    pbuf b = {0};
-    wal_enc_cf_create(&b, key, klen, c);
-    emit(WAL_CF_CREATE, &b);
+    pbuf *b = wal_record_open();
+    wal_enc_cf_create(b, key, klen, c);
+    wal_record_close(WAL_CF_CREATE);
 }
 
 void wal_log_cf_op(const char *key, size_t klen, uint8_t op, uint32_t max_filters,
@@ -260,9 +216,9 @@ void wal_log_cf_op(const char *key, size_t klen, uint8_t op, uint32_t max_filter
 {
     if (n == 0 || !begin(n))
         return;
-    pbuf b = {0};
-    wal_enc_cf_op(&b, key, klen, op, max_filters, hashes, (uint32_t)n);
-    emit(WAL_CF_OP, &b);
+    pbuf *b = wal_record_open();
+    wal_enc_cf_op(b, key, klen, op, max_filters, hashes, (uint32_t)n);
+    wal_record_close(WAL_CF_OP);
 }
 
 uint64_t wal_log_cf_loadchunk(const char *key, size_t klen, long long iter, const void *data,
@@ -270,7 +226,7 @@ uint64_t wal_log_cf_loadchunk(const char *key, size_t klen, long long iter, cons
 {
     if (!begin(1))
         return 0;
-    pbuf b = {0};
-    wal_enc_loadchunk(&b, key, klen, iter, data, len);
-    return emit(WAL_CF_LOADCHUNK, &b);
+    pbuf *b = wal_record_open();
+    wal_enc_loadchunk(b, key, klen, iter, data, len);
+    return wal_record_close(WAL_CF_LOADCHUNK);
 }

@@ -362,15 +362,26 @@ static void run_batch(client *c, const command *cmd, char *start)
         resp_parser_reset(&c->parser);
     }
     bool write = cmd->flags & CMD_WRITE;
+    size_t held = 0;
     if (write) {
-        wal_throttle();
+        size_t bytes = klen;
+        for (size_t i = 0; i < n; i++)
+            bytes += c->blens[i];
+        if (!wal_reserve(wal_bound(n + 1, bytes, klen), &held)) {
+            for (size_t i = 0; i < n; i++)
+                reply_error(&c->cx.out, LOG_OOM_ERROR);
+            command_account(c, cmd, n, n, 0);
+            return;
+        }
         commit_write_begin(c->w);
     }
     int64_t t0 = mono_us();
     c->cx.hits = c->cx.misses = 0;
     size_t failed = cmd->batch(&c->cx, key, klen, c->bitems, c->blens, n);
-    if (write)
+    if (write) {
         commit_write_end(c->w);
+        wal_release(held);
+    }
     c->touched_keys = true;
     worker_count_hits(c->w, c->cx.hits, c->cx.misses);
     command_account(c, cmd, n, failed, (uint64_t)(mono_us() - t0));

@@ -218,15 +218,28 @@ void command_dispatch(client *c)
     atomic_store_explicit(&c->lastcmd, cmd->name, memory_order_relaxed);
     c->cx.hits = c->cx.misses = 0;
     bool write = cmd->flags & CMD_WRITE;
+    size_t held = 0;
     if (write) {
-        wal_throttle(); /* before any key lock is taken */
+        size_t bytes = 0;
+        for (int i = 0; i < c->cx.argc; i++)
+            bytes += c->cx.argvlen[i];
+        /* Before any key lock is taken: room for what it logs. */
+        size_t keylen = c->cx.argc > 1 ? c->cx.argvlen[1] : 0;
+        if (!wal_reserve(wal_bound((size_t)c->cx.argc, bytes, keylen), &held)) {
+            reply_error(&c->cx.out, LOG_OOM_ERROR);
+            stat_add(&st->rejected, 1);
+            stat_add(&w->errors, 1);
+            return;
+        }
         commit_write_begin(w);
     }
     int64_t t0 = mono_us();
     bool ok = cmd->proc(&c->cx);
     int64_t dt = mono_us() - t0;
-    if (write)
+    if (write) {
         commit_write_end(w);
+        wal_release(held);
+    }
     c->touched_keys |= cmd->touches_keys;
     stat_add(&st->calls, 1);
     stat_add(&st->usec, (uint64_t)dt);

@@ -161,6 +161,9 @@ void client_info_line(client *c, char *out, size_t outlen);
 bool client_obuf_over_limit(client *c);
 
 /* ---- commands.c: bloomeryd's side of the command table ---- */
+/* A write refused because the memory to log it is not there
+ * (wal_reserve): it changed nothing. */
+#define LOG_OOM_ERROR "OOM command not allowed when there is not enough memory to log it"
 void command_dispatch(client *c);
 /* Account n calls of cmd, failed of which failed, that took usec in total
  * (batched execution). */
