@@ -1,0 +1,118 @@
+"""What the server benchmarks share: starting servers pinned to a core,
+redis-benchmark runs with the server's CPU time per item, and the sections of
+docs/BENCHMARKS.md they write."""
+import csv
+import io
+import os
+import re
+import socket
+import subprocess
+import time
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+SERVER_CPU, CLIENT_CPU = "0", "1"
+HZ = os.sysconf("SC_CLK_TCK")
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_port(port):
+    for _ in range(200):
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return
+        except OSError:
+            time.sleep(0.05)
+    raise RuntimeError("server on %d did not start" % port)
+
+
+def cli(port, *args):
+    return subprocess.run(["redis-cli", "-p", str(port)] + [str(a) for a in args],
+                          capture_output=True, check=True).stdout.decode().strip()
+
+
+def cpu_seconds(pid):
+    """CPU time of every thread of pid: the scheduler's nanosecond count from
+    /proc/pid/task/*/schedstat (utime+stime in /proc/pid/stat only has clock
+    tick resolution)."""
+    total = 0
+    try:
+        for tid in os.listdir("/proc/%d/task" % pid):
+            with open("/proc/%d/task/%s/schedstat" % (pid, tid)) as f:
+                total += int(f.read().split()[0])
+        return total / 1e9
+    except OSError:
+        with open("/proc/%d/stat" % pid) as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / HZ
+
+
+def bench(port, pid, args, requests, items_per_request, clients=50, pipeline=1,
+          client_cpus=CLIENT_CPU, client_threads=1):
+    cmd = ["taskset", "-c", client_cpus, "redis-benchmark", "-p", str(port), "-n",
+           str(requests), "-c", str(clients), "-P", str(pipeline), "-r", "100000000",
+           "--csv"]
+    if client_threads > 1:
+        cmd += ["--threads", str(client_threads)]
+    cmd += [str(a) for a in args]
+    before = cpu_seconds(pid)
+    t0 = time.time()
+    out = subprocess.run(cmd, capture_output=True, check=True).stdout.decode()
+    wall = time.time() - t0
+    cpu = cpu_seconds(pid) - before
+    row = list(csv.DictReader(io.StringIO(out)))[-1]
+    items = requests * items_per_request
+    return {
+        "items_s": float(row["rps"]) * items_per_request,
+        "p50": float(row["p50_latency_ms"]),
+        "p99": float(row["p99_latency_ms"]),
+        "cpu_us": cpu * 1e6 / items,
+        "wall": wall,
+    }
+
+
+def start(cmd, cpus=SERVER_CPU):
+    return subprocess.Popen(["taskset", "-c", cpus] + cmd, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+
+
+def loadavg():
+    return "%.2f %.2f %.2f" % os.getloadavg()
+
+
+def cli_version():
+    out = subprocess.run(["redis-server", "--version"], capture_output=True).stdout.decode()
+    m = re.search(r"v=(\S+)", out)
+    return m.group(1) if m else "?"
+
+
+def cpu_model():
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return "unknown CPU"
+
+
+def write_section(table, title="Server"):
+    path = os.path.join(ROOT, "docs", "BENCHMARKS.md")
+    text = open(path).read() if os.path.exists(path) else "# Benchmarks\n"
+    section = "## %s\n\n" % title + table + "\n"
+    m = re.search(r"^## %s\n.*?(?=^## |\Z)" % re.escape(title), text, flags=re.S | re.M)
+    if m:
+        # Hand-written analysis under "### Notes" survives a new run.
+        notes = re.search(r"^### Notes\n.*", m.group(0), flags=re.S | re.M)
+        if notes:
+            section += "\n" + notes.group(0).rstrip("\n") + "\n"
+        text = text[:m.start()] + section + ("\n" if text[m.end():] else "") + text[m.end():]
+    else:
+        text = text.rstrip("\n") + "\n\n" + section
+    with open(path, "w") as f:
+        f.write(text)
