@@ -392,16 +392,24 @@ bool wal_op_next_key(const wal_op *op, size_t *cursor, const uint8_t **key, size
 
 /* ---- encoders ---- */
 
+/* n bytes at the end of b, for the caller to fill; NULL when b cannot grow. */
+static uint8_t *pbuf_take(pbuf *b, size_t n)
+{
+    if (!pbuf_reserve(b, n))
+        return NULL;
+    uint8_t *p = b->p + b->len;
+    b->len += n;
+    return p;
+}
+
 uint8_t *wal_enc_hashes_slots(pbuf *b, const void *key, size_t klen, uint32_t n, bool with_new)
 {
     pbuf_str(b, key, klen);
     pbuf_u32(b, n);
     size_t nb = with_new ? ((size_t)n + 7) / 8 : 0;
-    if (!pbuf_reserve(b, (size_t)n * 16 + nb))
-        return NULL;
-    uint8_t *slots = b->p + b->len;
-    memset(slots + (size_t)n * 16, 0, nb);
-    b->len += (size_t)n * 16 + nb;
+    uint8_t *slots = pbuf_take(b, (size_t)n * 16 + nb);
+    if (slots)
+        memset(slots + (size_t)n * 16, 0, nb);
     return slots;
 }
 
@@ -424,11 +432,7 @@ uint8_t *wal_enc_pf_add_slots(pbuf *b, const void *key, size_t klen, bool create
     pbuf_str(b, key, klen);
     pbuf_u8(b, created ? 1 : 0);
     pbuf_u32(b, n);
-    if (!pbuf_reserve(b, (size_t)n * 8))
-        return NULL;
-    uint8_t *slots = b->p + b->len;
-    b->len += (size_t)n * 8;
-    return slots;
+    return pbuf_take(b, (size_t)n * 8);
 }
 
 void wal_enc_pf_add(pbuf *b, const void *key, size_t klen, bool created, const uint64_t *h,
@@ -496,11 +500,7 @@ uint8_t *wal_enc_win_add_slots(pbuf *b, const void *key, size_t klen, int64_t no
     pbuf_str(b, key, klen);
     pbuf_u64(b, (uint64_t)now_ms);
     pbuf_u32(b, n);
-    if (!pbuf_reserve(b, (size_t)n * 16))
-        return NULL;
-    uint8_t *slots = b->p + b->len;
-    b->len += (size_t)n * 16;
-    return slots;
+    return pbuf_take(b, (size_t)n * 16);
 }
 
 void wal_enc_win_add(pbuf *b, const void *key, size_t klen, int64_t now_ms, const uint64_t *h,

@@ -31,6 +31,14 @@ static bool begin(uint64_t changes)
     return wal_enabled();
 }
 
+/* Slot k of a hashes record: item's bloomery_hash under seed. */
+static void put_item_hash(uint8_t *slots, size_t k, const char *item, size_t len, uint64_t seed)
+{
+    bloomery_hash bh = bloomery_hash_item(item, len, seed);
+    le_store(slots + 16 * k, bh.lo, 8);
+    le_store(slots + 16 * k + 8, bh.hi, 8);
+}
+
 size_t wal_bound(size_t argc, size_t argbytes, size_t keylen)
 {
     /* An argument costs at most itself plus a length (keys, chunks) or a
@@ -73,14 +81,9 @@ void wal_log_counting(uint8_t type, const char *key, size_t klen, const cntbf_t 
         return;
     pbuf *b = wal_record_open();
     uint8_t *s = wal_enc_hashes_slots(b, key, klen, (uint32_t)ok, false);
-    for (size_t i = 0, k = 0; s && i < n; i++) {
-        if (done && done[i] < 0)
-            continue;
-        bloomery_hash bh = bloomery_hash_item(items[i], lens[i], cntbf_seed(cf));
-        le_store(s + 16 * k, bh.lo, 8);
-        le_store(s + 16 * k + 8, bh.hi, 8);
-        k++;
-    }
+    for (size_t i = 0, k = 0; s && i < n; i++)
+        if (done == NULL || done[i] >= 0)
+            put_item_hash(s, k++, items[i], lens[i], cntbf_seed(cf));
     wal_record_close(type);
 }
 
@@ -182,14 +185,9 @@ void wal_log_win_add(const char *key, size_t klen, const win_t *w, int64_t now_m
         return;
     pbuf *b = wal_record_open();
     uint8_t *s = wal_enc_win_add_slots(b, key, klen, now_ms, (uint32_t)k);
-    for (size_t i = 0, j = 0; s && i < n; i++) {
-        if (!isnew[i])
-            continue;
-        bloomery_hash bh = bloomery_hash_item(items[i], lens[i], win_seed(w));
-        le_store(s + 16 * j, bh.lo, 8);
-        le_store(s + 16 * j + 8, bh.hi, 8);
-        j++;
-    }
+    for (size_t i = 0, j = 0; s && i < n; i++)
+        if (isnew[i])
+            put_item_hash(s, j++, items[i], lens[i], win_seed(w));
     wal_record_close(WAL_WIN_ADD);
 }
 
