@@ -386,6 +386,12 @@ int main(int argc, char **argv)
     if (uv_loop_init(&main_loop) != 0)
         return 1;
     srv.main_loop = &main_loop;
+    /* Before listening: a client can connect once listen() returns, and a
+     * SIGTERM it sends must find the handler (it runs once the loop does). */
+    uv_signal_init(&main_loop, &sig_term);
+    uv_signal_start(&sig_term, on_signal, SIGTERM);
+    uv_signal_init(&main_loop, &sig_int);
+    uv_signal_start(&sig_int, on_signal, SIGINT);
 
     char *bind = config_get_str("bind");
     int port = (int)atomic_load(&cfg.port);
@@ -423,10 +429,6 @@ int main(int argc, char **argv)
         listen_polls[i].data = &listen_fds[i];
         uv_poll_start(&listen_polls[i], UV_READABLE, on_accept);
     }
-    uv_signal_init(&main_loop, &sig_term);
-    uv_signal_start(&sig_term, on_signal, SIGTERM);
-    uv_signal_init(&main_loop, &sig_int);
-    uv_signal_start(&sig_int, on_signal, SIGINT);
     uv_async_init(&main_loop, &srv.shutdown_async, on_shutdown_async);
     uv_timer_init(&main_loop, &cron_timer);
     uv_timer_start(&cron_timer, on_cron, 100, 100);

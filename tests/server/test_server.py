@@ -1,8 +1,13 @@
 """Server and connection commands: PING, ECHO, SELECT, AUTH, INFO, CLIENT,
 CONFIG, COMMAND, MEMORY, unknown commands, QUIT, SHUTDOWN."""
+import signal
+import socket
+import subprocess
+import time
+
 import redis
 
-from conftest import RawClient, RespError
+from conftest import BLOOMERYD, RawClient, RespError, free_port
 
 
 def test_ping_echo_select(raw):
@@ -218,3 +223,24 @@ def test_redis_py_client(r):
         r.execute_command("WAIT", 0, 0)
     except redis.ResponseError as e:
         assert "unknown command" in str(e)
+
+
+def test_sigterm_as_soon_as_the_port_accepts(tmp_path):
+    """A client may connect once the port listens: a SIGTERM sent right
+    then must find the server's handler and stop it cleanly (exit 0), not
+    kill it. Before the handler was installed ahead of listening, about a
+    third of these starts died of the signal under AddressSanitizer."""
+    for i in range(20):
+        port = free_port()
+        p = subprocess.Popen([BLOOMERYD, "--port", str(port), "--dir", str(tmp_path / str(i))],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        deadline = time.time() + 20
+        while True:   # as tight as a client can be: connect, then signal
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                assert p.poll() is None and time.time() < deadline, p.stderr.read()
+        p.send_signal(signal.SIGTERM)
+        _, err = p.communicate(timeout=60)
+        assert p.returncode == 0, (i, p.returncode, err)
