@@ -203,6 +203,13 @@ def test_command_and_memory(server, r):
     assert r.memory_usage("cms") >= 40000
 
 
+def test_beyond_the_machine(r):
+    """4 TB of counters: refused by the machine's memory, nothing made."""
+    assert (error(r, "CMS.INITBYDIM", "k", 100000000000, 10) ==
+            "CMS: Insufficient memory to create the key")
+    assert not r.exists("k")
+
+
 def test_maxmemory(start_server):
     s = start_server("--maxmemory", "10mb")
     c = s.client()

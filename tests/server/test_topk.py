@@ -146,6 +146,16 @@ def test_heavy_hitters(r):
     assert len({"item%d" % i for i in range(10)} & set(listed)) >= 8
 
 
+def test_beyond_the_machine(server, r):
+    """137 GB of heap slots: refused by the machine's memory, nothing made
+    (raw, as redis-py drops the ERR prefix)."""
+    c = server.raw()
+    e = c.cmd("TOPK.RESERVE", "t", 4294967295)
+    assert str(e) == "ERR Insufficient memory to create topk data structure"
+    c.close()
+    assert not r.exists("t")
+
+
 def test_maxmemory(start_server):
     s = start_server("--maxmemory", "10mb")
     c = s.client()
