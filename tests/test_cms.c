@@ -261,6 +261,60 @@ static void test_batch(void **state)
     }
 }
 
+/* Bytes the write barrier announced, by region 0 offset. */
+typedef struct marks {
+    uint8_t *hooked;
+    uint64_t len, calls;
+} marks;
+
+static void mark(void *ctx, uint32_t region, uint64_t off, uint64_t len)
+{
+    marks *m = ctx;
+    assert_int_equal(region, 0);
+    assert_true(off + len <= m->len);
+    memset(m->hooked + off, 1, len);
+    m->calls++;
+}
+
+/* Every byte an increment or a merge changes was announced first, and a
+ * refused increment announces nothing. */
+static void test_write_hook(void **state)
+{
+    (void)state;
+    cms_t *c = new_cms(64, 4), *other = new_cms(64, 4);
+    uint64_t bytes = 64 * 4 * 4;
+    marks m = {calloc(bytes, 1), bytes, 0};
+    uint8_t *before = malloc(bytes);
+    char key[32];
+    incr(other, "o", 3);
+    cms_set_write_hook(c, mark, &m);
+    for (int round = 0; round < 3; round++) {
+        memcpy(before, cms_data(c), bytes);
+        memset(m.hooked, 0, bytes);
+        if (round < 2) {
+            for (uint64_t i = 0; i < 50; i++)
+                incr(c, (tu_key(key, "h:", i + 100 * (uint64_t)round), key), i % 3 + 1);
+        } else {
+            const cms_t *srcs[] = {c, other};
+            int64_t w[] = {2, 1};
+            assert_int_equal(cms_merge(c, srcs, w, 2), BLOOMERY_OK);
+        }
+        for (uint64_t b = 0; b < bytes; b++)
+            if (before[b] != cms_data(c)[b])
+                assert_true(m.hooked[b]);
+    }
+    uint64_t calls = m.calls;
+    assert_int_equal(cms_incrby(c, "h:1", 3, 1ull << 32, NULL), BLOOMERY_EFULL);
+    assert_int_equal(m.calls, calls);
+    cms_set_write_hook(c, NULL, NULL);
+    incr(c, "after", 1);
+    assert_int_equal(m.calls, calls);
+    free(m.hooked);
+    free(before);
+    cms_free(c);
+    cms_free(other);
+}
+
 static cms_t *sample(void)
 {
     cms_t *c = new_cms(40, 3);
@@ -354,6 +408,7 @@ int main(void)
         cmocka_unit_test(test_total_overflow),
         cmocka_unit_test(test_merge),
         cmocka_unit_test(test_batch),
+        cmocka_unit_test(test_write_hook),
         cmocka_unit_test(test_serial_round_trip),
         cmocka_unit_test(test_forged_counters),
     };

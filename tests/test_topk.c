@@ -222,6 +222,47 @@ static void test_deterministic(void **state)
     topk_free(b);
 }
 
+typedef struct marks {
+    uint8_t *hooked;
+    uint64_t len;
+} marks;
+
+static void mark(void *ctx, uint32_t region, uint64_t off, uint64_t len)
+{
+    marks *m = ctx;
+    assert_int_equal(region, 0);
+    assert_true(off + len <= m->len);
+    memset(m->hooked + off, 1, len);
+}
+
+/* Every bucket byte an add changes (decays included) was announced first;
+ * the heap image made before the adds stays as it was. */
+static void test_write_hook(void **state)
+{
+    (void)state;
+    topk_t *t = new_topk(4, 8, 3, 0.9, 7);
+    feed(t, 1, 100);
+    uint64_t bytes = topk_buckets_bytes(t);
+    marks m = {calloc(bytes, 1), bytes};
+    uint8_t *before = malloc(bytes);
+    memcpy(before, topk_buckets(t), bytes);
+    size_t hlen;
+    const uint8_t *heap = topk_heap_image(t, &hlen);
+    uint8_t *heap_copy = malloc(hlen);
+    memcpy(heap_copy, heap, hlen);
+    topk_set_write_hook(t, mark, &m);
+    feed(t, 2, 300);
+    for (uint64_t b = 0; b < bytes; b++)
+        if (before[b] != topk_buckets(t)[b])
+            assert_true(m.hooked[b]);
+    assert_memory_equal(heap, heap_copy, hlen);
+    topk_set_write_hook(t, NULL, NULL);
+    free(m.hooked);
+    free(before);
+    free(heap_copy);
+    topk_free(t);
+}
+
 static topk_t *sample(void)
 {
     topk_t *t = new_topk(4, 8, 3, 0.9, 7);
@@ -341,6 +382,7 @@ int main(void)
         cmocka_unit_test(test_saturation),
         cmocka_unit_test(test_params),
         cmocka_unit_test(test_deterministic),
+        cmocka_unit_test(test_write_hook),
         cmocka_unit_test(test_serial_round_trip),
         cmocka_unit_test(test_forged_heap),
     };

@@ -82,6 +82,12 @@ BLOOMERY_API int cms_merge(cms_t *dst, const cms_t *const *srcs, const int64_t *
 BLOOMERY_API const uint8_t *cms_data(const cms_t *c);
 BLOOMERY_API uint8_t *cms_data_mut(cms_t *c);
 BLOOMERY_API void cms_set_count(cms_t *c, uint64_t count);
+/* A write barrier: hook(ctx, 0, offset, len) is called before any of bytes
+ * [offset, offset + len) of the counters (serial.h region 0) changes, so a
+ * snapshot can keep their old contents (copy-on-write). NULL removes it. */
+typedef void (*cms_write_hook)(void *ctx, uint32_t region, uint64_t offset, uint64_t len);
+BLOOMERY_API void cms_set_write_hook(cms_t *c, cms_write_hook hook, void *ctx);
+
 /* BLOOMERY_OK when the total is at most 2^63 - 1 and every row sums to it;
  * BLOOMERY_ECORRUPT otherwise. */
 BLOOMERY_API int cms_check(const cms_t *c);

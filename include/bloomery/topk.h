@@ -97,9 +97,18 @@ BLOOMERY_API const uint8_t *topk_buckets(const topk_t *t);
 BLOOMERY_API uint8_t *topk_buckets_mut(topk_t *t);
 BLOOMERY_API uint64_t topk_buckets_bytes(const topk_t *t);
 /* The heap as bytes: k slots, each u8 used (0/1), u32 fingerprint, u32
- * count, u32 length, the item's bytes. Built into a buffer of t, valid
- * until the next change or call; NULL when it cannot be allocated. */
+ * count, u32 length, the item's bytes. Built into a buffer of t that only
+ * the next call of this function changes (adds do not): an image's heap
+ * region is the heap as it was when the image was made. NULL when it cannot
+ * be allocated. */
 BLOOMERY_API const uint8_t *topk_heap_image(topk_t *t, size_t *len);
+/* A write barrier on the buckets: hook(ctx, 0, offset, len) is called
+ * before any of bytes [offset, offset + len) of the buckets (serial.h region
+ * 0) changes, so a snapshot can keep their old contents (copy-on-write).
+ * NULL removes it. */
+typedef void (*topk_write_hook)(void *ctx, uint32_t region, uint64_t offset, uint64_t len);
+BLOOMERY_API void topk_set_write_hook(topk_t *t, topk_write_hook hook, void *ctx);
+
 /* Replace the heap with an image of that form and the generator's state
  * with rng (a loader, after the buckets are in place). BLOOMERY_ECORRUPT
  * when the image is malformed (a length past its end, trailing bytes, a

@@ -35,6 +35,8 @@ struct cms {
     uint64_t count;
     uint64_t bytes; /* of counters */
     uint32_t *cells;
+    cms_write_hook hook;
+    void *hook_ctx;
 };
 
 uint64_t cms_bytes_for(uint64_t width, uint64_t depth)
@@ -102,6 +104,12 @@ const uint8_t *cms_data(const cms_t *c) { return (const uint8_t *)c->cells; }
 uint8_t *cms_data_mut(cms_t *c) { return (uint8_t *)c->cells; }
 void cms_set_count(cms_t *c, uint64_t count) { c->count = count; }
 
+void cms_set_write_hook(cms_t *c, cms_write_hook hook, void *ctx)
+{
+    c->hook = hook;
+    c->hook_ctx = ctx;
+}
+
 static inline uint64_t cell_of(const cms_t *c, const void *item, size_t len, uint64_t row)
 {
     return row * c->width + bloomery_murmur2(item, len, (uint32_t)row) % c->width;
@@ -122,6 +130,8 @@ static int apply(cms_t *c, const void *item, size_t len, const uint64_t *loc, ui
     }
     for (uint64_t i = 0; i < c->depth; i++) {
         uint64_t at = loc && i < BATCH_ROWS ? loc[i] : cell_of(c, item, len, i);
+        if (c->hook)
+            c->hook(c->hook_ctx, 0, at * 4, 4);
         c->cells[at] += (uint32_t)incr;
         if (c->cells[at] < min)
             min = c->cells[at];
@@ -229,6 +239,8 @@ int cms_merge(cms_t *dst, const cms_t *const *srcs, const int64_t *weights, size
     for (uint64_t at = 0; at < cells; at++)
         if (!weighted(srcs, weights, n, at, &v))
             return BLOOMERY_EFULL;
+    if (dst->hook)
+        dst->hook(dst->hook_ctx, 0, 0, dst->bytes);
     for (uint64_t at = 0; at < cells; at++) {
         weighted(srcs, weights, n, at, &v);
         dst->cells[at] = (uint32_t)v;

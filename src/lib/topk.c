@@ -60,6 +60,8 @@ struct topk {
     uint64_t item_bytes; /* capacity of every item buffer, spare included */
     uint8_t *img;        /* topk_heap_image's buffer */
     size_t img_cap;
+    topk_write_hook hook;
+    void *hook_ctx;
     double table[TOPK_DECAY_TABLE];
 };
 
@@ -124,6 +126,12 @@ uint64_t topk_rng(const topk_t *t) { return t->rng; }
 uint64_t topk_bytes(const topk_t *t)
 {
     return topk_bytes_for(t->k, t->width, t->depth) + t->item_bytes + t->img_cap;
+}
+
+void topk_set_write_hook(topk_t *t, topk_write_hook hook, void *ctx)
+{
+    t->hook = hook;
+    t->hook_ctx = ctx;
 }
 
 const uint8_t *topk_buckets(const topk_t *t) { return (const uint8_t *)t->buckets; }
@@ -219,6 +227,8 @@ int topk_add(topk_t *t, const void *item, size_t len, uint32_t incr, topk_item *
     uint32_t heap_min = t->heap[0].count, max = 0;
     for (uint32_t i = 0; i < t->depth; i++) {
         bucket *b = &t->buckets[(uint64_t)i * t->width + bloomery_murmur2(item, len, i) % t->width];
+        if (t->hook)
+            t->hook(t->hook_ctx, 0, (uint64_t)(b - t->buckets) * sizeof(*b), sizeof(*b));
         if (b->count == 0) {
             b->fp = fp;
             b->count = incr;

@@ -10,6 +10,7 @@ import pytest
 import redis
 
 from conftest import BLOOMERYD, QUICK, Server
+from test_snapshot_cow import cow_pages, open_gate_if_waiting, wait_saved
 
 CLI = os.environ.get("BLOOMERY_CLI") or os.path.join(os.path.dirname(BLOOMERYD), "bloomery")
 # Every record durable at its reply, no snapshot at stop: kill -9 loses nothing.
@@ -259,3 +260,51 @@ def test_check_data_and_restart(tmp_path):
     c3.close()
     s3.stop()
     s.stop()
+
+
+def test_snapshot_held_while_changing(tmp_path, monkeypatch):
+    """A snapshot held after its capture (the test gate) while sketches take
+    increments and a merge: it keeps them as they were at its start by
+    copy-on-write, and a restart from it and the log after kill -9 answers
+    as the live server did (an increment copied and replayed again would
+    count twice)."""
+    gate = str(tmp_path / "gate")
+    os.mkfifo(gate)
+    monkeypatch.setenv("BLOOMERYD_TEST_SNAPSHOT_GATE", gate)
+    d = str(tmp_path / "data")
+    s = Server(*DURABLE, datadir=d)
+    monkeypatch.delenv("BLOOMERYD_TEST_SNAPSHOT_GATE")
+    try:
+        c = s.client()
+        cms = c.cms()
+        cms.initbydim("a", 4000, 5)          # 80 KB: many pages
+        cms.initbydim("b", 4000, 5)
+        items = ["i%d" % i for i in range(500 if QUICK else 3000)]
+
+        def incr(key, part, by):
+            c.execute_command("CMS.INCRBY", key, *sum(([it, by] for it in part), []))
+
+        for base in range(0, len(items), 250):
+            incr("a", items[base:base + 250], 2)
+            incr("b", items[base:base + 250], 1)
+        seq = c.info("persistence")["bloomery_snapshot_seq"]
+        assert c.execute_command("BGSAVE") is True
+        # L0 is taken; no chunk is read until the gate opens.
+        for base in range(0, len(items), 250):
+            incr("a", items[base:base + 250], 3)
+        cms.merge("b", 2, ["a", "b"], [1, 1])
+        with open(gate, "w") as g:
+            g.write("go")
+        wait_saved(c, seq)
+        assert cow_pages(s.output())[-1] > 0, s.output()
+        before = {k: (info(c, k), cms.query(k, *items)) for k in ("a", "b")}
+        c.close()
+        s.kill()
+        s2 = Server(*DURABLE, datadir=d)
+        c2 = s2.client()
+        assert {k: (info(c2, k), c2.cms().query(k, *items)) for k in ("a", "b")} == before
+        c2.close()
+        s2.stop()
+    finally:
+        open_gate_if_waiting(gate)
+        s.stop()

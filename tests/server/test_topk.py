@@ -11,6 +11,7 @@ import pytest
 import redis
 
 from conftest import BLOOMERYD, QUICK, Server
+from test_snapshot_cow import cow_pages, open_gate_if_waiting, wait_saved
 
 CLI = os.environ.get("BLOOMERY_CLI") or os.path.join(os.path.dirname(BLOOMERYD), "bloomery")
 DURABLE = ("--save", "", "--appendfsync", "always")
@@ -228,3 +229,49 @@ def test_check_data_and_restart(tmp_path):
     assert state(c4) == after
     c4.close()
     s4.stop()
+
+
+def test_snapshot_held_while_changing(tmp_path, monkeypatch):
+    """A snapshot held after its capture (the test gate) while adds decay
+    buckets and reorder the heap: it keeps the value as at its start (buckets
+    by copy-on-write, the heap and the generator as captured), and a restart
+    from it and the log after kill -9 holds the live state."""
+    gate = str(tmp_path / "gate")
+    os.mkfifo(gate)
+    monkeypatch.setenv("BLOOMERYD_TEST_SNAPSHOT_GATE", gate)
+    d = str(tmp_path / "data")
+    s = Server(*DURABLE, datadir=d)
+    monkeypatch.delenv("BLOOMERYD_TEST_SNAPSHOT_GATE")
+    try:
+        c = s.client()
+        topk = c.topk()
+        topk.reserve("a", 5, 2000, 4, 0.9)     # 64 KB of buckets: many pages
+        rng = random.Random(5)
+        words = ["w%d" % (int(rng.paretovariate(0.7)) % 5000) for _ in range(4000)]
+        for i in range(0, 2000, 200):
+            topk.add("a", *words[i:i + 200])
+        c.execute_command("TOPK.RESERVE", "b", 3)
+        topk.add("b", *words[:300])
+        seq = c.info("persistence")["bloomery_snapshot_seq"]
+        assert c.execute_command("BGSAVE") is True
+        for i in range(2000, 4000, 200):
+            topk.add("a", *words[i:i + 200])
+            topk.incrby("b", words[i:i + 20], [7] * 20)
+        with open(gate, "w") as g:
+            g.write("go")
+        wait_saved(c, seq)
+        assert cow_pages(s.output())[-1] > 0, s.output()
+        before = state(c)
+        probe = ["w%d" % i for i in range(5000)]
+        counts = topk.count("a", *probe)
+        c.close()
+        s.kill()
+        s2 = Server(*DURABLE, datadir=d)
+        c2 = s2.client()
+        assert state(c2) == before
+        assert c2.topk().count("a", *probe) == counts
+        c2.close()
+        s2.stop()
+    finally:
+        open_gate_if_waiting(gate)
+        s.stop()

@@ -1,7 +1,9 @@
 /* The count-min sketch value (cms_t) behind CMS.* (t_cms.c). Counters are
- * plain integers changed in place: every access holds the object's lock,
- * and a snapshot copies the value at its capture (no command runs then), so
- * each record after the capture applies once. Log: WAL_CMS_CREATE with the
+ * plain integers changed in place and increments do not commute with a
+ * copy made while they run: every access holds the object's lock, and a
+ * snapshot keeps the value as at its capture by copy-on-write through the
+ * library's write barrier (a sketch may be gigabytes: no copy under the
+ * capture's locks), so each record after the capture applies once. Log: WAL_CMS_CREATE with the
  * dimensions, WAL_CMS_INCRBY with the items and increments that were
  * applied (a replay of the same increments on the same state is refused
  * nowhere the original was not), WAL_CMS_MERGE with the keys and weights,
@@ -130,6 +132,11 @@ static const char *replay(const wal_op *op)
     return why;
 }
 
+static void set_write_hook(void *v, value_write_hook hook, void *ctx)
+{
+    cms_set_write_hook(v, hook, ctx);
+}
+
 static const uint8_t records[] = {WAL_CMS_CREATE, WAL_CMS_INCRBY, WAL_CMS_MERGE, 0};
 
 const value_type cms_type = {
@@ -137,6 +144,7 @@ const value_type cms_type = {
     .type_reply = "CMSk-TYPE",
     .snap_kind = SNAP_KIND_CMS,
     .image = BLOOMERY_TYPE_CMS,
+    .set_write_hook = set_write_hook,
     .locked = true,
     .free_value = free_value,
     .adopt = adopt,

@@ -1,7 +1,9 @@
 /* The top-k value (topk_t) behind TOPK.* (t_topk.c). Adds decay buckets,
  * reorder the heap and draw from the value's generator: every access holds
- * the object's lock, and a snapshot copies the value at its capture (no
- * command runs then), generator state included. Log: WAL_TOPK_CREATE with
+ * the object's lock. A snapshot keeps the value as at its capture: the
+ * generator's state is in the image header, the heap's image is built at
+ * the capture (adds do not change it), and the buckets, which may be large,
+ * are kept by copy-on-write through the library's write barrier. Log: WAL_TOPK_CREATE with
  * the parameters and the generator's seed, WAL_TOPK_ADD with the items and
  * increments in the order they were applied under the lock, so replay
  * repeats the same draws from the same state and ends in the same buckets
@@ -64,6 +66,11 @@ static const char *replay(const wal_op *op)
     return why;
 }
 
+static void set_write_hook(void *v, value_write_hook hook, void *ctx)
+{
+    topk_set_write_hook(v, hook, ctx);
+}
+
 static const uint8_t records[] = {WAL_TOPK_CREATE, WAL_TOPK_ADD, 0};
 
 const value_type topk_type = {
@@ -71,6 +78,7 @@ const value_type topk_type = {
     .type_reply = "TopK-TYPE",
     .snap_kind = SNAP_KIND_TOPK,
     .image = BLOOMERY_TYPE_TOPK,
+    .set_write_hook = set_write_hook,
     .locked = true,
     .free_value = free_value,
     .adopt = adopt,
