@@ -295,6 +295,9 @@ def test_snapshot_held_while_changing(tmp_path, monkeypatch):
         cms.merge("b", 2, ["a", "b"], [1, 1])
         with open(gate, "w") as g:
             g.write("go")
+        # Changes go on while the snapshot reads its chunks.
+        while c.info("persistence")["rdb_bgsave_in_progress"]:
+            incr("a", items[:250], 1)
         wait_saved(c, seq)
         assert cow_pages(s.output())[-1] > 0, s.output()
         before = {k: (info(c, k), cms.query(k, *items)) for k in ("a", "b")}

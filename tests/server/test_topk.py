@@ -259,6 +259,9 @@ def test_snapshot_held_while_changing(tmp_path, monkeypatch):
             topk.incrby("b", words[i:i + 20], [7] * 20)
         with open(gate, "w") as g:
             g.write("go")
+        # Changes go on while the snapshot reads its chunks.
+        while c.info("persistence")["rdb_bgsave_in_progress"]:
+            topk.add("a", *words[:100])
         wait_saved(c, seq)
         assert cow_pages(s.output())[-1] > 0, s.output()
         before = state(c)
