@@ -130,6 +130,43 @@ def test_command_info(server):
     c.close()
 
 
+def test_pipelined_adds(tmp_path, start_server):
+    """Pipelined "TOPK.ADD key item" requests (run as one batch) answer and
+    end as one TOPK.ADD of every item on another server, one array per
+    request; a missing or wrong-type key answers each request; the batch's
+    log record restores the same state after kill -9."""
+    d = str(tmp_path / "data")
+    a = start_server(*DURABLE, datadir=d)
+    b = start_server(*DURABLE)
+    ca, cb = a.client(), b.client()
+    for c in (ca, cb):
+        c.topk().reserve("t", 4, 8, 3, 0.9)
+    rng = random.Random(9)
+    words = ["w%d" % (int(rng.paretovariate(1.0)) % 50) for _ in range(3000)]
+    p = ca.pipeline(transaction=False)
+    for w in words:
+        p.execute_command("TOPK.ADD", "t", w)
+    got = [r[0] for r in p.execute()]
+    assert got == cb.topk().add("t", *words)
+    assert any(got)
+    probe = ["w%d" % i for i in range(50)]
+    want = (cb.topk().list("t", withcount=True), cb.topk().count("t", *probe))
+    assert (ca.topk().list("t", withcount=True), ca.topk().count("t", *probe)) == want
+    ca.execute_command("BF.ADD", "bf", "x")
+    for key, msg in (("missing", "TopK: key does not exist"), ("bf", WRONGTYPE)):
+        p = ca.pipeline(transaction=False)
+        for w in words[:5]:
+            p.execute_command("TOPK.ADD", key, w)
+        res = p.execute(raise_on_error=False)
+        assert [str(e) for e in res] == [msg] * 5
+    a.kill()
+    a2 = start_server(*DURABLE, datadir=d)
+    c2 = a2.client()
+    assert (c2.topk().list("t", withcount=True), c2.topk().count("t", *probe)) == want
+    for c in (ca, cb, c2):
+        c.close()
+
+
 def test_heavy_hitters(r):
     """A Zipf stream through pipelined TOPK.ADD: the listed items are the
     true heaviest."""

@@ -162,6 +162,8 @@ bool cmsInfoCommand(cmd_ctx *c);
 
 bool topkReserveCommand(cmd_ctx *c);
 bool topkAddCommand(cmd_ctx *c);
+size_t topkAddBatch(cmd_ctx *c, const char *key, size_t klen, const char **items,
+                    const size_t *lens, size_t n);
 bool topkIncrbyCommand(cmd_ctx *c);
 bool topkQueryCommand(cmd_ctx *c);
 bool topkCountCommand(cmd_ctx *c);

@@ -203,6 +203,63 @@ bool topkIncrbyCommand(cmd_ctx *c)
     return add(c, 2);
 }
 
+/* Pipelined "TOPK.ADD key item" requests as one call: the key opened and
+ * locked once and one log record, each request answered with its own
+ * one-element array, as separate commands would be. */
+size_t topkAddBatch(cmd_ctx *c, const char *key, size_t klen, const char **items,
+                    const size_t *lens, size_t n)
+{
+    ks_ref ref;
+    kv_entry *e;
+    const char **done = malloc(n * sizeof(*done));
+    size_t *done_lens = malloc(n * sizeof(*done_lens));
+    uint64_t *ones = malloc(n * sizeof(*ones));
+    size_t failed = 0, todo = n;
+    if (!done || !done_lens || !ones) {
+        for (size_t i = 0; i < n; i++)
+            reply_oom(c);
+        failed = n;
+        todo = 0;
+    }
+    for (size_t i = 0; i < todo; i++) {
+        if (!ck_open(c, &ref, key, klen, &topk_kind, CK_MUST_EXIST, &e)) {
+            /* Each request gets the error a separate command would. */
+            ks_close(&ref);
+            failed++;
+            continue;
+        }
+        kv_obj *o = e->obj;
+        pthread_mutex_lock(&o->lock);
+        size_t k = 0;
+        for (; i < todo; i++) {
+            reply_array(&c->out, 1);
+            topk_item ex;
+            int rc = topk_add(o->v, items[i], lens[i], 1, &ex);
+            if (rc < 0) {
+                ck_reply_nomem(c, BLOOMERY_ENOMEM, topk_kind.nomem);
+                failed++;
+            } else if (rc == 1) {
+                reply_bulk(&c->out, ex.item, ex.len);
+            } else {
+                reply_null(&c->out);
+            }
+            if (rc >= 0) {
+                done[k] = items[i];
+                done_lens[k] = lens[i];
+                ones[k++] = 1;
+            }
+        }
+        wal_log_items(WAL_TOPK_ADD, key, klen, done, done_lens, ones, k);
+        topk_value_sync(o);
+        pthread_mutex_unlock(&o->lock);
+        ks_close(&ref);
+    }
+    free(done);
+    free(done_lens);
+    free(ones);
+    return failed;
+}
+
 /* ---- TOPK.QUERY, TOPK.COUNT ---- */
 
 static bool lookup(cmd_ctx *c, const char *name, bool count)

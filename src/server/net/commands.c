@@ -100,7 +100,7 @@ static command table[] = {
     {"cms.merge", cmsMergeCommand, -2, W | M, 1, 1, 1, "cms", 0, false, NULL},
     {"cms.info", cmsInfoCommand, -2, R, 1, 1, 1, "cms", 0, false, NULL},
     {"topk.reserve", topkReserveCommand, -2, W | M, 1, 1, 1, "topk", 0, false, NULL},
-    {"topk.add", topkAddCommand, -2, W | M, 1, 1, 1, "topk", 0, false, NULL},
+    {"topk.add", topkAddCommand, -2, W | M, 1, 1, 1, "topk", 0, false, topkAddBatch},
     {"topk.incrby", topkIncrbyCommand, -2, W | M, 1, 1, 1, "topk", 0, false, NULL},
     {"topk.query", topkQueryCommand, -2, R, 1, 1, 1, "topk", 0, false, NULL},
     {"topk.count", topkCountCommand, -2, R, 1, 1, 1, "topk", 0, false, NULL},
