@@ -348,6 +348,81 @@ static void test_log_window_cuckoo(void **state)
     free(p.p);
 }
 
+static void test_log_cms_topk(void **state)
+{
+    (void)state;
+    char err[128];
+    wal_op op;
+    pbuf p = {0};
+    const char *items[] = {"a", "", "bin\0ary"};
+    size_t lens[] = {1, 0, 7};
+    uint64_t incrs[] = {5, 0, UINT64_MAX};
+    wal_enc_items(&p, "k", 1, items, lens, incrs, 3);
+    for (int type = WAL_CMS_INCRBY; type <= WAL_TOPK_ADD; type++) {
+        assert_true(wal_op_parse((uint8_t)type, p.p, p.len, &op, err, sizeof(err)));
+        assert_int_equal(op.n, 3);
+        size_t cur = 0, len;
+        const uint8_t *item;
+        uint64_t incr;
+        for (int i = 0; i < 3; i++) {
+            assert_true(wal_op_next_item(&op, &cur, &item, &len, &incr));
+            assert_int_equal(len, lens[i]);
+            assert_memory_equal(item, items[i], len);
+            assert_true(incr == incrs[i]);
+        }
+        assert_false(wal_op_next_item(&op, &cur, &item, &len, &incr));
+        /* Every cut is refused, and so is a count beyond the items. */
+        for (size_t cut = 0; cut < p.len; cut++)
+            assert_false(wal_op_parse((uint8_t)type, p.p, cut, &op, err, sizeof(err)));
+    }
+    p.p[5] = 4; /* n = 4 */
+    assert_false(wal_op_parse(WAL_CMS_INCRBY, p.p, p.len, &op, err, sizeof(err)));
+    free(p.p);
+
+    p = (pbuf){0};
+    wal_cms c = {2000, 7};
+    wal_enc_cms_create(&p, "c", 1, &c);
+    assert_true(wal_op_parse(WAL_CMS_CREATE, p.p, p.len, &op, err, sizeof(err)));
+    assert_int_equal(op.cms.width, 2000);
+    assert_int_equal(op.cms.depth, 7);
+    free(p.p);
+    p = (pbuf){0};
+    c.depth = 0;
+    wal_enc_cms_create(&p, "c", 1, &c);
+    assert_false(wal_op_parse(WAL_CMS_CREATE, p.p, p.len, &op, err, sizeof(err)));
+    free(p.p);
+
+    p = (pbuf){0};
+    const char *keys[] = {"dst", "s1", "s2"};
+    size_t klens[] = {3, 2, 2};
+    int64_t weights[] = {-3, 7};
+    wal_enc_cms_merge(&p, keys, klens, 3, weights);
+    assert_true(wal_op_parse(WAL_CMS_MERGE, p.p, p.len, &op, err, sizeof(err)));
+    assert_int_equal(op.n, 3);
+    assert_int_equal(op.klen, 3);
+    assert_true(wal_op_weight(&op, 0) == -3);
+    assert_true(wal_op_weight(&op, 1) == 7);
+    assert_false(wal_op_parse(WAL_CMS_MERGE, p.p, p.len - 1, &op, err, sizeof(err)));
+    free(p.p);
+
+    p = (pbuf){0};
+    wal_topk t = {10, 8, 7, 0.9, 12345};
+    wal_enc_topk_create(&p, "t", 1, &t);
+    assert_true(wal_op_parse(WAL_TOPK_CREATE, p.p, p.len, &op, err, sizeof(err)));
+    assert_int_equal(op.topk.k, 10);
+    assert_int_equal(op.topk.width, 8);
+    assert_int_equal(op.topk.depth, 7);
+    assert_true(op.topk.decay == 0.9);
+    assert_int_equal(op.topk.seed, 12345);
+    assert_false(wal_op_parse(WAL_TOPK_CREATE, p.p, p.len - 1, &op, err, sizeof(err)));
+    free(p.p);
+    p = (pbuf){0};
+    t.decay = 1.5;
+    wal_enc_topk_create(&p, "t", 1, &t);
+    assert_false(wal_op_parse(WAL_TOPK_CREATE, p.p, p.len, &op, err, sizeof(err)));
+    free(p.p);
+}
+
 /* ---- snapshot index ---- */
 
 static uint8_t *make_index(size_t *len, uint8_t **frame_out)
@@ -498,6 +573,7 @@ int main(void)
         cmocka_unit_test(test_log_zero_tail),
         cmocka_unit_test(test_log_payload_checks),
         cmocka_unit_test(test_log_window_cuckoo),
+        cmocka_unit_test(test_log_cms_topk),
         cmocka_unit_test(test_index_round_trip),
         cmocka_unit_test(test_index_every_flip_and_truncation),
         cmocka_unit_test(test_chunk_file),

@@ -58,6 +58,18 @@ static bloomery_object make(bloomery_type type, int variant)
             win_check_and_add(o.u.win, key, tu_key(key, "s:", i), now);
         }
         break;
+    case BLOOMERY_TYPE_CMS:
+        assert_int_equal(cms_create(&o.u.cms, variant ? 700 : 30, variant ? 5 : 2), BLOOMERY_OK);
+        for (uint64_t i = 0; i < 300; i++)
+            assert_int_equal(cms_incrby(o.u.cms, key, tu_key(key, "s:", i), i % 5, NULL),
+                             BLOOMERY_OK);
+        break;
+    case BLOOMERY_TYPE_TOPK:
+        /* Narrow buckets: decays, a generator that moved, items expelled. */
+        assert_int_equal(topk_create(&o.u.topk, variant ? 50 : 4, 8, 3, 0.9, 3), BLOOMERY_OK);
+        for (uint64_t i = 0; i < 300; i++)
+            assert_true(topk_add(o.u.topk, key, tu_key(key, "s:", i % 40 * (i % 3)), 1, NULL) >= 0);
+        break;
     case BLOOMERY_TYPE_CUCKOO: {
         /* RedisBloom's 8-bit slots growing by 1, or packed 13-bit slots
          * growing by 2 with some deletes. */
@@ -101,6 +113,13 @@ static void same_answers(bloomery_object a, bloomery_object b)
         case BLOOMERY_TYPE_WINDOW:
             assert_int_equal(win_check(a.u.win, key, len, 600), win_check(b.u.win, key, len, 600));
             break;
+        case BLOOMERY_TYPE_CMS:
+            assert_int_equal(cms_query(a.u.cms, key, len), cms_query(b.u.cms, key, len));
+            break;
+        case BLOOMERY_TYPE_TOPK:
+            assert_int_equal(topk_query(a.u.topk, key, len), topk_query(b.u.topk, key, len));
+            assert_int_equal(topk_count(a.u.topk, key, len), topk_count(b.u.topk, key, len));
+            break;
         case BLOOMERY_TYPE_CUCKOO:
             assert_int_equal(cf_exists(a.u.cf, key, len), cf_exists(b.u.cf, key, len));
             assert_int_equal(cf_count(a.u.cf, key, len), cf_count(b.u.cf, key, len));
@@ -112,6 +131,16 @@ static void same_answers(bloomery_object a, bloomery_object b)
         const uint8_t *pa = hll_bytes(a.u.hll, &la), *pb = hll_bytes(b.u.hll, &lb);
         assert_int_equal(la, lb);
         assert_memory_equal(pa, pb, la);
+    }
+    if (a.type == BLOOMERY_TYPE_CMS) {
+        assert_int_equal(cms_count(a.u.cms), cms_count(b.u.cms));
+        assert_int_equal(cms_width(a.u.cms), cms_width(b.u.cms));
+        assert_int_equal(cms_depth(a.u.cms), cms_depth(b.u.cms));
+    }
+    if (a.type == BLOOMERY_TYPE_TOPK) {
+        assert_int_equal(topk_rng(a.u.topk), topk_rng(b.u.topk));
+        assert_memory_equal(topk_buckets(a.u.topk), topk_buckets(b.u.topk),
+                            topk_buckets_bytes(a.u.topk));
     }
     if (a.type == BLOOMERY_TYPE_CUCKOO) {
         cf_shape sa, sb;
@@ -141,9 +170,9 @@ static void same_answers(bloomery_object a, bloomery_object b)
     }
 }
 
-static const bloomery_type types[] = {BLOOMERY_TYPE_BLOCKED,  BLOOMERY_TYPE_COUNTING,
-                                      BLOOMERY_TYPE_SCALABLE, BLOOMERY_TYPE_HLL,
-                                      BLOOMERY_TYPE_CUCKOO,   BLOOMERY_TYPE_WINDOW};
+static const bloomery_type types[] = {
+    BLOOMERY_TYPE_BLOCKED, BLOOMERY_TYPE_COUNTING, BLOOMERY_TYPE_SCALABLE, BLOOMERY_TYPE_HLL,
+    BLOOMERY_TYPE_CUCKOO,  BLOOMERY_TYPE_WINDOW,   BLOOMERY_TYPE_CMS,      BLOOMERY_TYPE_TOPK};
 #define NTYPES (int)(sizeof types / sizeof types[0])
 
 static void test_round_trip(void **state)

@@ -31,10 +31,12 @@
 #include <stdint.h>
 
 #include "bloomery/blocked.h"
+#include "bloomery/cms.h"
 #include "bloomery/counting.h"
 #include "bloomery/cuckoo.h"
 #include "bloomery/hll.h"
 #include "bloomery/scalable.h"
+#include "bloomery/topk.h"
 #include "bloomery/window.h"
 #include "bloomery/export.h"
 
@@ -53,6 +55,8 @@ typedef enum bloomery_type {
     BLOOMERY_TYPE_HLL = 4,      /* hll_t */
     BLOOMERY_TYPE_CUCKOO = 5,   /* cf_t */
     BLOOMERY_TYPE_WINDOW = 6,   /* win_t */
+    BLOOMERY_TYPE_CMS = 7,      /* cms_t */
+    BLOOMERY_TYPE_TOPK = 8,     /* topk_t */
 } bloomery_type;
 
 typedef struct bloomery_object {
@@ -64,6 +68,8 @@ typedef struct bloomery_object {
         hll_t *hll;
         cf_t *cf;
         win_t *win;
+        cms_t *cms;
+        topk_t *topk;
         void *any;
     } u;
 } bloomery_object;

@@ -28,6 +28,12 @@
  *                      for each of the S+1 slices, current first:
  *                      u64 nblocks, u32 b, u64 capacity, f64 error,
  *                      u64 count, i64 start ms; one region per slice.
+ *   count-min:         u64 width, u64 depth, u64 total; one region, the
+ *                      counters (cms.h). Loading checks that every row sums
+ *                      to the total.
+ *   top-k:             u32 k, u32 width, u32 depth, f64 decay, u64 generator
+ *                      state; two regions: the buckets and the heap image
+ *                      (topk.h), which loading parses and checks.
  *
  * Regions are cut into chunks of `chunk size` bytes (the last of a region may
  * be shorter), numbered across regions. Chunk i's checksum is XXH3-64 of its
@@ -281,6 +287,37 @@ static int describe(bloomery_object obj, wbuf *params, region **regions, uint32_
         *nregions = n;
         return BLOOMERY_OK;
     }
+    case BLOOMERY_TYPE_CMS: {
+        const cms_t *c = obj.u.cms;
+        put_u64(params, cms_width(c));
+        put_u64(params, cms_depth(c));
+        put_u64(params, cms_count(c));
+        *regions = malloc(sizeof **regions);
+        if (!*regions)
+            return BLOOMERY_ENOMEM;
+        (*regions)[0] = (region){cms_data(c), cms_width(c) * cms_depth(c) * 4};
+        *nregions = 1;
+        return BLOOMERY_OK;
+    }
+    case BLOOMERY_TYPE_TOPK: {
+        topk_t *t = obj.u.topk;
+        size_t hlen;
+        const uint8_t *heap = topk_heap_image(t, &hlen);
+        if (heap == NULL)
+            return BLOOMERY_ENOMEM;
+        put_u32(params, topk_k(t));
+        put_u32(params, topk_width(t));
+        put_u32(params, topk_depth(t));
+        put_f64(params, topk_decay(t));
+        put_u64(params, topk_rng(t));
+        *regions = malloc(2 * sizeof **regions);
+        if (!*regions)
+            return BLOOMERY_ENOMEM;
+        (*regions)[0] = (region){topk_buckets(t), topk_buckets_bytes(t)};
+        (*regions)[1] = (region){heap, hlen};
+        *nregions = 2;
+        return BLOOMERY_OK;
+    }
     case BLOOMERY_TYPE_CUCKOO: {
         const cf_t *c = obj.u.cf;
         cf_shape sh;
@@ -478,6 +515,8 @@ struct bloomery_loader {
     uint64_t nchunks, nloaded;
     bloomery_object obj; /* zeroed object being filled; HLL: NULL until finish */
     uint8_t *hll_buf;
+    uint8_t *heap_buf; /* top-k: the heap image, parsed at finish */
+    uint64_t topk_rng;
     char err[160];
 };
 
@@ -683,6 +722,46 @@ static int build_object(bloomery_loader *l, rbuf *p, uint64_t max_bytes)
         l->obj.type = l->type;
         return BLOOMERY_OK;
     }
+    case BLOOMERY_TYPE_CMS: {
+        uint64_t width = get_u64(p), depth = get_u64(p), count = get_u64(p);
+        if (p->short_read || p->off != p->len)
+            return fail(l, BLOOMERY_ECORRUPT, "parameters have the wrong length");
+        uint64_t bytes = cms_bytes_for(width, depth);
+        if (bytes == 0 || l->nregions != 1 || l->lens[0] != width * depth * 4)
+            return fail(l, BLOOMERY_ECORRUPT, "data size does not match the dimensions");
+        if (count > (uint64_t)INT64_MAX)
+            return fail(l, BLOOMERY_ECORRUPT, "total count out of range");
+        int rc = cms_create(&l->obj.u.cms, width, depth);
+        if (rc != BLOOMERY_OK)
+            return fail(l, rc, "cannot allocate the sketch: %s", bloomery_strerror(rc));
+        cms_set_count(l->obj.u.cms, count);
+        l->dest[0] = cms_data_mut(l->obj.u.cms);
+        l->obj.type = l->type;
+        return BLOOMERY_OK;
+    }
+    case BLOOMERY_TYPE_TOPK: {
+        uint32_t k = get_u32(p), width = get_u32(p), depth = get_u32(p);
+        double decay = get_f64(p);
+        uint64_t rng = get_u64(p);
+        if (p->short_read || p->off != p->len)
+            return fail(l, BLOOMERY_ECORRUPT, "parameters have the wrong length");
+        if (k == 0 || width == 0 || depth == 0 || !(decay > 0 && decay <= 1))
+            return fail(l, BLOOMERY_ECORRUPT, "invalid top-k parameters");
+        if (l->nregions != 2 || l->lens[0] != (uint64_t)width * depth * 8 ||
+            l->lens[1] < (uint64_t)k * 13 || l->lens[1] > SIZE_MAX / 2)
+            return fail(l, BLOOMERY_ECORRUPT, "data sizes do not match the parameters");
+        int rc = topk_create(&l->obj.u.topk, k, width, depth, decay, rng);
+        if (rc != BLOOMERY_OK)
+            return fail(l, rc, "cannot allocate the top-k: %s", bloomery_strerror(rc));
+        l->heap_buf = malloc((size_t)l->lens[1]);
+        if (!l->heap_buf)
+            return fail(l, BLOOMERY_ENOMEM, "out of memory");
+        l->topk_rng = rng;
+        l->dest[0] = topk_buckets_mut(l->obj.u.topk);
+        l->dest[1] = l->heap_buf;
+        l->obj.type = l->type;
+        return BLOOMERY_OK;
+    }
     case BLOOMERY_TYPE_CUCKOO: {
         cf_shape sh = {0};
         sh.nbuckets = get_u64(p);
@@ -746,7 +825,7 @@ int bloomery_loader_open(bloomery_loader **out, const uint8_t *buf, size_t len, 
      * every field, since a forged header can carry a valid checksum. */
     if (version != BLOOMERY_SERIAL_VERSION)
         return fail(l, BLOOMERY_EVERSION, "unsupported format version %u", version);
-    if (type < BLOOMERY_TYPE_BLOCKED || type > BLOOMERY_TYPE_WINDOW)
+    if (type < BLOOMERY_TYPE_BLOCKED || type > BLOOMERY_TYPE_TOPK)
         return fail(l, BLOOMERY_ETYPE, "unknown object type %u", type);
     if (cs < MIN_CHUNK || cs > BLOOMERY_CHUNK_MAX)
         return fail(l, BLOOMERY_ECORRUPT, "chunk size %u out of range", cs);
@@ -837,6 +916,13 @@ int bloomery_loader_finish(bloomery_loader *l, bloomery_object *out)
         l->obj.type = BLOOMERY_TYPE_HLL;
         l->obj.u.hll = h;
     }
+    if (l->type == BLOOMERY_TYPE_CMS && cms_check(l->obj.u.cms) != BLOOMERY_OK)
+        return fail(l, BLOOMERY_ECORRUPT, "the counters do not sum to the total in every row");
+    if (l->type == BLOOMERY_TYPE_TOPK) {
+        int rc = topk_load_heap(l->obj.u.topk, l->heap_buf, (size_t)l->lens[1], l->topk_rng);
+        if (rc != BLOOMERY_OK)
+            return fail(l, rc, "invalid top-k heap: %s", bloomery_strerror(rc));
+    }
     *out = l->obj;
     l->obj.u.any = NULL;
     return BLOOMERY_OK;
@@ -858,6 +944,8 @@ void bloomery_object_free(bloomery_object *o)
     case BLOOMERY_TYPE_HLL: hll_free(o->u.hll); break;
     case BLOOMERY_TYPE_CUCKOO: cf_free(o->u.cf); break;
     case BLOOMERY_TYPE_WINDOW: win_free(o->u.win); break;
+    case BLOOMERY_TYPE_CMS: cms_free(o->u.cms); break;
+    case BLOOMERY_TYPE_TOPK: topk_free(o->u.topk); break;
     }
     o->u.any = NULL;
 }
@@ -875,6 +963,7 @@ void bloomery_loader_free(bloomery_loader *l)
     free(l->first_chunk);
     free(l->loaded);
     free(l->hll_buf);
+    free(l->heap_buf);
     free(l);
 }
 

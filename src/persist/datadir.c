@@ -114,6 +114,8 @@ bloomery_type datadir_kind_type(uint8_t kind)
     case SNAP_KIND_HLL: return BLOOMERY_TYPE_HLL;
     case SNAP_KIND_WINDOW: return BLOOMERY_TYPE_WINDOW;
     case SNAP_KIND_CUCKOO: return BLOOMERY_TYPE_CUCKOO;
+    case SNAP_KIND_CMS: return BLOOMERY_TYPE_CMS;
+    case SNAP_KIND_TOPK: return BLOOMERY_TYPE_TOPK;
     }
     return 0;
 }

@@ -38,6 +38,11 @@ const char *wal_type_name(unsigned type)
     case WAL_WIN_ROTATE: return "window-rotate";
     case WAL_CF_CREATE: return "cuckoo-create";
     case WAL_CF_LOADCHUNK: return "cuckoo-loadchunk";
+    case WAL_CMS_INCRBY: return "cms-incrby";
+    case WAL_TOPK_ADD: return "topk-add";
+    case WAL_CMS_CREATE: return "cms-create";
+    case WAL_CMS_MERGE: return "cms-merge";
+    case WAL_TOPK_CREATE: return "topk-create";
     }
     return NULL;
 }
@@ -204,6 +209,30 @@ static bool parse_keylist(rdr *r, wal_op *op, uint32_t min, char *err, size_t er
     return true;
 }
 
+/* n >= 1 items, each a string and a u64 increment. */
+static bool parse_items(rdr *r, wal_op *op, char *err, size_t errlen)
+{
+    op->n = rdr_u32(r);
+    if (r->bad || op->n == 0 || (size_t)op->n > (r->len - r->off) / 12) {
+        setf(err, errlen, "bad item count");
+        return false;
+    }
+    size_t start = r->off;
+    for (uint32_t i = 0; i < op->n; i++) {
+        const uint8_t *item;
+        size_t len;
+        bool got = rdr_str(r, &item, &len);
+        rdr_u64(r);
+        if (!got || r->bad) {
+            setf(err, errlen, "item %u truncated", i);
+            return false;
+        }
+    }
+    op->items = r->p + start;
+    op->items_len = r->off - start;
+    return true;
+}
+
 bool wal_op_parse(uint8_t type, const uint8_t *p, size_t len, wal_op *op, char *err, size_t errlen)
 {
     memset(op, 0, sizeof(*op));
@@ -352,6 +381,46 @@ bool wal_op_parse(uint8_t type, const uint8_t *p, size_t len, wal_op *op, char *
         }
         break;
     }
+    case WAL_CMS_INCRBY:
+    case WAL_TOPK_ADD:
+        ok = rdr_str(&r, &op->key, &op->klen);
+        if (ok && !parse_items(&r, op, err, errlen))
+            return false;
+        break;
+    case WAL_CMS_CREATE:
+        ok = rdr_str(&r, &op->key, &op->klen);
+        op->cms.width = rdr_u64(&r);
+        op->cms.depth = rdr_u64(&r);
+        if (!r.bad && (op->cms.width == 0 || op->cms.depth == 0 ||
+                       op->cms.width > UINT64_MAX / op->cms.depth)) {
+            setf(err, errlen, "bad sketch dimensions");
+            return false;
+        }
+        break;
+    case WAL_CMS_MERGE:
+        if (!parse_keylist(&r, op, 2, err, errlen))
+            return false;
+        if ((size_t)(op->n - 1) > (r.len - r.off) / 8) {
+            setf(err, errlen, "weights truncated");
+            return false;
+        }
+        rdr_take(&r, (size_t)(op->n - 1) * 8, &op->weights);
+        break;
+    case WAL_TOPK_CREATE: {
+        ok = rdr_str(&r, &op->key, &op->klen);
+        wal_topk *t = &op->topk;
+        t->k = rdr_u32(&r);
+        t->width = rdr_u32(&r);
+        t->depth = rdr_u32(&r);
+        t->decay = rdr_f64(&r);
+        t->seed = rdr_u64(&r);
+        if (!r.bad &&
+            (t->k == 0 || t->width == 0 || t->depth == 0 || !(t->decay > 0 && t->decay <= 1))) {
+            setf(err, errlen, "bad top-k parameters");
+            return false;
+        }
+        break;
+    }
     case WAL_LOADCHUNK:
     case WAL_CF_LOADCHUNK: {
         ok = rdr_str(&r, &op->key, &op->klen);
@@ -388,6 +457,26 @@ bool wal_op_next_key(const wal_op *op, size_t *cursor, const uint8_t **key, size
         return false;
     *cursor = r.off;
     return true;
+}
+
+bool wal_op_next_item(const wal_op *op, size_t *cursor, const uint8_t **item, size_t *len,
+                      uint64_t *incr)
+{
+    if (*cursor >= op->items_len)
+        return false;
+    rdr r = {op->items, op->items_len, *cursor, false};
+    if (!rdr_str(&r, item, len))
+        return false;
+    *incr = rdr_u64(&r);
+    if (r.bad)
+        return false;
+    *cursor = r.off;
+    return true;
+}
+
+int64_t wal_op_weight(const wal_op *op, uint32_t i)
+{
+    return (int64_t)le_load(op->weights + 8 * (size_t)i, 8);
 }
 
 /* ---- encoders ---- */
@@ -537,4 +626,40 @@ void wal_enc_cf_op(pbuf *b, const void *key, size_t klen, uint8_t op, uint32_t m
     pbuf_u32(b, n);
     for (uint32_t i = 0; i < n; i++)
         pbuf_u64(b, h[i]);
+}
+
+void wal_enc_items(pbuf *b, const void *key, size_t klen, const char *const *items,
+                   const size_t *lens, const uint64_t *incrs, uint32_t n)
+{
+    pbuf_str(b, key, klen);
+    pbuf_u32(b, n);
+    for (uint32_t i = 0; i < n; i++) {
+        pbuf_str(b, items[i], lens[i]);
+        pbuf_u64(b, incrs[i]);
+    }
+}
+
+void wal_enc_cms_create(pbuf *b, const void *key, size_t klen, const wal_cms *c)
+{
+    pbuf_str(b, key, klen);
+    pbuf_u64(b, c->width);
+    pbuf_u64(b, c->depth);
+}
+
+void wal_enc_cms_merge(pbuf *b, const char *const *keys, const size_t *lens, uint32_t n,
+                       const int64_t *weights)
+{
+    wal_enc_keys(b, -1, keys, lens, n);
+    for (uint32_t i = 0; i + 1 < n; i++)
+        pbuf_u64(b, (uint64_t)weights[i]);
+}
+
+void wal_enc_topk_create(pbuf *b, const void *key, size_t klen, const wal_topk *t)
+{
+    pbuf_str(b, key, klen);
+    pbuf_u32(b, t->k);
+    pbuf_u32(b, t->width);
+    pbuf_u32(b, t->depth);
+    pbuf_f64(b, t->decay);
+    pbuf_u64(b, t->seed);
 }

@@ -36,12 +36,14 @@
 
 enum wal_type {
     /* data: the hashes of items, applied to the filter the key holds */
-    WAL_BF_ADD = 1,  /* key, n, n x 16-byte sbf_hash, n "new" bits */
-    WAL_CNT_ADD = 2, /* key, n, n x 16-byte bloomery_hash */
-    WAL_CNT_DEL = 3, /* key, n, n x 16-byte bloomery_hash */
-    WAL_PF_ADD = 4,  /* key, created, n, n x u64 element hash */
-    WAL_WIN_ADD = 5, /* key, ms, n, n x 16-byte bloomery_hash */
-    WAL_CF_OP = 6,   /* key, op, filter limit, n, n x u64 cf_hash */
+    WAL_BF_ADD = 1,     /* key, n, n x 16-byte sbf_hash, n "new" bits */
+    WAL_CNT_ADD = 2,    /* key, n, n x 16-byte bloomery_hash */
+    WAL_CNT_DEL = 3,    /* key, n, n x 16-byte bloomery_hash */
+    WAL_PF_ADD = 4,     /* key, created, n, n x u64 element hash */
+    WAL_WIN_ADD = 5,    /* key, ms, n, n x 16-byte bloomery_hash */
+    WAL_CF_OP = 6,      /* key, op, filter limit, n, n x u64 cf_hash */
+    WAL_CMS_INCRBY = 7, /* key, n, n x (item, u64 increment) */
+    WAL_TOPK_ADD = 8,   /* key, n, n x (item, u64 increment) */
     /* barriers: structural changes */
     WAL_CREATE = 16,       /* key, kind, layout, expansion, capacity, error, expiry */
     WAL_DEL = 17,          /* n keys */
@@ -55,6 +57,9 @@ enum wal_type {
     WAL_WIN_ROTATE = 25,   /* key, start, early */
     WAL_CF_CREATE = 26,    /* key, capacity, bucket size, iterations, expansion, bits */
     WAL_CF_LOADCHUNK = 27, /* key, iterator, data (as WAL_LOADCHUNK) */
+    WAL_CMS_CREATE = 28,   /* key, width, depth */
+    WAL_CMS_MERGE = 29,    /* n keys: destination, sources; n - 1 weights */
+    WAL_TOPK_CREATE = 30,  /* key, k, width, depth, decay, generator seed */
 };
 
 /* WAL_CF_OP operations. */
@@ -126,6 +131,16 @@ typedef struct wal_cuckoo {
     uint32_t bucket_size, max_iterations, expansion, fingerprint_bits;
 } wal_cuckoo;
 
+typedef struct wal_cms {
+    uint64_t width, depth;
+} wal_cms;
+
+typedef struct wal_topk {
+    uint32_t k, width, depth;
+    double decay;
+    uint64_t seed;
+} wal_topk;
+
 typedef struct wal_op {
     uint8_t type;
     const uint8_t *key; /* the key; destination of merges; source of a rename */
@@ -138,13 +153,16 @@ typedef struct wal_op {
     const uint8_t *flags; /* WAL_BF_ADD: bit i set when item i was new */
     bool created;         /* PF_ADD, merges: the command created the destination */
     wal_create create;
-    int64_t when_ms;      /* WAL_EXPIRE; WAL_WIN_ADD: the clock; WAL_WIN_ROTATE: start */
-    bool early;           /* WAL_WIN_ROTATE: the slice filled before its time */
-    uint8_t cf_op;        /* WAL_CF_OP: WAL_CF_* */
-    uint32_t max_filters; /* WAL_CF_OP: the sub-filter limit the command applied */
-    wal_window win;       /* WAL_WIN_CREATE */
-    wal_cuckoo cf;        /* WAL_CF_CREATE */
-    int64_t iter;         /* WAL_LOADCHUNK */
+    int64_t when_ms;        /* WAL_EXPIRE; WAL_WIN_ADD: the clock; WAL_WIN_ROTATE: start */
+    bool early;             /* WAL_WIN_ROTATE: the slice filled before its time */
+    uint8_t cf_op;          /* WAL_CF_OP: WAL_CF_* */
+    uint32_t max_filters;   /* WAL_CF_OP: the sub-filter limit the command applied */
+    wal_window win;         /* WAL_WIN_CREATE */
+    wal_cuckoo cf;          /* WAL_CF_CREATE */
+    wal_cms cms;            /* WAL_CMS_CREATE */
+    wal_topk topk;          /* WAL_TOPK_CREATE */
+    const uint8_t *weights; /* WAL_CMS_MERGE: n - 1 i64, one per source */
+    int64_t iter;           /* WAL_LOADCHUNK */
     const uint8_t *data;
     size_t dlen;
 } wal_op;
@@ -155,6 +173,12 @@ bool wal_op_parse(uint8_t type, const uint8_t *p, size_t len, wal_op *op, char *
 /* Walk an op's key list (DEL, merges): true with the next key, false at the
  * end. The list was checked by wal_op_parse. */
 bool wal_op_next_key(const wal_op *op, size_t *cursor, const uint8_t **key, size_t *klen);
+/* Walk the items of WAL_CMS_INCRBY and WAL_TOPK_ADD: true with the next
+ * item and its increment, false at the end. */
+bool wal_op_next_item(const wal_op *op, size_t *cursor, const uint8_t **item, size_t *len,
+                      uint64_t *incr);
+/* WAL_CMS_MERGE: source i's weight (i < n - 1). */
+int64_t wal_op_weight(const wal_op *op, uint32_t i);
 
 /* Encoders (payload only). hashes: n pairs (first, second) of u64. */
 /* The encoders of item records also come as _slots: they write the
@@ -189,5 +213,15 @@ void wal_enc_win_rotate(pbuf *b, const void *key, size_t klen, int64_t start_ms,
 void wal_enc_cf_create(pbuf *b, const void *key, size_t klen, const wal_cuckoo *c);
 void wal_enc_cf_op(pbuf *b, const void *key, size_t klen, uint8_t op, uint32_t max_filters,
                    const uint64_t *h, uint32_t n);
+
+/* Count-min sketches and top-k values. Their records carry the items, not
+ * hashes: a top-k heap keeps the items themselves, and a sketch's depth
+ * hashes per item would outweigh them. incrs[i] goes with items[i]. */
+void wal_enc_items(pbuf *b, const void *key, size_t klen, const char *const *items,
+                   const size_t *lens, const uint64_t *incrs, uint32_t n);
+void wal_enc_cms_create(pbuf *b, const void *key, size_t klen, const wal_cms *c);
+void wal_enc_cms_merge(pbuf *b, const char *const *keys, const size_t *lens, uint32_t n,
+                       const int64_t *weights);
+void wal_enc_topk_create(pbuf *b, const void *key, size_t klen, const wal_topk *t);
 
 #endif

@@ -153,6 +153,23 @@ bool cfLoadchunkCommand(cmd_ctx *c);
  * (active rotation), within budget_us. */
 void window_cron(int64_t budget_us);
 
+bool cmsInitbydimCommand(cmd_ctx *c);
+bool cmsInitbyprobCommand(cmd_ctx *c);
+bool cmsIncrbyCommand(cmd_ctx *c);
+bool cmsQueryCommand(cmd_ctx *c);
+bool cmsMergeCommand(cmd_ctx *c);
+bool cmsInfoCommand(cmd_ctx *c);
+
+bool topkReserveCommand(cmd_ctx *c);
+bool topkAddCommand(cmd_ctx *c);
+size_t topkAddBatch(cmd_ctx *c, const char *key, size_t klen, const char **items,
+                    const size_t *lens, size_t n);
+bool topkIncrbyCommand(cmd_ctx *c);
+bool topkQueryCommand(cmd_ctx *c);
+bool topkCountCommand(cmd_ctx *c);
+bool topkListCommand(cmd_ctx *c);
+bool topkInfoCommand(cmd_ctx *c);
+
 bool pfaddCommand(cmd_ctx *c);
 bool pfcountCommand(cmd_ctx *c);
 bool pfmergeCommand(cmd_ctx *c);

@@ -83,6 +83,11 @@ void ck_reply_status(cmd_ctx *c, const ck_kind *k, value_status st)
 
 static const char *err_create_nomem = "ERR Insufficient memory to create filter";
 
+static const char *create_nomem(const ck_kind *k)
+{
+    return k->create_nomem ? k->create_nomem : err_create_nomem;
+}
+
 void ck_reply_nomem(cmd_ctx *c, int rc, const char *nomem)
 {
     if (rc == BLOOMERY_EREFUSED && server_maxmemory())
@@ -116,7 +121,7 @@ kv_entry *ck_create(cmd_ctx *c, ks_ref *ref, const ck_value *v)
     } else {
         if (!ks_mem_try_reserve(v->bytes + overhead, maxmem)) {
             kv_obj_free(o);
-            ck_reply_nomem(c, BLOOMERY_EREFUSED, err_create_nomem);
+            ck_reply_nomem(c, BLOOMERY_EREFUSED, create_nomem(v->kind));
             return NULL;
         }
         ks_mem_add(-(int64_t)overhead); /* ks_add counts it */
@@ -130,7 +135,7 @@ kv_entry *ck_create(cmd_ctx *c, ks_ref *ref, const ck_value *v)
         /* Without maxmemory the machine's memory refused it: a failed
          * allocation, as RedisBloom answers it. */
         if (rc == BLOOMERY_ENOMEM || rc == BLOOMERY_EREFUSED)
-            ck_reply_nomem(c, rc, err_create_nomem);
+            ck_reply_nomem(c, rc, create_nomem(v->kind));
         else
             reply_error(&c->out, v->kind->failed);
         return NULL;

@@ -36,6 +36,9 @@ typedef struct ck_kind {
     const char *loading_err;    /* the key holds `loading` */
     const char *nomem;          /* no memory for a new value's object or entry */
     const char *failed;         /* the library refused a new value's parameters */
+    /* The machine's memory refused a new value (NULL: "ERR Insufficient
+     * memory to create filter"). */
+    const char *create_nomem;
 } ck_kind;
 
 /* Whether o holds one of k's types. */

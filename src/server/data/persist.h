@@ -128,6 +128,17 @@ void wal_log_cf_op(const char *key, size_t klen, uint8_t op, uint32_t max_filter
 uint64_t wal_log_cf_loadchunk(const char *key, size_t klen, long long iter, const void *data,
                               size_t len);
 
+/* Count-min sketches (t_cms.c) and top-k values (t_topk.c). Their data
+ * records carry the items themselves with their increments (type
+ * WAL_CMS_INCRBY or WAL_TOPK_ADD), only those the command applied. */
+void wal_log_items(uint8_t type, const char *key, size_t klen, const char *const *items,
+                   const size_t *lens, const uint64_t *incrs, size_t n);
+void wal_log_cms_create(const char *key, size_t klen, const wal_cms *c);
+/* keys[0] is the destination, weights[i] goes with keys[i + 1]. */
+void wal_log_cms_merge(const char *const *keys, const size_t *lens, size_t n,
+                       const int64_t *weights);
+void wal_log_topk_create(const char *key, size_t klen, const wal_topk *t);
+
 /* ---- persistence.c ---- */
 
 /* Recovery, then the log opened (appendonly yes): before any client. */

@@ -57,7 +57,8 @@ typedef struct value_type {
 
 /* The registry: one line per type, X(name) for the descriptor name_type
  * defined in type_<name>.c. */
-#define VALUE_TYPES(X) X(bloom) X(counting) X(hll) X(window) X(cuckoo) X(bf_loading) X(cf_loading)
+#define VALUE_TYPES(X)                                                                             \
+    X(bloom) X(counting) X(hll) X(window) X(cuckoo) X(bf_loading) X(cf_loading) X(cms) X(topk)
 
 #define VALUE_TYPE_DECLARE(name) extern const value_type name##_type;
 VALUE_TYPES(VALUE_TYPE_DECLARE)
@@ -89,6 +90,7 @@ typedef enum value_status {
     VS_BAD_OFFSET, /* a RedisBloom chunk that no link holds */
     VS_TOO_BIG,    /* a RedisBloom chunk past the end of its link */
     VS_CORRUPT,    /* an HLL's bytes are damaged */
+    VS_OVERFLOW,   /* a count would leave its range (a count-min merge) */
 } value_status;
 
 const char *value_status_text(value_status st);
@@ -107,6 +109,13 @@ value_status bloom_merge(const char *const *keys, const size_t *lens, size_t n, 
 value_status hll_merge_keys(const char *const *keys, const size_t *lens, size_t n, bool *created,
                             const char **used, size_t *used_lens, size_t *nused);
 
+/* CMS.MERGE: keys[0] = sum of weights[i - 1] * keys[i], i in [1, n); every
+ * key must hold a count-min sketch of keys[0]'s dimensions (VS_NOT_FOUND,
+ * VS_WRONGTYPE, VS_MISMATCH) and no counter may overflow (VS_OVERFLOW).
+ * Nothing changes on an error. */
+value_status cms_merge_keys(const char *const *keys, const size_t *lens, size_t n,
+                            const int64_t *weights);
+
 /* Replay of a merge record: its keys as logged, the destination dropped
  * first when the merge created it. */
 const char *type_replay_merge(const wal_op *op,
@@ -114,9 +123,10 @@ const char *type_replay_merge(const wal_op *op,
                                                     size_t n, bool *created));
 
 /* Helpers a type's commands share with its descriptor. */
-size_t hll_sparse_max(void);           /* hll-sparse-max-bytes */
-struct kv_obj *hll_value_new(void);    /* empty, bytes counted */
-void hll_value_sync(struct kv_obj *o); /* recount after a change */
-void cf_value_sync(struct kv_obj *o);  /* recount after growth or compaction */
+size_t hll_sparse_max(void);            /* hll-sparse-max-bytes */
+struct kv_obj *hll_value_new(void);     /* empty, bytes counted */
+void hll_value_sync(struct kv_obj *o);  /* recount after a change */
+void cf_value_sync(struct kv_obj *o);   /* recount after growth or compaction */
+void topk_value_sync(struct kv_obj *o); /* recount after items entered the heap */
 
 #endif

@@ -228,3 +228,43 @@ uint64_t wal_log_cf_loadchunk(const char *key, size_t klen, long long iter, cons
     wal_enc_loadchunk(b, key, klen, iter, data, len);
     return wal_record_close(WAL_CF_LOADCHUNK);
 }
+
+/* ---- count-min sketches and top-k values ---- */
+
+void wal_log_items(uint8_t type, const char *key, size_t klen, const char *const *items,
+                   const size_t *lens, const uint64_t *incrs, size_t n)
+{
+    if (n == 0 || !begin(n))
+        return;
+    pbuf b = {0};
+    wal_enc_items(&b, key, klen, items, lens, incrs, (uint32_t)n);
+    emit(type, &b);
+}
+
+void wal_log_cms_create(const char *key, size_t klen, const wal_cms *c)
+{
+    if (!begin(1))
+        return;
+    pbuf b = {0};
+    wal_enc_cms_create(&b, key, klen, c);
+    emit(WAL_CMS_CREATE, &b);
+}
+
+void wal_log_cms_merge(const char *const *keys, const size_t *lens, size_t n,
+                       const int64_t *weights)
+{
+    if (!begin(1))
+        return;
+    pbuf b = {0};
+    wal_enc_cms_merge(&b, keys, lens, (uint32_t)n, weights);
+    emit(WAL_CMS_MERGE, &b);
+}
+
+void wal_log_topk_create(const char *key, size_t klen, const wal_topk *t)
+{
+    if (!begin(1))
+        return;
+    pbuf b = {0};
+    wal_enc_topk_create(&b, key, klen, t);
+    emit(WAL_TOPK_CREATE, &b);
+}

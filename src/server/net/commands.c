@@ -90,6 +90,22 @@ static command table[] = {
     {"cf.info", cfInfoCommand, -2, R | F, 1, 1, 1, "cuckoo", 0, false, NULL},
     {"cf.scandump", cfScandumpCommand, -2, R, 1, 1, 1, "cuckoo", 0, false, NULL},
     {"cf.loadchunk", cfLoadchunkCommand, -2, W | M, 1, 1, 1, "cuckoo", 0, false, NULL},
+    /* Count-min sketch and top-k: arity checked in the handlers, as above;
+     * flags as RedisBloom registers them ("fast" is only an ACL category
+     * of its creators and INFO there). */
+    {"cms.initbydim", cmsInitbydimCommand, -2, W | M, 1, 1, 1, "cms", 0, false, NULL},
+    {"cms.initbyprob", cmsInitbyprobCommand, -2, W | M, 1, 1, 1, "cms", 0, false, NULL},
+    {"cms.incrby", cmsIncrbyCommand, -2, W | M, 1, 1, 1, "cms", 0, false, NULL},
+    {"cms.query", cmsQueryCommand, -2, R, 1, 1, 1, "cms", 0, false, NULL},
+    {"cms.merge", cmsMergeCommand, -2, W | M, 1, 1, 1, "cms", 0, false, NULL},
+    {"cms.info", cmsInfoCommand, -2, R, 1, 1, 1, "cms", 0, false, NULL},
+    {"topk.reserve", topkReserveCommand, -2, W | M, 1, 1, 1, "topk", 0, false, NULL},
+    {"topk.add", topkAddCommand, -2, W | M, 1, 1, 1, "topk", 0, false, topkAddBatch},
+    {"topk.incrby", topkIncrbyCommand, -2, W | M, 1, 1, 1, "topk", 0, false, NULL},
+    {"topk.query", topkQueryCommand, -2, R, 1, 1, 1, "topk", 0, false, NULL},
+    {"topk.count", topkCountCommand, -2, R, 1, 1, 1, "topk", 0, false, NULL},
+    {"topk.list", topkListCommand, -2, R, 1, 1, 1, "topk", 0, false, NULL},
+    {"topk.info", topkInfoCommand, -2, R, 1, 1, 1, "topk", 0, false, NULL},
     /* HyperLogLog */
     {"pfadd", pfaddCommand, -2, W | M | F, 1, 1, 1, "hyperloglog", 0, false, NULL},
     {"pfcount", pfcountCommand, -2, R, 1, -1, 1, "hyperloglog", 0, false, NULL},
