@@ -236,18 +236,18 @@ void wal_log_items(uint8_t type, const char *key, size_t klen, const char *const
 {
     if (n == 0 || !begin(n))
         return;
-    pbuf b = {0};
-    wal_enc_items(&b, key, klen, items, lens, incrs, (uint32_t)n);
-    emit(type, &b);
+    pbuf *b = wal_record_open();
+    wal_enc_items(b, key, klen, items, lens, incrs, (uint32_t)n);
+    wal_record_close(type);
 }
 
 void wal_log_cms_create(const char *key, size_t klen, const wal_cms *c)
 {
     if (!begin(1))
         return;
-    pbuf b = {0};
-    wal_enc_cms_create(&b, key, klen, c);
-    emit(WAL_CMS_CREATE, &b);
+    pbuf *b = wal_record_open();
+    wal_enc_cms_create(b, key, klen, c);
+    wal_record_close(WAL_CMS_CREATE);
 }
 
 void wal_log_cms_merge(const char *const *keys, const size_t *lens, size_t n,
@@ -255,16 +255,16 @@ void wal_log_cms_merge(const char *const *keys, const size_t *lens, size_t n,
 {
     if (!begin(1))
         return;
-    pbuf b = {0};
-    wal_enc_cms_merge(&b, keys, lens, (uint32_t)n, weights);
-    emit(WAL_CMS_MERGE, &b);
+    pbuf *b = wal_record_open();
+    wal_enc_cms_merge(b, keys, lens, (uint32_t)n, weights);
+    wal_record_close(WAL_CMS_MERGE);
 }
 
 void wal_log_topk_create(const char *key, size_t klen, const wal_topk *t)
 {
     if (!begin(1))
         return;
-    pbuf b = {0};
-    wal_enc_topk_create(&b, key, klen, t);
-    emit(WAL_TOPK_CREATE, &b);
+    pbuf *b = wal_record_open();
+    wal_enc_topk_create(b, key, klen, t);
+    wal_record_close(WAL_TOPK_CREATE);
 }
