@@ -1,4 +1,4 @@
-/* libbloomery: probabilistic membership and cardinality structures.
+/* libbloomery: probabilistic membership, cardinality and quantile structures.
  *
  * Umbrella header and the conventions every part of the library shares:
  * - Functions that can fail return an int: BLOOMERY_OK (0) or a negative
@@ -51,6 +51,7 @@ BLOOMERY_API const char *bloomery_strerror(int err);
 #include "bloomery/cuckoo.h"
 #include "bloomery/hll.h"
 #include "bloomery/window.h"
+#include "bloomery/tdigest.h"
 #include "bloomery/serial.h"
 
 #endif

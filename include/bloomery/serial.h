@@ -35,6 +35,7 @@
 #include "bloomery/cuckoo.h"
 #include "bloomery/hll.h"
 #include "bloomery/scalable.h"
+#include "bloomery/tdigest.h"
 #include "bloomery/window.h"
 #include "bloomery/export.h"
 
@@ -53,6 +54,8 @@ typedef enum bloomery_type {
     BLOOMERY_TYPE_HLL = 4,      /* hll_t */
     BLOOMERY_TYPE_CUCKOO = 5,   /* cf_t */
     BLOOMERY_TYPE_WINDOW = 6,   /* win_t */
+    /* 7 and 8: count-min sketch and top-k */
+    BLOOMERY_TYPE_TDIGEST = 9, /* tdigest_t */
 } bloomery_type;
 
 typedef struct bloomery_object {
@@ -64,6 +67,7 @@ typedef struct bloomery_object {
         hll_t *hll;
         cf_t *cf;
         win_t *win;
+        tdigest_t *td;
         void *any;
     } u;
 } bloomery_object;
