@@ -114,6 +114,7 @@ bloomery_type datadir_kind_type(uint8_t kind)
     case SNAP_KIND_HLL: return BLOOMERY_TYPE_HLL;
     case SNAP_KIND_WINDOW: return BLOOMERY_TYPE_WINDOW;
     case SNAP_KIND_CUCKOO: return BLOOMERY_TYPE_CUCKOO;
+    case SNAP_KIND_TDIGEST: return BLOOMERY_TYPE_TDIGEST;
     }
     return 0;
 }

@@ -81,7 +81,7 @@ bool snap_index_parse(const uint8_t *buf, size_t len, snap_index *out, char *err
         uint64_t nc = rdr_u64(&r);
         if (r.bad)
             why = "entry truncated";
-        else if (kind < SNAP_KIND_BLOOM || kind > SNAP_KIND_RESTORE)
+        else if ((kind < SNAP_KIND_BLOOM || kind > SNAP_KIND_RESTORE) && kind != SNAP_KIND_TDIGEST)
             why = "unknown key kind";
         else if (exp < 0)
             why = "negative expiry";

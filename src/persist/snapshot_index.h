@@ -42,6 +42,8 @@
  * ascending, below the start LSN) of the log records that loaded it so far,
  * which recovery replays onto the key before the records from the start. */
 #define SNAP_KIND_RESTORE 6
+/* 7 and 8: count-min sketch and top-k */
+#define SNAP_KIND_TDIGEST 9 /* t-digest */
 
 #define SNAP_CHUNK_FILE 0
 #define SNAP_CHUNK_INLINE 1

@@ -42,6 +42,8 @@ enum wal_type {
     WAL_PF_ADD = 4,  /* key, created, n, n x u64 element hash */
     WAL_WIN_ADD = 5, /* key, ms, n, n x 16-byte bloomery_hash */
     WAL_CF_OP = 6,   /* key, op, filter limit, n, n x u64 cf_hash */
+    /* 7, 8, 28..31: count-min sketch and top-k */
+    WAL_TD_ADD = 9, /* key, n, n x f64 value */
     /* barriers: structural changes */
     WAL_CREATE = 16,       /* key, kind, layout, expansion, capacity, error, expiry */
     WAL_DEL = 17,          /* n keys */
@@ -55,6 +57,9 @@ enum wal_type {
     WAL_WIN_ROTATE = 25,   /* key, start, early */
     WAL_CF_CREATE = 26,    /* key, capacity, bucket size, iterations, expansion, bits */
     WAL_CF_LOADCHUNK = 27, /* key, iterator, data (as WAL_LOADCHUNK) */
+    WAL_TD_CREATE = 32,    /* key, compression */
+    WAL_TD_RESET = 33,     /* key */
+    WAL_TD_MERGE = 34,     /* compression, override, n keys: destination, sources */
 };
 
 /* WAL_CF_OP operations. */
@@ -144,6 +149,8 @@ typedef struct wal_op {
     uint32_t max_filters; /* WAL_CF_OP: the sub-filter limit the command applied */
     wal_window win;       /* WAL_WIN_CREATE */
     wal_cuckoo cf;        /* WAL_CF_CREATE */
+    uint64_t compression; /* WAL_TD_CREATE, WAL_TD_MERGE */
+    bool override;        /* WAL_TD_MERGE: the destination's old value left out */
     int64_t iter;         /* WAL_LOADCHUNK */
     const uint8_t *data;
     size_t dlen;
@@ -177,5 +184,11 @@ void wal_enc_win_rotate(pbuf *b, const void *key, size_t klen, int64_t start_ms,
 void wal_enc_cf_create(pbuf *b, const void *key, size_t klen, const wal_cuckoo *c);
 void wal_enc_cf_op(pbuf *b, const void *key, size_t klen, uint8_t op, uint32_t max_filters,
                    const uint64_t *h, uint32_t n);
+
+/* t-digests: the values as added, the compression a merge resolved. */
+void wal_enc_td_create(pbuf *b, const void *key, size_t klen, uint64_t compression);
+void wal_enc_td_add(pbuf *b, const void *key, size_t klen, const double *v, uint32_t n);
+void wal_enc_td_merge(pbuf *b, uint64_t compression, bool override, const char *const *keys,
+                      const size_t *lens, uint32_t n);
 
 #endif

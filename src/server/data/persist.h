@@ -116,6 +116,15 @@ void wal_log_cf_op(const char *key, size_t klen, uint8_t op, uint32_t max_filter
 uint64_t wal_log_cf_loadchunk(const char *key, size_t klen, long long iter, const void *data,
                               size_t len);
 
+/* t-digests (t_tdigest.c): the values an add applied, as doubles; a merge
+ * names its keys with the compression it resolved and whether the
+ * destination's old value was left out. */
+void wal_log_td_create(const char *key, size_t klen, uint64_t compression);
+void wal_log_td_add(const char *key, size_t klen, const double *values, size_t n);
+void wal_log_td_reset(const char *key, size_t klen);
+void wal_log_td_merge(uint64_t compression, bool override, const char *const *keys,
+                      const size_t *lens, size_t n);
+
 /* ---- persistence.c ---- */
 
 /* Recovery, then the log opened (appendonly yes): before any client. */

@@ -274,3 +274,42 @@ uint64_t wal_log_cf_loadchunk(const char *key, size_t klen, long long iter, cons
     wal_enc_loadchunk(&b, key, klen, iter, data, len);
     return emit(WAL_CF_LOADCHUNK, &b);
 }
+
+/* ---- t-digests ---- */
+
+void wal_log_td_create(const char *key, size_t klen, uint64_t compression)
+{
+    if (!begin(1))
+        return;
+    pbuf b = {0};
+    wal_enc_td_create(&b, key, klen, compression);
+    emit(WAL_TD_CREATE, &b);
+}
+
+void wal_log_td_add(const char *key, size_t klen, const double *values, size_t n)
+{
+    if (n == 0 || !begin(n))
+        return;
+    pbuf b = {0};
+    wal_enc_td_add(&b, key, klen, values, (uint32_t)n);
+    emit(WAL_TD_ADD, &b);
+}
+
+void wal_log_td_reset(const char *key, size_t klen)
+{
+    if (!begin(1))
+        return;
+    pbuf b = {0};
+    pbuf_str(&b, key, klen);
+    emit(WAL_TD_RESET, &b);
+}
+
+void wal_log_td_merge(uint64_t compression, bool override, const char *const *keys,
+                      const size_t *lens, size_t n)
+{
+    if (!begin(1))
+        return;
+    pbuf b = {0};
+    wal_enc_td_merge(&b, compression, override, keys, lens, (uint32_t)n);
+    emit(WAL_TD_MERGE, &b);
+}
