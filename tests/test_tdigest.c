@@ -275,6 +275,8 @@ static void test_empty_and_invalid(void **state)
     assert_int_equal(tdigest_cdfs(t, big, got, 5), BLOOMERY_OK);
     for (int i = 0; i < 5; i++)
         assert_true(got[i] >= 0 && got[i] <= 1);
+    assert_int_equal(tdigest_trimmed_mean(t, 0, 1, &out), BLOOMERY_OK);
+    assert_true(isfinite(out));
     q = 2;
     assert_int_equal(tdigest_quantiles(t, &q, &out, 1), BLOOMERY_OK);
     assert_true(isnan(out));

@@ -499,10 +499,8 @@ int tdigest_trimmed_mean(const tdigest_t *t, double lo, double hi, double *out)
         *out = v.nodes[0].mean;
     } else if (v.n > 1) {
         double left = floor(v.W * lo), right = ceil(v.W * hi);
-        /* Shares of the kept weight rather than sums, which could overflow
-         * for values near DBL_MAX. */
-        double norm = right - left > 1 ? right - left : 1;
-        double done = 0, sum = 0, kept = 0;
+        double norm = right - left > 0 ? right - left : 1;
+        double done = 0, sum = 0, kept = 0, scaled = 0;
         for (uint64_t i = 0; i < v.n; i++) {
             double w = (double)v.nodes[i].weight, add = w;
             double skip = left - done > 0 ? left - done : 0;
@@ -510,12 +508,15 @@ int tdigest_trimmed_mean(const tdigest_t *t, double lo, double hi, double *out)
             double room = right - done > 0 ? right - done : 0;
             add = room < add ? room : add;
             done += w;
-            sum += v.nodes[i].mean * (add / norm);
-            kept += add / norm;
+            sum += v.nodes[i].mean * add;
+            /* The same in shares of the kept weight, which cannot overflow
+             * for values near DBL_MAX. */
+            scaled += v.nodes[i].mean * (add / norm);
+            kept += add;
             if (done >= right)
                 break;
         }
-        *out = sum / kept;
+        *out = isfinite(sum) ? sum / kept : scaled / (kept / norm);
     }
     view_free(&v);
     return BLOOMERY_OK;
