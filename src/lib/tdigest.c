@@ -299,6 +299,9 @@ static double frac(double x, double lo, double hi)
     return (x / 2 - lo / 2) / (hi / 2 - lo / 2);
 }
 
+/* x within [lo, hi]; NAN stays NAN. */
+static double clamp(double x, double lo, double hi) { return x < lo ? lo : x > hi ? hi : x; }
+
 static double quantile_of(const view *v, double q)
 {
     if (v->n == 0 || !(q >= 0 && q <= 1))
@@ -413,8 +416,10 @@ int tdigest_quantiles(const tdigest_t *t, const double *q, double *out, size_t n
     int rc = view_of(t, &v);
     if (rc != BLOOMERY_OK)
         return rc;
+    /* Weights past 2^53 are not exact in a double: keep the
+     * interpolations' rounding inside the data's range. */
     for (size_t i = 0; i < n; i++)
-        out[i] = quantile_of(&v, q[i]);
+        out[i] = clamp(quantile_of(&v, q[i]), v.min, v.max);
     view_free(&v);
     return BLOOMERY_OK;
 }
@@ -426,7 +431,7 @@ int tdigest_cdfs(const tdigest_t *t, const double *x, double *out, size_t n)
     if (rc != BLOOMERY_OK)
         return rc;
     for (size_t i = 0; i < n; i++)
-        out[i] = cdf_of(&v, x[i]);
+        out[i] = clamp(cdf_of(&v, x[i]), 0, 1);
     view_free(&v);
     return BLOOMERY_OK;
 }
@@ -480,7 +485,8 @@ int tdigest_by_ranks(const tdigest_t *t, const uint64_t *r, double *out, size_t 
         else if (rank >= size)
             out[i] = reverse ? -INFINITY : INFINITY;
         else
-            out[i] = quantile_of(&v, (reverse ? size - rank - 1 : rank) / size);
+            out[i] =
+                clamp(quantile_of(&v, (reverse ? size - rank - 1 : rank) / size), v.min, v.max);
     }
     view_free(&v);
     return BLOOMERY_OK;
