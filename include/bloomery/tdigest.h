@@ -34,6 +34,12 @@
  * merged centroids are never split, so a merge is as coarse as its inputs.
  * quantile(0) is the minimum and quantile(1) the maximum, exactly.
  *
+ * RedisBloom parity: the buffer compresses when one node short of full and
+ * means and interpolations use RedisBloom's arithmetic, so the same adds
+ * and merges answer to the bit as RedisBloom 2.4 does on data without ties
+ * (tests/server/test_tdigest.py checks it when REDISBLOOM_SO is set); equal
+ * means may sort in another order, which moves answers within the bounds.
+ *
  * Determinism: the state after a sequence of adds, merges and resets
  * depends only on that sequence (a stable sort, no randomness), and queries
  * never change it (they merge a copy of a non-empty buffer), so replaying a

@@ -123,14 +123,30 @@ static void sort_nodes(tdigest_node *a, size_t n)
     }
 }
 
-/* x1 and x2 weighted by w1 and w2 (w1 + w2 > 0), kept between them: the
- * weights are split first so that means near DBL_MAX cannot overflow. */
+/* x1 and x2 weighted by w1 and w2 (w1 + w2 > 0), kept between them:
+ * RedisBloom's arithmetic, so that answers match it to the bit, or the
+ * weights split first when the products overflow (means near DBL_MAX). */
 static double weighted(double x1, double w1, double x2, double w2)
 {
     double s = w1 + w2;
-    double x = x1 * (w1 / s) + x2 * (w2 / s);
+    double x = (x1 * w1 + x2 * w2) / s;
+    if (!isfinite(x))
+        x = x1 * (w1 / s) + x2 * (w2 / s);
     double lo = x1 < x2 ? x1 : x2, hi = x1 < x2 ? x2 : x1;
     return x < lo ? lo : x > hi ? hi : x;
+}
+
+/* The mean of cur (its weight already including next's) after absorbing
+ * next, computed as RedisBloom does so that the same adds give the same
+ * bits; the split form when the difference of the means overflows. */
+static double merged_mean(const tdigest_node *cur, const tdigest_node *next)
+{
+    double delta = next->mean - cur->mean;
+    double w = (double)cur->weight, wn = (double)next->weight;
+    if (!isfinite(delta))
+        return weighted(cur->mean, w - wn, next->mean, wn);
+    double m = cur->mean + delta * wn / w;
+    return m < cur->mean ? cur->mean : m > next->mean ? next->mean : m;
 }
 
 /* Sort nodes[0..used) and merge them under the k-scale rule; returns the
@@ -150,9 +166,8 @@ static uint64_t compress_nodes(tdigest_node *nodes, uint64_t used, uint64_t tota
         double z = proposed * normalizer;
         double q0 = so_far / W, q2 = (so_far + proposed) / W;
         if (z <= q0 * (1 - q0) && z <= q2 * (1 - q2)) {
-            nodes[cur].mean = weighted(nodes[cur].mean, (double)nodes[cur].weight, nodes[i].mean,
-                                       (double)nodes[i].weight);
             nodes[cur].weight += nodes[i].weight;
+            nodes[cur].mean = merged_mean(&nodes[cur], &nodes[i]);
         } else {
             so_far += (double)nodes[cur].weight;
             nodes[++cur] = nodes[i];
@@ -177,12 +192,13 @@ static void compress(tdigest_t *t)
     s->total_compressions++;
 }
 
-/* Append one node, compressing first when the array is full. The caller
- * checked the weight limit. */
+/* Append one node, compressing first when the array is one short of full,
+ * as RedisBloom does, so that the same adds leave the same centroids. The
+ * caller checked the weight limit. */
 static int push(tdigest_t *t, double mean, uint64_t weight)
 {
     tdigest_state *s = &t->st;
-    if (s->merged_nodes + s->unmerged_nodes >= t->cap)
+    if (s->merged_nodes + s->unmerged_nodes >= t->cap - 1)
         compress(t);
     /* A full array always compresses: two middle neighbours of total weight
      * w merge once w c / (2 pi W ln W) <= 1/4, and with 6c + 10 nodes some
@@ -274,6 +290,8 @@ int tdigest_merge(tdigest_t *dst, const tdigest_t *const *srcs, size_t n)
         if (srcs[i])
             rc = view_of(srcs[i], &views[i]);
     if (rc == BLOOMERY_OK) {
+        /* RedisBloom merges into a compressed destination. */
+        compress(dst);
         for (size_t i = 0; i < n && rc == BLOOMERY_OK; i++)
             for (uint64_t j = 0; j < views[i].n && rc == BLOOMERY_OK; j++)
                 rc = push(dst, views[i].nodes[j].mean, views[i].nodes[j].weight);
@@ -380,7 +398,10 @@ static double cdf_of(const view *v, double x)
             return 1;
         if (x == v->max)
             return 1 - 0.5 / W;
-        return 1 - (1 + (1 - frac(x, ml, v->max)) * (wl / 2 - 1)) / W;
+        double g = (v->max - x) / (v->max - ml);
+        if (!isfinite(g))
+            g = 1 - frac(x, ml, v->max);
+        return 1 - (1 + g * (wl / 2 - 1)) / W;
     }
     double so_far = 0;
     for (uint64_t i = 0; i + 1 < n; i++) {
@@ -403,7 +424,10 @@ static double cdf_of(const view *v, double x)
             }
             double dw = (w + wn) / 2;
             double base = so_far + w / 2 + left;
-            return (base + (dw - left - right) * frac(x, c[i].mean, c[i + 1].mean)) / W;
+            double part = (dw - left - right) * (x - c[i].mean) / (c[i + 1].mean - c[i].mean);
+            if (!isfinite(part))
+                part = (dw - left - right) * frac(x, c[i].mean, c[i + 1].mean);
+            return (base + part) / W;
         }
         so_far += w;
     }
