@@ -10,7 +10,7 @@
  * An add appends to the buffer; when the array is full, compress() sorts
  * every used node by (mean, weight) and merges neighbours in one pass under
  * the k-scale rule of tdigest.h. The total order makes the result the same
- * whatever sort runs; heapsort runs in place, so a compression needs no
+ * whatever sort runs; an introsort runs in place, so a compression needs no
  * allocation and an add never fails half-way. Queries run on a merged view:
  * the merged nodes as they are when the buffer is empty, else a compressed
  * copy, so reading never changes the bytes a log replay must reproduce.
@@ -109,10 +109,8 @@ static void sift_down(tdigest_node *a, size_t i, size_t n)
     }
 }
 
-static void sort_nodes(tdigest_node *a, size_t n)
+static void heap_sort(tdigest_node *a, size_t n)
 {
-    if (n < 2)
-        return;
     for (size_t i = n / 2; i-- > 0;)
         sift_down(a, i, n);
     for (size_t end = n - 1; end > 0; end--) {
@@ -121,6 +119,71 @@ static void sort_nodes(tdigest_node *a, size_t n)
         a[end] = tmp;
         sift_down(a, 0, end);
     }
+}
+
+static void insertion_sort(tdigest_node *a, size_t n)
+{
+    for (size_t i = 1; i < n; i++) {
+        tdigest_node x = a[i];
+        size_t j = i;
+        for (; j > 0 && node_less(&x, &a[j - 1]); j--)
+            a[j] = a[j - 1];
+        a[j] = x;
+    }
+}
+
+/* Introsort: quicksort with a median-of-three pivot, insertion sort for
+ * short ranges and heapsort past a depth limit, so O(n log n) whatever the
+ * input. Keys are totally ordered, so every sort gives the same array.
+ * Against heapsort alone, TDIGEST.ADD of 100 values went from 0.130 to
+ * 0.109 us of server CPU per value, pipelined (bench/server/tdigest --quick). */
+static void intro_sort(tdigest_node *a, size_t n, unsigned depth)
+{
+    while (n > 16) {
+        if (depth-- == 0) {
+            heap_sort(a, n);
+            return;
+        }
+        tdigest_node *m = &a[n / 2], *z = &a[n - 1], tmp;
+        if (node_less(m, a))
+            tmp = *m, *m = *a, *a = tmp;
+        if (node_less(z, a))
+            tmp = *z, *z = *a, *a = tmp;
+        if (node_less(z, m))
+            tmp = *z, *z = *m, *m = tmp;
+        tdigest_node pivot = *m;
+        size_t i = 0, j = n - 1;
+        for (;;) {
+            while (node_less(&a[i], &pivot))
+                i++;
+            while (node_less(&pivot, &a[j]))
+                j--;
+            if (i >= j)
+                break;
+            tmp = a[i], a[i] = a[j], a[j] = tmp;
+            i++;
+            j--;
+        }
+        /* a[0..j] <= pivot <= a[j+1..n): recurse into the smaller side. */
+        size_t left = j + 1;
+        if (left < n - left) {
+            intro_sort(a, left, depth);
+            a += left;
+            n -= left;
+        } else {
+            intro_sort(a + left, n - left, depth);
+            n = left;
+        }
+    }
+    insertion_sort(a, n);
+}
+
+static void sort_nodes(tdigest_node *a, size_t n)
+{
+    unsigned depth = 0;
+    for (size_t k = n; k > 1; k >>= 1)
+        depth += 2;
+    intro_sort(a, n, depth);
 }
 
 /* x1 and x2 weighted by w1 and w2 (w1 + w2 > 0), kept between them:
