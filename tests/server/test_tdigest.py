@@ -99,6 +99,7 @@ def test_documented_examples(r):
     assert x("TDIGEST.BYRANK", "e", 0) == [b"nan"]
     assert x("TDIGEST.TRIMMED_MEAN", "e", 0.1, 0.9) == b"nan"
     assert r.type("t") == b"TDIS-TYPE"
+    assert sorted(r.scan(0, count=1000, _type="TDIS-TYPE")[1]) == [b"e", b"m", b"s", b"t"]
 
 
 def test_resp3_shapes(server, r):
@@ -317,6 +318,14 @@ def test_maxmemory_refusals(start_server):
         c.execute_command("TDIGEST.MERGE", "big", 1, "small", "COMPRESSION", 10000)
     assert c.exists("big") == 0
     c.config_set("maxmemory", 0)
+    # Without maxmemory the machine's memory is the limit: 34 GB of nodes
+    # exceed this machine, and RedisBloom's words answer.
+    try:
+        reply = c.execute_command("TDIGEST.CREATE", "huge", "COMPRESSION", 357913939)
+        assert reply is True or reply == b"OK"
+        c.delete("huge")
+    except redis.ResponseError as e:
+        assert str(e) == "T-Digest: allocation failed"
     # A digest's bytes are counted while it lives and returned when it goes.
     before = c.info("memory")["used_memory"]
     c.execute_command("TDIGEST.CREATE", "big", "COMPRESSION", 10000)

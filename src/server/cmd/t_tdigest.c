@@ -110,6 +110,11 @@ bool tdigestCreateCommand(cmd_ctx *c)
     } else if (c->argc == 4 &&
                !parse_compression(c, 3, &compression, ERR_PREFIX "allocation failed")) {
         /* answered */
+    } else if (!server_maxmemory() &&
+               ks_used_memory() + tdigest_bytes_for(compression) > ks_mem_limit(0)) {
+        /* More than the machine has: RedisBloom's words for a failed
+         * allocation, not the shared "to create filter" ones. */
+        reply_error(&c->out, ERR_PREFIX "allocation failed");
     } else {
         ck_value v = {
             .kind = &td_kind,
