@@ -305,45 +305,43 @@ bool tdigestMaxCommand(cmd_ctx *c) { return min_max(c, true); }
 
 typedef enum query { Q_QUANTILE, Q_CDF, Q_RANK, Q_REVRANK, Q_BYRANK, Q_BYREVRANK } query;
 
-/* The arguments of query q, checked as RedisBloom checks them: NULL after
+/* BYRANK's ranks argv[2..argc), as RedisBloom checks them: NULL after
  * replying. */
-static double *parse_query(cmd_ctx *c, query q, uint64_t **ranks)
+static uint64_t *parse_ranks(cmd_ctx *c)
 {
     size_t n = (size_t)(c->argc - 2);
-    *ranks = NULL;
-    if (q == Q_BYRANK || q == Q_BYREVRANK) {
-        uint64_t *r = malloc(n * sizeof(*r));
-        double *unused = malloc(sizeof(double));
-        if (r == NULL || unused == NULL) {
+    uint64_t *r = malloc(n * sizeof(*r));
+    if (r == NULL) {
+        reply_oom(c);
+        return NULL;
+    }
+    for (size_t i = 0; i < n; i++) {
+        long long v;
+        const char *why = NULL;
+        if (!parse_ll(c, 2 + (int)i, &v))
+            why = ERR_PREFIX "error parsing rank";
+        else if (v < 0)
+            why = ERR_PREFIX "rank needs to be non negative";
+        if (why) {
+            reply_error(&c->out, why);
             free(r);
-            free(unused);
-            reply_oom(c);
             return NULL;
         }
-        for (size_t i = 0; i < n; i++) {
-            long long v;
-            const char *why = NULL;
-            if (!parse_ll(c, 2 + (int)i, &v))
-                why = ERR_PREFIX "error parsing rank";
-            else if (v < 0)
-                why = ERR_PREFIX "rank needs to be non negative";
-            if (why) {
-                reply_error(&c->out, why);
-                free(r);
-                free(unused);
-                return NULL;
-            }
-            r[i] = (uint64_t)v;
-        }
-        *ranks = r;
-        return unused;
+        r[i] = (uint64_t)v;
     }
+    return r;
+}
+
+/* The other queries' numbers, as RedisBloom checks them: NULL after
+ * replying. */
+static double *parse_numbers(cmd_ctx *c, query q)
+{
     const char *bad = q == Q_QUANTILE ? ERR_PREFIX "error parsing quantile"
                       : q == Q_CDF    ? ERR_PREFIX "error parsing cdf"
                                       : ERR_PREFIX "error parsing value";
     double *v = parse_values(c, 2, bad);
-    for (size_t i = 0; v && q == Q_QUANTILE && i < n; i++) {
-        if (v[i] < 0 || v[i] > 1) {
+    for (int i = 2; v && q == Q_QUANTILE && i < c->argc; i++) {
+        if (v[i - 2] < 0 || v[i - 2] > 1) {
             reply_error(&c->out, ERR_PREFIX "quantile should be in [0,1]");
             free(v);
             return NULL;
@@ -356,15 +354,17 @@ static bool run_query(cmd_ctx *c, query q)
 {
     ks_ref ref;
     kv_entry *e = open_digest(c, &ref, true);
-    uint64_t *ranks = NULL;
-    double *in = e ? parse_query(c, q, &ranks) : NULL;
+    bool by_rank = q == Q_BYRANK || q == Q_BYREVRANK;
+    uint64_t *ranks = e && by_rank ? parse_ranks(c) : NULL;
+    double *in = e && !by_rank ? parse_numbers(c, q) : NULL;
+    bool parsed = ranks || in;
     size_t n = (size_t)(c->argc - 2);
-    double *out = in ? malloc(n * sizeof(*out)) : NULL;
-    int64_t *iout = in ? malloc(n * sizeof(*iout)) : NULL;
+    double *out = parsed ? malloc(n * sizeof(*out)) : NULL;
+    int64_t *iout = parsed ? malloc(n * sizeof(*iout)) : NULL;
     bool ok = false;
-    if (in && (out == NULL || iout == NULL)) {
+    if (parsed && (out == NULL || iout == NULL)) {
         reply_oom(c);
-    } else if (in) {
+    } else if (parsed) {
         const tdigest_t *t = e->obj->v;
         pthread_mutex_lock(&e->obj->lock);
         int rc;
@@ -406,39 +406,42 @@ bool tdigestByrevrankCommand(cmd_ctx *c) { return run_query(c, Q_BYREVRANK); }
 
 /* ---- TDIGEST.TRIMMED_MEAN key low high ---- */
 
+/* The two cuts, as RedisBloom checks them: NULL when they are fine, else
+ * the reply. */
+static const char *bad_cuts(cmd_ctx *c, double *lo, double *hi)
+{
+    if (!parse_double(c, 2, lo))
+        return ERR_PREFIX "error parsing low_cut_percentile";
+    if (!parse_double(c, 3, hi))
+        return ERR_PREFIX "error parsing high_cut_percentile";
+    if (*lo < 0 || *lo > 1 || *hi < 0 || *hi > 1)
+        return ERR_PREFIX "low_cut_percentile and high_cut_percentile should be in [0,1]";
+    if (*lo >= *hi)
+        return ERR_PREFIX "low_cut_percentile should be lower than high_cut_percentile";
+    return NULL;
+}
+
 bool tdigestTrimmedMeanCommand(cmd_ctx *c)
 {
     ks_ref ref;
     kv_entry *e = open_digest(c, &ref, true);
     double lo, hi, mean;
-    const char *why = NULL;
-    if (e == NULL)
-        goto out;
-    if (!parse_double(c, 2, &lo))
-        why = ERR_PREFIX "error parsing low_cut_percentile";
-    else if (!parse_double(c, 3, &hi))
-        why = ERR_PREFIX "error parsing high_cut_percentile";
-    else if (lo < 0 || lo > 1 || hi < 0 || hi > 1)
-        why = ERR_PREFIX "low_cut_percentile and high_cut_percentile should be in [0,1]";
-    else if (lo >= hi)
-        why = ERR_PREFIX "low_cut_percentile should be lower than high_cut_percentile";
+    const char *why = e ? bad_cuts(c, &lo, &hi) : NULL;
+    bool ok = false;
     if (why) {
         reply_error(&c->out, why);
-        e = NULL;
-        goto out;
+    } else if (e) {
+        pthread_mutex_lock(&e->obj->lock);
+        int rc = tdigest_trimmed_mean(e->obj->v, lo, hi, &mean);
+        pthread_mutex_unlock(&e->obj->lock);
+        ok = rc == BLOOMERY_OK;
+        if (ok)
+            reply_double(&c->out, mean);
+        else
+            reply_oom(c);
     }
-    pthread_mutex_lock(&e->obj->lock);
-    int rc = tdigest_trimmed_mean(e->obj->v, lo, hi, &mean);
-    pthread_mutex_unlock(&e->obj->lock);
-    if (rc != BLOOMERY_OK) {
-        reply_oom(c);
-        e = NULL;
-    } else {
-        reply_double(&c->out, mean);
-    }
-out:
     ks_close(&ref);
-    return e != NULL;
+    return ok;
 }
 
 /* ---- TDIGEST.INFO key ---- */
