@@ -88,6 +88,15 @@ static bloomery_object make(bloomery_type type, int variant)
         assert_true(cf_nfilters(o.u.cf) >= 2);
         break;
     }
+    case BLOOMERY_TYPE_TDIGEST: {
+        /* Compressed centroids and a partly full buffer. */
+        assert_int_equal(tdigest_create(&o.u.td, variant ? 100 : 5), BLOOMERY_OK);
+        for (uint64_t i = 0; i < 1000; i++) {
+            double v = (double)((i * 7919) % 1000) / 7.0 - 50;
+            assert_int_equal(tdigest_add(o.u.td, &v, 1), BLOOMERY_OK);
+        }
+        break;
+    }
     }
     return o;
 }
@@ -109,7 +118,8 @@ static void same_answers(bloomery_object a, bloomery_object b)
         case BLOOMERY_TYPE_SCALABLE:
             assert_int_equal(sbf_check(a.u.sbf, key, len), sbf_check(b.u.sbf, key, len));
             break;
-        case BLOOMERY_TYPE_HLL: break;
+        case BLOOMERY_TYPE_HLL:
+        case BLOOMERY_TYPE_TDIGEST: break;
         case BLOOMERY_TYPE_WINDOW:
             assert_int_equal(win_check(a.u.win, key, len, 600), win_check(b.u.win, key, len, 600));
             break;
@@ -142,6 +152,15 @@ static void same_answers(bloomery_object a, bloomery_object b)
         assert_memory_equal(topk_buckets(a.u.topk), topk_buckets(b.u.topk),
                             topk_buckets_bytes(a.u.topk));
     }
+    if (a.type == BLOOMERY_TYPE_TDIGEST) {
+        tdigest_state sa, sb;
+        tdigest_state_of(a.u.td, &sa);
+        tdigest_state_of(b.u.td, &sb);
+        assert_memory_equal(&sa, &sb, sizeof sa);
+        assert_int_equal(tdigest_capacity(a.u.td), tdigest_capacity(b.u.td));
+        assert_memory_equal(tdigest_nodes(a.u.td), tdigest_nodes(b.u.td),
+                            tdigest_capacity(a.u.td) * sizeof(tdigest_node));
+    }
     if (a.type == BLOOMERY_TYPE_CUCKOO) {
         cf_shape sa, sb;
         cf_shape_of(a.u.cf, &sa);
@@ -171,8 +190,9 @@ static void same_answers(bloomery_object a, bloomery_object b)
 }
 
 static const bloomery_type types[] = {
-    BLOOMERY_TYPE_BLOCKED, BLOOMERY_TYPE_COUNTING, BLOOMERY_TYPE_SCALABLE, BLOOMERY_TYPE_HLL,
-    BLOOMERY_TYPE_CUCKOO,  BLOOMERY_TYPE_WINDOW,   BLOOMERY_TYPE_CMS,      BLOOMERY_TYPE_TOPK};
+    BLOOMERY_TYPE_BLOCKED, BLOOMERY_TYPE_COUNTING, BLOOMERY_TYPE_SCALABLE,
+    BLOOMERY_TYPE_HLL,     BLOOMERY_TYPE_CUCKOO,   BLOOMERY_TYPE_WINDOW,
+    BLOOMERY_TYPE_CMS,     BLOOMERY_TYPE_TOPK,     BLOOMERY_TYPE_TDIGEST};
 #define NTYPES (int)(sizeof types / sizeof types[0])
 
 static void test_round_trip(void **state)

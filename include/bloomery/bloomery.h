@@ -1,4 +1,4 @@
-/* libbloomery: probabilistic membership, cardinality and frequency structures.
+/* libbloomery: probabilistic membership, cardinality, frequency and quantile structures.
  *
  * Umbrella header and the conventions every part of the library shares:
  * - Functions that can fail return an int: BLOOMERY_OK (0) or a negative
@@ -53,6 +53,7 @@ BLOOMERY_API const char *bloomery_strerror(int err);
 #include "bloomery/window.h"
 #include "bloomery/cms.h"
 #include "bloomery/topk.h"
+#include "bloomery/tdigest.h"
 #include "bloomery/serial.h"
 
 #endif

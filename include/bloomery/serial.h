@@ -37,6 +37,7 @@
 #include "bloomery/hll.h"
 #include "bloomery/scalable.h"
 #include "bloomery/topk.h"
+#include "bloomery/tdigest.h"
 #include "bloomery/window.h"
 #include "bloomery/export.h"
 
@@ -57,6 +58,7 @@ typedef enum bloomery_type {
     BLOOMERY_TYPE_WINDOW = 6,   /* win_t */
     BLOOMERY_TYPE_CMS = 7,      /* cms_t */
     BLOOMERY_TYPE_TOPK = 8,     /* topk_t */
+    BLOOMERY_TYPE_TDIGEST = 9,  /* tdigest_t */
 } bloomery_type;
 
 typedef struct bloomery_object {
@@ -70,6 +72,7 @@ typedef struct bloomery_object {
         win_t *win;
         cms_t *cms;
         topk_t *topk;
+        tdigest_t *td;
         void *any;
     } u;
 } bloomery_object;

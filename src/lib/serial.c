@@ -34,6 +34,11 @@
  *   top-k:             u32 k, u32 width, u32 depth, f64 decay, u64 generator
  *                      state; two regions: the buckets and the heap image
  *                      (topk.h), which loading parses and checks.
+ *   t-digest:          u64 compression, u64 merged nodes, u64 unmerged
+ *                      nodes, u64 merged weight, u64 unmerged weight,
+ *                      u64 total compressions, f64 min, f64 max; one region,
+ *                      the 6c + 10 nodes (f64 mean, u64 weight) of
+ *                      tdigest.h, unused ones zero.
  *
  * Regions are cut into chunks of `chunk size` bytes (the last of a region may
  * be shorter), numbered across regions. Chunk i's checksum is XXH3-64 of its
@@ -341,6 +346,26 @@ static int describe(bloomery_object obj, wbuf *params, region **regions, uint32_
         *nregions = sh.nfilters;
         return BLOOMERY_OK;
     }
+    case BLOOMERY_TYPE_TDIGEST: {
+        const tdigest_t *t = obj.u.td;
+        tdigest_state st;
+        tdigest_state_of(t, &st);
+        put_u64(params, st.compression);
+        put_u64(params, st.merged_nodes);
+        put_u64(params, st.unmerged_nodes);
+        put_u64(params, st.merged_weight);
+        put_u64(params, st.unmerged_weight);
+        put_u64(params, st.total_compressions);
+        put_f64(params, st.min);
+        put_f64(params, st.max);
+        *regions = malloc(sizeof **regions);
+        if (!*regions)
+            return BLOOMERY_ENOMEM;
+        (*regions)[0] =
+            (region){(const uint8_t *)tdigest_nodes(t), tdigest_capacity(t) * sizeof(tdigest_node)};
+        *nregions = 1;
+        return BLOOMERY_OK;
+    }
     }
     return BLOOMERY_EINVAL;
 }
@@ -517,6 +542,7 @@ struct bloomery_loader {
     uint8_t *hll_buf;
     uint8_t *heap_buf; /* top-k: the heap image, parsed at finish */
     uint64_t topk_rng;
+    tdigest_state td; /* t-digest: the counters, checked against the nodes at finish */
     char err[160];
 };
 
@@ -792,6 +818,28 @@ static int build_object(bloomery_loader *l, rbuf *p, uint64_t max_bytes)
         l->obj.type = l->type;
         return BLOOMERY_OK;
     }
+    case BLOOMERY_TYPE_TDIGEST: {
+        tdigest_state *st = &l->td;
+        st->compression = get_u64(p);
+        st->merged_nodes = get_u64(p);
+        st->unmerged_nodes = get_u64(p);
+        st->merged_weight = get_u64(p);
+        st->unmerged_weight = get_u64(p);
+        st->total_compressions = get_u64(p);
+        st->min = get_f64(p);
+        st->max = get_f64(p);
+        if (p->short_read || p->off != p->len)
+            return fail(l, BLOOMERY_ECORRUPT, "parameters have the wrong length");
+        uint64_t cap = tdigest_capacity_for(st->compression);
+        if (cap == 0 || l->nregions != 1 || l->lens[0] != cap * sizeof(tdigest_node))
+            return fail(l, BLOOMERY_ECORRUPT, "invalid t-digest compression or size");
+        int rc = tdigest_create(&l->obj.u.td, st->compression);
+        if (rc != BLOOMERY_OK)
+            return fail(l, rc, "cannot allocate the t-digest: %s", bloomery_strerror(rc));
+        l->dest[0] = (uint8_t *)tdigest_nodes_mut(l->obj.u.td);
+        l->obj.type = l->type;
+        return BLOOMERY_OK;
+    }
     }
     return fail(l, BLOOMERY_ETYPE, "unknown object type %u", (unsigned)l->type);
 }
@@ -825,7 +873,7 @@ int bloomery_loader_open(bloomery_loader **out, const uint8_t *buf, size_t len, 
      * every field, since a forged header can carry a valid checksum. */
     if (version != BLOOMERY_SERIAL_VERSION)
         return fail(l, BLOOMERY_EVERSION, "unsupported format version %u", version);
-    if (type < BLOOMERY_TYPE_BLOCKED || type > BLOOMERY_TYPE_TOPK)
+    if (type < BLOOMERY_TYPE_BLOCKED || type > BLOOMERY_TYPE_TDIGEST)
         return fail(l, BLOOMERY_ETYPE, "unknown object type %u", type);
     if (cs < MIN_CHUNK || cs > BLOOMERY_CHUNK_MAX)
         return fail(l, BLOOMERY_ECORRUPT, "chunk size %u out of range", cs);
@@ -923,6 +971,9 @@ int bloomery_loader_finish(bloomery_loader *l, bloomery_object *out)
         if (rc != BLOOMERY_OK)
             return fail(l, rc, "invalid top-k heap: %s", bloomery_strerror(rc));
     }
+    /* The nodes are in: only now can the counters be checked against them. */
+    if (l->type == BLOOMERY_TYPE_TDIGEST && tdigest_restore(l->obj.u.td, &l->td) != BLOOMERY_OK)
+        return fail(l, BLOOMERY_ECORRUPT, "t-digest nodes do not match their counters");
     *out = l->obj;
     l->obj.u.any = NULL;
     return BLOOMERY_OK;
@@ -946,6 +997,7 @@ void bloomery_object_free(bloomery_object *o)
     case BLOOMERY_TYPE_WINDOW: win_free(o->u.win); break;
     case BLOOMERY_TYPE_CMS: cms_free(o->u.cms); break;
     case BLOOMERY_TYPE_TOPK: topk_free(o->u.topk); break;
+    case BLOOMERY_TYPE_TDIGEST: tdigest_free(o->u.td); break;
     }
     o->u.any = NULL;
 }

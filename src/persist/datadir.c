@@ -116,6 +116,7 @@ bloomery_type datadir_kind_type(uint8_t kind)
     case SNAP_KIND_CUCKOO: return BLOOMERY_TYPE_CUCKOO;
     case SNAP_KIND_CMS: return BLOOMERY_TYPE_CMS;
     case SNAP_KIND_TOPK: return BLOOMERY_TYPE_TOPK;
+    case SNAP_KIND_TDIGEST: return BLOOMERY_TYPE_TDIGEST;
     }
     return 0;
 }

@@ -42,9 +42,10 @@
  * ascending, below the start LSN) of the log records that loaded it so far,
  * which recovery replays onto the key before the records from the start. */
 #define SNAP_KIND_RESTORE 6
-#define SNAP_KIND_CMS 7  /* count-min sketch */
-#define SNAP_KIND_TOPK 8 /* top-k */
-#define SNAP_KIND_MAX 8
+#define SNAP_KIND_CMS 7     /* count-min sketch */
+#define SNAP_KIND_TOPK 8    /* top-k */
+#define SNAP_KIND_TDIGEST 9 /* t-digest */
+#define SNAP_KIND_MAX 9
 
 #define SNAP_CHUNK_FILE 0
 #define SNAP_CHUNK_INLINE 1

@@ -7,6 +7,8 @@
 #include <string.h>
 #include <xxhash.h>
 
+#include "bloomery/tdigest.h"
+
 static void setf(char *err, size_t errlen, const char *fmt, ...)
 {
     if (err == NULL || errlen == 0)
@@ -43,6 +45,10 @@ const char *wal_type_name(unsigned type)
     case WAL_CMS_CREATE: return "cms-create";
     case WAL_CMS_MERGE: return "cms-merge";
     case WAL_TOPK_CREATE: return "topk-create";
+    case WAL_TD_ADD: return "tdigest-add";
+    case WAL_TD_CREATE: return "tdigest-create";
+    case WAL_TD_RESET: return "tdigest-reset";
+    case WAL_TD_MERGE: return "tdigest-merge";
     }
     return NULL;
 }
@@ -434,6 +440,46 @@ bool wal_op_parse(uint8_t type, const uint8_t *p, size_t len, wal_op *op, char *
         rdr_take(&r, op->dlen, &op->data);
         break;
     }
+    case WAL_TD_ADD:
+        ok = rdr_str(&r, &op->key, &op->klen);
+        ok = ok && !r.bad && parse_hashes(&r, op, 8, err, errlen);
+        if (!ok && !r.bad)
+            return false;
+        /* The library refuses what is not finite: so does the log. */
+        for (uint32_t i = 0; ok && !r.bad && i < op->n; i++) {
+            uint64_t bits = le_load(op->items + 8 * (size_t)i, 8);
+            double v;
+            memcpy(&v, &bits, 8);
+            if (!isfinite(v)) {
+                setf(err, errlen, "value %u is not finite", i);
+                return false;
+            }
+        }
+        break;
+    case WAL_TD_CREATE:
+        ok = rdr_str(&r, &op->key, &op->klen);
+        op->compression = rdr_u64(&r);
+        if (!r.bad && (op->compression == 0 || op->compression > TDIGEST_MAX_COMPRESSION)) {
+            setf(err, errlen, "bad compression %llu", (unsigned long long)op->compression);
+            return false;
+        }
+        break;
+    case WAL_TD_RESET: ok = rdr_str(&r, &op->key, &op->klen); break;
+    case WAL_TD_MERGE: {
+        op->compression = rdr_u64(&r);
+        uint8_t o = rdr_u8(&r);
+        if (r.bad)
+            break;
+        if (op->compression == 0 || op->compression > TDIGEST_MAX_COMPRESSION || o > 1) {
+            setf(err, errlen, "bad compression %llu or override flag %u",
+                 (unsigned long long)op->compression, o);
+            return false;
+        }
+        op->override = o == 1;
+        if (!parse_keylist(&r, op, 2, err, errlen))
+            return false;
+        break;
+    }
     default: setf(err, errlen, "unknown record type %u", type); return false;
     }
     if (!ok || r.bad) {
@@ -615,6 +661,28 @@ void wal_enc_cf_create(pbuf *b, const void *key, size_t klen, const wal_cuckoo *
     pbuf_u32(b, c->max_iterations);
     pbuf_u32(b, c->expansion);
     pbuf_u32(b, c->fingerprint_bits);
+}
+
+void wal_enc_td_create(pbuf *b, const void *key, size_t klen, uint64_t compression)
+{
+    pbuf_str(b, key, klen);
+    pbuf_u64(b, compression);
+}
+
+void wal_enc_td_add(pbuf *b, const void *key, size_t klen, const double *v, uint32_t n)
+{
+    pbuf_str(b, key, klen);
+    pbuf_u32(b, n);
+    for (uint32_t i = 0; i < n; i++)
+        pbuf_f64(b, v[i]);
+}
+
+void wal_enc_td_merge(pbuf *b, uint64_t compression, bool override, const char *const *keys,
+                      const size_t *lens, uint32_t n)
+{
+    pbuf_u64(b, compression);
+    pbuf_u8(b, override ? 1 : 0);
+    wal_enc_keys(b, -1, keys, lens, n);
 }
 
 void wal_enc_cf_op(pbuf *b, const void *key, size_t klen, uint8_t op, uint32_t max_filters,

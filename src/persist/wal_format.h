@@ -44,6 +44,7 @@ enum wal_type {
     WAL_CF_OP = 6,      /* key, op, filter limit, n, n x u64 cf_hash */
     WAL_CMS_INCRBY = 7, /* key, n, n x (item, u64 increment) */
     WAL_TOPK_ADD = 8,   /* key, n, n x (item, u64 increment) */
+    WAL_TD_ADD = 9,     /* key, n, n x f64 value */
     /* barriers: structural changes */
     WAL_CREATE = 16,       /* key, kind, layout, expansion, capacity, error, expiry */
     WAL_DEL = 17,          /* n keys */
@@ -60,6 +61,9 @@ enum wal_type {
     WAL_CMS_CREATE = 28,   /* key, width, depth */
     WAL_CMS_MERGE = 29,    /* n keys: destination, sources; n - 1 weights */
     WAL_TOPK_CREATE = 30,  /* key, k, width, depth, decay, generator seed */
+    WAL_TD_CREATE = 32,    /* key, compression */
+    WAL_TD_RESET = 33,     /* key */
+    WAL_TD_MERGE = 34,     /* compression, override, n keys: destination, sources */
 };
 
 /* WAL_CF_OP operations. */
@@ -162,6 +166,8 @@ typedef struct wal_op {
     wal_cms cms;            /* WAL_CMS_CREATE */
     wal_topk topk;          /* WAL_TOPK_CREATE */
     const uint8_t *weights; /* WAL_CMS_MERGE: n - 1 i64, one per source */
+    uint64_t compression;   /* WAL_TD_CREATE, WAL_TD_MERGE */
+    bool override;          /* WAL_TD_MERGE: the destination's old value left out */
     int64_t iter;           /* WAL_LOADCHUNK */
     const uint8_t *data;
     size_t dlen;
@@ -223,5 +229,10 @@ void wal_enc_cms_create(pbuf *b, const void *key, size_t klen, const wal_cms *c)
 void wal_enc_cms_merge(pbuf *b, const char *const *keys, const size_t *lens, uint32_t n,
                        const int64_t *weights);
 void wal_enc_topk_create(pbuf *b, const void *key, size_t klen, const wal_topk *t);
+/* t-digests: the values as added, the compression a merge resolved. */
+void wal_enc_td_create(pbuf *b, const void *key, size_t klen, uint64_t compression);
+void wal_enc_td_add(pbuf *b, const void *key, size_t klen, const double *v, uint32_t n);
+void wal_enc_td_merge(pbuf *b, uint64_t compression, bool override, const char *const *keys,
+                      const size_t *lens, uint32_t n);
 
 #endif

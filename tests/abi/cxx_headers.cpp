@@ -16,6 +16,7 @@ void cntbf_free(cntbf_t *c);
 void cf_free(cf_t *c);
 void hll_free(hll_t *h);
 void win_free(win_t *w);
+void tdigest_free(tdigest_t *t);
 void bloomery_object_free(bloomery_object *o);
 uint64_t bloomery_murmur64a(const void *key, size_t len, uint64_t seed);
 }

@@ -174,4 +174,19 @@ bool pfaddCommand(cmd_ctx *c);
 bool pfcountCommand(cmd_ctx *c);
 bool pfmergeCommand(cmd_ctx *c);
 
+bool tdigestCreateCommand(cmd_ctx *c);
+bool tdigestAddCommand(cmd_ctx *c);
+bool tdigestResetCommand(cmd_ctx *c);
+bool tdigestMergeCommand(cmd_ctx *c);
+bool tdigestMinCommand(cmd_ctx *c);
+bool tdigestMaxCommand(cmd_ctx *c);
+bool tdigestQuantileCommand(cmd_ctx *c);
+bool tdigestCdfCommand(cmd_ctx *c);
+bool tdigestRankCommand(cmd_ctx *c);
+bool tdigestRevrankCommand(cmd_ctx *c);
+bool tdigestByrankCommand(cmd_ctx *c);
+bool tdigestByrevrankCommand(cmd_ctx *c);
+bool tdigestTrimmedMeanCommand(cmd_ctx *c);
+bool tdigestInfoCommand(cmd_ctx *c);
+
 #endif

@@ -139,6 +139,15 @@ void wal_log_cms_merge(const char *const *keys, const size_t *lens, size_t n,
                        const int64_t *weights);
 void wal_log_topk_create(const char *key, size_t klen, const wal_topk *t);
 
+/* t-digests (t_tdigest.c): the values an add applied, as doubles; a merge
+ * names its keys with the compression it resolved and whether the
+ * destination's old value was left out. */
+void wal_log_td_create(const char *key, size_t klen, uint64_t compression);
+void wal_log_td_add(const char *key, size_t klen, const double *values, size_t n);
+void wal_log_td_reset(const char *key, size_t klen);
+void wal_log_td_merge(uint64_t compression, bool override, const char *const *keys,
+                      const size_t *lens, size_t n);
+
 /* ---- persistence.c ---- */
 
 /* Recovery, then the log opened (appendonly yes): before any client. */

@@ -51,7 +51,7 @@ const char *value_status_text(value_status st)
     case VS_BAD_OFFSET: return "dump chunk at no link";
     case VS_TOO_BIG: return "dump chunk too big for its link";
     case VS_CORRUPT: return "corrupted HLL";
-    case VS_OVERFLOW: return "a count would overflow";
+    case VS_OVERFLOW: return "a count or total weight would overflow";
     }
     return "unknown status";
 }

@@ -58,7 +58,8 @@ typedef struct value_type {
 /* The registry: one line per type, X(name) for the descriptor name_type
  * defined in type_<name>.c. */
 #define VALUE_TYPES(X)                                                                             \
-    X(bloom) X(counting) X(hll) X(window) X(cuckoo) X(bf_loading) X(cf_loading) X(cms) X(topk)
+    X(bloom)                                                                                       \
+    X(counting) X(hll) X(window) X(cuckoo) X(bf_loading) X(cf_loading) X(cms) X(topk) X(tdigest)
 
 #define VALUE_TYPE_DECLARE(name) extern const value_type name##_type;
 VALUE_TYPES(VALUE_TYPE_DECLARE)
@@ -90,7 +91,7 @@ typedef enum value_status {
     VS_BAD_OFFSET, /* a RedisBloom chunk that no link holds */
     VS_TOO_BIG,    /* a RedisBloom chunk past the end of its link */
     VS_CORRUPT,    /* an HLL's bytes are damaged */
-    VS_OVERFLOW,   /* a count would leave its range (a count-min merge) */
+    VS_OVERFLOW,   /* a count or total past its range (count-min merge, t-digest weight) */
 } value_status;
 
 const char *value_status_text(value_status st);
@@ -115,6 +116,14 @@ value_status hll_merge_keys(const char *const *keys, const size_t *lens, size_t 
  * Nothing changes on an error. */
 value_status cms_merge_keys(const char *const *keys, const size_t *lens, size_t n,
                             const int64_t *weights);
+/* TDIGEST.MERGE: a new digest of keys[1..n) (all must exist), after the
+ * old value of keys[0] unless override, replaces keys[0] (its expiry
+ * dropped). compression 0: keys[0]'s when kept, else the largest of the
+ * sources'. *used_compression and *used_override receive what was applied
+ * (a missing destination counts as overridden): what the log records. */
+value_status tdigest_merge_keys(const char *const *keys, const size_t *lens, size_t n,
+                                uint64_t compression, bool override, uint64_t *used_compression,
+                                bool *used_override);
 
 /* Replay of a merge record: its keys as logged, the destination dropped
  * first when the merge created it. */
@@ -128,5 +137,8 @@ struct kv_obj *hll_value_new(void);     /* empty, bytes counted */
 void hll_value_sync(struct kv_obj *o);  /* recount after a change */
 void cf_value_sync(struct kv_obj *o);   /* recount after growth or compaction */
 void topk_value_sync(struct kv_obj *o); /* recount after items entered the heap */
+/* An empty t-digest, its bytes (and with klen > 0 a new entry's) reserved
+ * against maxmemory (else the machine's): NULL with *st why not. */
+struct kv_obj *tdigest_value_new(uint64_t compression, size_t klen, value_status *st);
 
 #endif

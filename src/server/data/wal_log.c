@@ -268,3 +268,41 @@ void wal_log_topk_create(const char *key, size_t klen, const wal_topk *t)
     wal_enc_topk_create(b, key, klen, t);
     wal_record_close(WAL_TOPK_CREATE);
 }
+
+/* ---- t-digests ---- */
+
+void wal_log_td_create(const char *key, size_t klen, uint64_t compression)
+{
+    if (!begin(1))
+        return;
+    pbuf *b = wal_record_open();
+    wal_enc_td_create(b, key, klen, compression);
+    wal_record_close(WAL_TD_CREATE);
+}
+
+void wal_log_td_add(const char *key, size_t klen, const double *values, size_t n)
+{
+    if (n == 0 || !begin(n))
+        return;
+    pbuf *b = wal_record_open();
+    wal_enc_td_add(b, key, klen, values, (uint32_t)n);
+    wal_record_close(WAL_TD_ADD);
+}
+
+void wal_log_td_reset(const char *key, size_t klen)
+{
+    if (!begin(1))
+        return;
+    pbuf_str(wal_record_open(), key, klen);
+    wal_record_close(WAL_TD_RESET);
+}
+
+void wal_log_td_merge(uint64_t compression, bool override, const char *const *keys,
+                      const size_t *lens, size_t n)
+{
+    if (!begin(1))
+        return;
+    pbuf *b = wal_record_open();
+    wal_enc_td_merge(b, compression, override, keys, lens, (uint32_t)n);
+    wal_record_close(WAL_TD_MERGE);
+}
