@@ -7,12 +7,11 @@ import math
 import os
 import random
 import subprocess
-import time
 
 import pytest
 import redis
 
-from conftest import BLOOMERYD, QUICK, RespError, Server, free_port
+from conftest import BLOOMERYD, QUICK, RespError, Server
 
 CLI = os.environ.get("BLOOMERY_CLI") or os.path.join(os.path.dirname(BLOOMERYD), "bloomery")
 WRONGTYPE = "WRONGTYPE Operation against a key holding the wrong kind of value"
@@ -389,49 +388,3 @@ def test_restart_same_answers(tmp_path, how):
     s.stop()
     p = subprocess.run([CLI, "check-data", datadir], capture_output=True, text=True, timeout=120)
     assert p.returncode == 0 and ": ok" in p.stdout, p.stdout + p.stderr
-
-
-REDISBLOOM_SO = os.environ.get("REDISBLOOM_SO")
-
-
-@pytest.mark.skipif(not REDISBLOOM_SO, reason="REDISBLOOM_SO names no RedisBloom build")
-def test_same_answers_as_redisbloom(server, r, tmp_path):
-    """Against RedisBloom itself (redis-server --loadmodule $REDISBLOOM_SO):
-    the same adds and merges give the same answers to the bit on data without
-    ties (ties may sort differently, as RedisBloom's own sort changed)."""
-    port = free_port()
-    rs = subprocess.Popen(["redis-server", "--port", str(port), "--save", "", "--appendonly",
-                           "no", "--dir", str(tmp_path), "--loadmodule", REDISBLOOM_SO],
-                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        rb = redis.Redis(port=port)
-        deadline = time.time() + 20
-        while True:
-            try:
-                rb.ping()
-                break
-            except redis.ConnectionError:
-                assert rs.poll() is None and time.time() < deadline, "redis-server did not start"
-                time.sleep(0.05)
-        qs = [0, 0.001, 0.01, 0.1, 0.25, 0.5, 0.75, 0.9, 0.99, 0.999, 1]
-        for seed, comp in ((3, 50), (4, 100), (5, 500)):
-            rnd = random.Random(seed)
-            vals = [rnd.lognormvariate(0, 1.3) for _ in range(30000 if not QUICK else 6000)]
-            for c in (rb, r):
-                c.flushall()
-                c.execute_command("TDIGEST.CREATE", "t", "COMPRESSION", comp)
-                c.execute_command("TDIGEST.CREATE", "u", "COMPRESSION", 80)
-                for k in range(0, len(vals), 100):
-                    c.execute_command("TDIGEST.ADD", "t" if k % 300 else "u", *vals[k:k + 100])
-                c.execute_command("TDIGEST.MERGE", "m", 2, "t", "u")
-            for key in ("t", "u", "m"):
-                for cmd, args in (("QUANTILE", qs), ("CDF", [0.5, 1, 2, 5]),
-                                  ("RANK", [0.5, 1, 2]), ("REVRANK", [0.5, 3]),
-                                  ("BYRANK", [1, 100, 5000]), ("BYREVRANK", [1, 100, 5000]),
-                                  ("TRIMMED_MEAN", [0.1, 0.9]), ("MIN", []), ("MAX", [])):
-                    assert r.execute_command("TDIGEST." + cmd, key, *args) == \
-                        rb.execute_command("TDIGEST." + cmd, key, *args), (seed, key, cmd)
-        rb.close()
-    finally:
-        rs.terminate()
-        rs.wait()
