@@ -8,6 +8,11 @@ must exit 0 with no sanitizer report, so a leak, undefined behaviour or a
 data race caught by an ASan/UBSan or TSan build fails the suite.
 
 BLOOMERY_QUICK=1 (set for the sanitizer run) shrinks the large loops.
+
+BLOOMERY_MODULE=/path/bloomery.so runs the suites against the other host:
+Debian's redis-server ($REDIS_SERVER) with the module loaded, without
+persistence. Options of ours (--bf-*, --cf-*) become module arguments;
+--threads has no meaning there and is dropped.
 """
 import os
 import signal
@@ -22,6 +27,8 @@ import redis
 BLOOMERYD = os.environ.get("BLOOMERYD") or os.path.join(
     os.path.dirname(__file__), "..", "..", "build", "bloomeryd")
 QUICK = os.environ.get("BLOOMERY_QUICK") == "1"
+MODULE = os.environ.get("BLOOMERY_MODULE")
+REDIS_SERVER = os.environ.get("REDIS_SERVER", "/usr/bin/redis-server")
 
 
 def free_port():
@@ -39,15 +46,18 @@ class Server:
         self.datadir = datadir or os.path.join(self.dir, "data")
         self.killed = False
         self.port = free_port()
-        cmd = [BLOOMERYD]
-        if config is not None:
-            path = os.path.join(self.dir, "test.conf")
-            with open(path, "w") as f:
-                f.write(config)
-            cmd.append(path)
-        cmd += ["--port", str(self.port), "--dir", self.datadir,
-                "--threads", str(threads)]
-        cmd += [str(a) for a in args]
+        if MODULE:
+            cmd = self.module_command(config, args)
+        else:
+            cmd = [BLOOMERYD]
+            if config is not None:
+                path = os.path.join(self.dir, "test.conf")
+                with open(path, "w") as f:
+                    f.write(config)
+                cmd.append(path)
+            cmd += ["--port", str(self.port), "--dir", self.datadir,
+                    "--threads", str(threads)]
+            cmd += [str(a) for a in args]
         self.log = open(os.path.join(self.dir, "log"), "w+")
         self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT,
                                      env=None if env is None else {**os.environ, **env})
@@ -60,6 +70,26 @@ class Server:
                 if self.proc.poll() is not None or time.time() > deadline:
                     raise RuntimeError("bloomeryd did not start:\n" + self.output())
                 time.sleep(0.05)
+
+    def module_command(self, config, args):
+        """redis-server with the module, for BLOOMERY_MODULE."""
+        os.makedirs(self.datadir, exist_ok=True)
+        redis_args, module_args = [], []
+        args = [str(a) for a in args]
+        i = 0
+        while i < len(args):
+            name = args[i]
+            value = args[i + 1] if i + 1 < len(args) else ""
+            if name.startswith(("--bf-", "--cf-")):
+                module_args += [name[2:], value]
+            elif name != "--threads":
+                redis_args += [name, value]
+            i += 2
+        if config is not None:
+            raise pytest.skip("a bloomeryd config file has no meaning for the module")
+        return [REDIS_SERVER, "--port", str(self.port), "--bind", "127.0.0.1",
+                "--dir", self.datadir, "--save", "", "--enable-debug-command", "yes",
+                "--loadmodule", MODULE] + module_args + redis_args
 
     def output(self):
         self.log.flush()
