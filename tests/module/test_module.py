@@ -348,3 +348,35 @@ def test_replica_gets_the_commands(start_module):
         c.execute_command("DEBUG", "DIGEST-VALUE", "k")
     c.close()
     rc.close()
+
+
+def test_dump_restore_and_rename_carry_the_value(m):
+    m.execute_command("BF.MADD", "k", "a", "b")
+    m.restore("copy", 0, m.dump("k"))
+    assert m.execute_command("BF.MEXISTS", "copy", "a", "b", "c") == [1, 1, 0]
+    assert m.execute_command("DEBUG", "DIGEST-VALUE", "copy") == \
+        m.execute_command("DEBUG", "DIGEST-VALUE", "k")
+    m.rename("copy", "moved")
+    assert m.execute_command("BF.INFO", "moved") == m.execute_command("BF.INFO", "k")
+
+
+def test_restore_in_progress_is_lost_by_a_reload(m):
+    """A LOADCHUNK restore cut by a save and load leaves a key that every
+    command refuses and DEL removes (docs/MODULE.md)."""
+    m.execute_command("CF.RESERVE", "c", "1000")
+    m.execute_command("CF.ADD", "c", "x")
+    chunks, it = [], 0
+    while True:
+        it, data = m.execute_command("CF.SCANDUMP", "c", it)
+        if it == 0:
+            break
+        chunks.append((it, data))
+    assert len(chunks) > 1
+    assert m.execute_command("CF.LOADCHUNK", "half", *chunks[0]) == b"OK"
+    m.execute_command("DEBUG", "RELOAD")
+    with pytest.raises(redis.ResponseError, match="WRONGTYPE"):
+        m.execute_command("CF.LOADCHUNK", "half", *chunks[1])
+    with pytest.raises(redis.ResponseError, match="WRONGTYPE"):
+        m.execute_command("CF.EXISTS", "half", "x")
+    assert m.delete("half") == 1
+    assert m.execute_command("CF.EXISTS", "c", "x") == 1
