@@ -105,8 +105,9 @@ static bool register_command(RedisModuleCtx *ctx, const registration *r)
     return true;
 }
 
-/* maxmemory as Redis has it when the module loads, for the handlers'
- * reservations (Redis refuses deny-oom commands over it by itself). */
+/* maxmemory as Redis has it, for the handlers' reservations (Redis
+ * refuses deny-oom commands over it by itself): read at load and again
+ * after every CONFIG SET. */
 static void read_maxmemory(RedisModuleCtx *ctx)
 {
     RedisModuleCallReply *r = rm.Call(ctx, "CONFIG", "cc", "GET", "maxmemory");
@@ -123,6 +124,14 @@ static void read_maxmemory(RedisModuleCtx *ctx)
         }
     }
     rm.FreeCallReply(r);
+}
+
+static void on_config_change(RedisModuleCtx *ctx, rm_event event, uint64_t subevent, void *data)
+{
+    (void)event;
+    (void)subevent;
+    (void)data;
+    read_maxmemory(ctx);
 }
 
 /* The module's arguments: bloomeryd settings, as name/value pairs. */
@@ -161,6 +170,8 @@ int RedisModule_OnLoad(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
     read_maxmemory(ctx);
     if (!apply_arguments(ctx, argv, argc))
         return RM_ERR;
+    if (rm.SubscribeToServerEvent(ctx, (rm_event){RM_EVENT_CONFIG, 1}, on_config_change) != RM_OK)
+        rm.Log(ctx, "warning", "bloomery: maxmemory changes will not be seen until a restart");
     if (!mh_rdb_register(ctx))
         return RM_ERR;
     for (size_t i = 0; i < sizeof(registrations) / sizeof(registrations[0]); i++)

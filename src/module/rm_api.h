@@ -57,6 +57,15 @@ typedef int (*rm_cmd_fn)(RedisModuleCtx *ctx, RedisModuleString **argv, int argc
 typedef void (*rm_scan_fn)(RedisModuleCtx *ctx, RedisModuleString *name, RedisModuleKey *k,
                            void *arg);
 
+/* A server event to subscribe to, passed by value: its id and the version
+ * of the data it comes with. */
+typedef struct rm_event {
+    uint64_t id;
+    uint64_t dataver;
+} rm_event;
+#define RM_EVENT_CONFIG 16 /* CONFIG SET changed settings (Redis 7.0) */
+typedef void (*rm_event_fn)(RedisModuleCtx *ctx, rm_event event, uint64_t subevent, void *data);
+
 typedef struct rm_type_methods {
     uint64_t version;
     void *(*rdb_load)(RedisModuleIO *io, int encver);
@@ -122,7 +131,8 @@ typedef struct rm_type_methods {
     X(RedisModuleCommand *, GetCommand, (RedisModuleCtx * ctx, const char *name))                  \
     X(RedisModuleScanCursor *, ScanCursorCreate, (void))                                           \
     X(void, ScanCursorDestroy, (RedisModuleScanCursor * c))                                        \
-    X(int, Scan, (RedisModuleCtx * ctx, RedisModuleScanCursor * c, rm_scan_fn fn, void *arg))
+    X(int, Scan, (RedisModuleCtx * ctx, RedisModuleScanCursor * c, rm_scan_fn fn, void *arg))      \
+    X(int, SubscribeToServerEvent, (RedisModuleCtx * ctx, rm_event event, rm_event_fn fn))
 
 /* Optional: newer than Redis 7.0 (7.2). */
 #define RM_OPTIONAL_FUNCTIONS(X)                                                                   \

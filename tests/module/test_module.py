@@ -380,3 +380,28 @@ def test_restore_in_progress_is_lost_by_a_reload(m):
         m.execute_command("CF.EXISTS", "half", "x")
     assert m.delete("half") == 1
     assert m.execute_command("CF.EXISTS", "c", "x") == 1
+
+
+def test_maxmemory_set_later_holds_new_filters(m, bloomeryd):
+    """CONFIG SET maxmemory reaches the filters' own reservations: a filter
+    larger than the limit is refused with bloomeryd's answer, though Redis's
+    own used memory is far below it."""
+    ours = bloomeryd.client()
+    try:
+        for c in (m, ours):
+            c.flushall()
+            c.config_set("maxmemory", 50 << 20)
+        big = ("BF.RESERVE", "big", "0.001", "100000000")
+        with pytest.raises(redis.ResponseError) as want:
+            ours.execute_command(*big)
+        with pytest.raises(redis.ResponseError) as got:
+            m.execute_command(*big)
+        assert str(got.value) == str(want.value)
+        assert str(got.value).startswith("OOM")
+        m.config_set("maxmemory", 0)
+        assert m.execute_command(*big) == b"OK"
+    finally:
+        for c in (m, ours):
+            c.flushall()
+            c.config_set("maxmemory", 0)
+        ours.close()
