@@ -8,7 +8,9 @@
  * filter's size, and loading verifies every field and checksum before the
  * value is used. A dump still being restored (LOADCHUNK) has no image yet:
  * it is saved as kind 0 and loads as lost_restore_type (docs/MODULE.md).
+ * COPY goes through the same image, as one blob.
  */
+#include <stdlib.h>
 #include <string.h>
 
 #include "host.h"
@@ -145,6 +147,33 @@ static void digest(RedisModuleDigest *md, void *value)
     bloomery_image_free(img);
 }
 
+/* COPY: the value through its serial.h blob, so the copy shares nothing. */
+static void *copy_value(RedisModuleString *from, RedisModuleString *to, const void *value)
+{
+    (void)from;
+    (void)to;
+    const kv_obj *src = value;
+    if (src->type->image == 0)
+        return NULL; /* a dump being restored: nothing to copy yet */
+    uint8_t *blob;
+    size_t len;
+    if (bloomery_serialize(type_object(src), 0, &blob, &len) != BLOOMERY_OK)
+        return NULL;
+    bloomery_object obj = {0};
+    int rc = bloomery_deserialize(blob, len, 0, &obj, NULL);
+    free(blob);
+    kv_obj *o = rc == BLOOMERY_OK ? kv_obj_new(src->type, obj.u.any) : NULL;
+    if (o == NULL) {
+        if (rc == BLOOMERY_OK)
+            bloomery_object_free(&obj);
+        return NULL;
+    }
+    uint64_t bytes = src->type->adopt(o);
+    atomic_store(&o->value_bytes, bytes);
+    ks_mem_add((int64_t)(bytes + ks_entry_overhead(0)));
+    return o;
+}
+
 static void free_value(void *value)
 {
     kv_obj *o = value;
@@ -161,6 +190,7 @@ bool mh_rdb_register(RedisModuleCtx *ctx)
         .mem_usage = mem_usage,
         .digest = digest,
         .free = free_value,
+        .copy = copy_value,
     };
     rm_type_methods cuckoo = bloom;
     cuckoo.rdb_load = load_cuckoo;

@@ -40,8 +40,9 @@
 #define RM_REPLY_STRING 0
 #define RM_REPLY_ARRAY 3
 
-/* RedisModuleTypeMethods with version 1's fields (Redis reads no further). */
-#define RM_TYPE_METHOD_VERSION 1
+/* RedisModuleTypeMethods up to version 3's fields (Redis reads no
+ * further). */
+#define RM_TYPE_METHOD_VERSION 3
 
 typedef struct RedisModuleCtx RedisModuleCtx;
 typedef struct RedisModuleKey RedisModuleKey;
@@ -74,6 +75,13 @@ typedef struct rm_type_methods {
     size_t (*mem_usage)(const void *value);
     void (*digest)(RedisModuleDigest *md, void *value);
     void (*free)(void *value);
+    void *aux_load;        /* unused */
+    void *aux_save;        /* unused */
+    int aux_save_triggers; /* unused */
+    void *free_effort;     /* unused */
+    void *unlink;          /* unused */
+    void *(*copy)(RedisModuleString *from, RedisModuleString *to, const void *value);
+    void *defrag; /* unused */
 } rm_type_methods;
 
 /* X(return type, name, parameters): required functions. */

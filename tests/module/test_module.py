@@ -405,3 +405,23 @@ def test_maxmemory_set_later_holds_new_filters(m, bloomeryd):
             c.flushall()
             c.config_set("maxmemory", 0)
         ours.close()
+
+
+@pytest.mark.parametrize("make", [
+    ("BF.RESERVE", "src", "0.01", "1000"),
+    ("BF.RESERVE", "src", "0.01", "100", "LAYOUT", "CLASSIC"),
+    ("BF.RESERVE", "src", "0.01", "100", "COUNTING"),
+    ("BF.RESERVE", "src", "0.01", "100", "WINDOW", "3600"),
+    ("CF.RESERVE", "src", "100")])
+def test_copy_is_an_independent_value(m, make):
+    m.execute_command(*make)
+    family = make[0][:2]
+    m.execute_command(family + ".ADD", "src", "a")
+    assert m.copy("src", "dst") is True
+    digest = m.execute_command("DEBUG", "DIGEST-VALUE", "src")
+    assert m.execute_command("DEBUG", "DIGEST-VALUE", "dst") == digest
+    assert m.execute_command(family + ".EXISTS", "dst", "a") == 1
+    m.execute_command(family + ".ADD", "dst", "b")
+    assert m.execute_command(family + ".EXISTS", "src", "b") == 0
+    assert m.execute_command("DEBUG", "DIGEST-VALUE", "src") == digest
+    assert m.memory_usage("dst") >= m.memory_usage("src")
