@@ -48,6 +48,9 @@ extern bool mh_changed;
  * well-formed (a reply error is sent instead). */
 bool mh_reply(RedisModuleCtx *ctx, const reply *out);
 
+/* The module types' AOF rewrite (aof.c). */
+void mh_aof_rewrite(RedisModuleIO *io, RedisModuleString *key, void *value);
+
 /* Register the module types (OnLoad). */
 bool mh_rdb_register(RedisModuleCtx *ctx);
 

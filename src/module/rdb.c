@@ -187,6 +187,7 @@ bool mh_rdb_register(RedisModuleCtx *ctx)
         .version = RM_TYPE_METHOD_VERSION,
         .rdb_load = load_bloom,
         .rdb_save = save,
+        .aof_rewrite = mh_aof_rewrite,
         .mem_usage = mem_usage,
         .digest = digest,
         .free = free_value,

@@ -126,6 +126,7 @@ typedef struct rm_type_methods {
     X(RedisModuleCallReply *, CallReplyArrayElement, (RedisModuleCallReply * r, size_t i))         \
     X(const char *, CallReplyStringPtr, (RedisModuleCallReply * r, size_t * len))                  \
     X(void, FreeCallReply, (RedisModuleCallReply * r))                                             \
+    X(void, EmitAOF, (RedisModuleIO * io, const char *cmd, const char *fmt, ...))                  \
     X(void, SaveUnsigned, (RedisModuleIO * io, uint64_t v))                                        \
     X(uint64_t, LoadUnsigned, (RedisModuleIO * io))                                                \
     X(void, SaveStringBuffer, (RedisModuleIO * io, const char *p, size_t len))                     \

@@ -267,10 +267,13 @@ def build_values(c):
     c.expire("blocked", 3600)
 
 
-def answers(c):
+BLOOM_KEYS = ("blocked", "classic", "counting", "window", "large")
+
+
+def answers(c, bloom_keys=BLOOM_KEYS):
     probe = ["item%d" % i for i in range(0, 600, 7)]
     out = {}
-    for k in ("blocked", "classic", "counting", "window", "large"):
+    for k in bloom_keys:
         out[k] = (c.execute_command("BF.INFO", k), c.execute_command("BF.MEXISTS", k, *probe),
                   c.execute_command("DEBUG", "DIGEST-VALUE", k))
     out["cuckoo"] = (c.execute_command("CF.INFO", "cuckoo"),
@@ -425,3 +428,39 @@ def test_copy_is_an_independent_value(m, make):
     assert m.execute_command(family + ".EXISTS", "src", "b") == 0
     assert m.execute_command("DEBUG", "DIGEST-VALUE", "src") == digest
     assert m.memory_usage("dst") >= m.memory_usage("src")
+
+
+def wait_rewrite(c):
+    """The status of the AOF rewrite once it has finished."""
+    deadline = time.time() + 60
+    while True:
+        info = c.info("persistence")
+        if not info["aof_rewrite_in_progress"] and not info["aof_rewrite_scheduled"]:
+            return info["aof_last_bgrewrite_status"]
+        assert time.time() < deadline, "the AOF rewrite did not finish"
+        time.sleep(0.05)
+
+
+def test_aof_rewrite_as_commands(start_module):
+    """Without the RDB preamble, a rewrite writes LOADCHUNK commands that
+    rebuild every value on a restart; a window, which has no such form,
+    fails the rewrite instead of crashing it or losing the key."""
+    args = ("--appendonly", "yes", "--aof-use-rdb-preamble", "no")
+    s = start_module("aof", *args)
+    c = s.client()
+    build_values(c)
+    c.delete("window")
+    keys = tuple(k for k in BLOOM_KEYS if k != "window")
+    before = answers(c, keys)
+    c.bgrewriteaof()
+    assert wait_rewrite(c) == "ok"
+    c.execute_command("BF.RESERVE", "window", "0.01", "100", "WINDOW", "3600")
+    c.bgrewriteaof()
+    assert wait_rewrite(c) == "err"
+    assert "cannot be written as commands" in s.output()
+    c.delete("window")
+    c.close()
+    s.stop()
+    c2 = start_module("aof", *args).client()
+    assert answers(c2, keys) == before
+    c2.close()
