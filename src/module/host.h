@@ -51,6 +51,10 @@ bool mh_reply(RedisModuleCtx *ctx, const reply *out);
 /* The module types' AOF rewrite (aof.c). */
 void mh_aof_rewrite(RedisModuleIO *io, RedisModuleString *key, void *value);
 
+/* Register the settings as module configs and load their values
+ * (OnLoad, after the module's arguments; config_host.c). */
+bool mh_config_register(RedisModuleCtx *ctx);
+
 /* Register the module types (OnLoad). */
 bool mh_rdb_register(RedisModuleCtx *ctx);
 

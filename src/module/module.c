@@ -7,12 +7,14 @@
  * Module arguments are bloomeryd settings as name/value pairs
  * (bf-error-rate 0.001 bf-initial-size 1000 ...).
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cmd.h"
 #include "config.h"
 #include "host.h"
+#include "util.h"
 #include "value_commands.h"
 
 #define MODULE_NAME "bloomery"
@@ -134,6 +136,13 @@ static void on_config_change(RedisModuleCtx *ctx, rm_event event, uint64_t subev
     read_maxmemory(ctx);
 }
 
+/* RedisBloom's argument names, so its loadmodule lines keep working. */
+static const char *const redisbloom_names[][2] = {
+    {"ERROR_RATE", "bf-error-rate"},
+    {"INITIAL_SIZE", "bf-initial-size"},
+    {"CF_MAX_EXPANSIONS", "cf-max-expansions"},
+};
+
 /* The module's arguments: bloomeryd settings, as name/value pairs. */
 static bool apply_arguments(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
 {
@@ -145,8 +154,15 @@ static bool apply_arguments(RedisModuleCtx *ctx, RedisModuleString **argv, int a
         size_t nlen, vlen;
         const char *name = rm.StringPtrLen(argv[i], &nlen);
         const char *value = rm.StringPtrLen(argv[i + 1], &vlen);
+        for (size_t k = 0; k < sizeof(redisbloom_names) / sizeof(redisbloom_names[0]); k++)
+            if (str_eq_ci(name, nlen, redisbloom_names[k][0])) {
+                name = redisbloom_names[k][1];
+                nlen = strlen(name);
+            }
         char err[256];
-        if (!config_apply(name, 1, &value, &vlen, true, err, sizeof(err))) {
+        char setting[64];
+        snprintf(setting, sizeof(setting), "%.*s", (int)(nlen < 63 ? nlen : 63), name);
+        if (!config_apply(setting, 1, &value, &vlen, true, err, sizeof(err))) {
             rm.Log(ctx, "warning", "bloomery: %.*s: %s", (int)nlen, name, err);
             return false;
         }
@@ -172,6 +188,8 @@ int RedisModule_OnLoad(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
         return RM_ERR;
     if (rm.SubscribeToServerEvent(ctx, (rm_event){RM_EVENT_CONFIG, 1}, on_config_change) != RM_OK)
         rm.Log(ctx, "warning", "bloomery: maxmemory changes will not be seen until a restart");
+    if (!mh_config_register(ctx))
+        return RM_ERR;
     if (!mh_rdb_register(ctx))
         return RM_ERR;
     for (size_t i = 0; i < sizeof(registrations) / sizeof(registrations[0]); i++)

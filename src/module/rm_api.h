@@ -67,6 +67,13 @@ typedef struct rm_event {
 #define RM_EVENT_CONFIG 16 /* CONFIG SET changed settings (Redis 7.0) */
 typedef void (*rm_event_fn)(RedisModuleCtx *ctx, rm_event event, uint64_t subevent, void *data);
 
+/* Module configs (Redis 7.0): CONFIG GET/SET <module>.<name>. */
+typedef RedisModuleString *(*rm_config_get_fn)(const char *name, void *arg);
+typedef int (*rm_config_set_fn)(const char *name, RedisModuleString *value, void *arg,
+                                RedisModuleString **err);
+typedef int (*rm_config_apply_fn)(RedisModuleCtx *ctx, void *arg, RedisModuleString **err);
+#define RM_CONFIG_DEFAULT 0
+
 typedef struct rm_type_methods {
     uint64_t version;
     void *(*rdb_load)(RedisModuleIO *io, int encver);
@@ -141,7 +148,11 @@ typedef struct rm_type_methods {
     X(RedisModuleScanCursor *, ScanCursorCreate, (void))                                           \
     X(void, ScanCursorDestroy, (RedisModuleScanCursor * c))                                        \
     X(int, Scan, (RedisModuleCtx * ctx, RedisModuleScanCursor * c, rm_scan_fn fn, void *arg))      \
-    X(int, SubscribeToServerEvent, (RedisModuleCtx * ctx, rm_event event, rm_event_fn fn))
+    X(int, SubscribeToServerEvent, (RedisModuleCtx * ctx, rm_event event, rm_event_fn fn))         \
+    X(int, RegisterStringConfig,                                                                   \
+      (RedisModuleCtx * ctx, const char *name, const char *deflt, unsigned flags,                  \
+       rm_config_get_fn get, rm_config_set_fn set, rm_config_apply_fn apply, void *arg))           \
+    X(int, LoadConfigs, (RedisModuleCtx * ctx))
 
 /* Optional: newer than Redis 7.0 (7.2). */
 #define RM_OPTIONAL_FUNCTIONS(X)                                                                   \

@@ -239,11 +239,24 @@ def test_redis_types_answer_as_another_type_does(module_server, bloomeryd, make)
     ours.close()
 
 
-def test_arguments_are_settings(start_module):
-    s = start_module("args", module_args=("bf-initial-size", "1234", "bf-error-rate", "0.001"))
+def test_arguments_and_configs_are_settings(start_module):
+    """Module arguments (ours and RedisBloom's names), configs given at
+    start and CONFIG SET all reach the handlers; a bad value is refused
+    with bloomeryd's reason."""
+    s = start_module("args", "--bloomery.bf-expansion-factor", "4",
+                     module_args=("bf-initial-size", "1234", "ERROR_RATE", "0.001"))
     c = s.client()
     c.execute_command("BF.ADD", "k", "a")
-    assert c.execute_command("BF.INFO", "k", "CAPACITY") == [1234]
+    info = c.execute_command("BF.INFO", "k")
+    assert dict(zip(info[::2], info[1::2]))[b"Capacity"] == 1234
+    assert dict(zip(info[::2], info[1::2]))[b"Expansion rate"] == 4
+    assert c.config_get("bloomery.bf-error-rate") == {"bloomery.bf-error-rate": "0.001"}
+    c.config_set("bloomery.bf-initial-size", 77)
+    c.execute_command("BF.ADD", "k2", "a")
+    assert c.execute_command("BF.INFO", "k2", "CAPACITY") == [77]
+    with pytest.raises(redis.ResponseError, match="between 1 and"):
+        c.config_set("bloomery.bf-initial-size", 0)
+    assert c.config_get("bloomery.bf-initial-size") == {"bloomery.bf-initial-size": "77"}
     c.close()
 
 

@@ -11,8 +11,9 @@ BLOOMERY_QUICK=1 (set for the sanitizer run) shrinks the large loops.
 
 BLOOMERY_MODULE=/path/bloomery.so runs the suites against the other host:
 Debian's redis-server ($REDIS_SERVER) with the module loaded, without
-persistence. Options of ours (--bf-*, --cf-*) become module arguments;
---threads has no meaning there and is dropped.
+persistence. Options naming our settings become module arguments;
+--threads has no meaning there and is dropped. CONFIG GET and SET of our
+settings go to the module's configs (bloomery.<name>).
 """
 import os
 import signal
@@ -29,6 +30,47 @@ BLOOMERYD = os.environ.get("BLOOMERYD") or os.path.join(
 QUICK = os.environ.get("BLOOMERY_QUICK") == "1"
 MODULE = os.environ.get("BLOOMERY_MODULE")
 REDIS_SERVER = os.environ.get("REDIS_SERVER", "/usr/bin/redis-server")
+
+
+# The settings the module registers as configs, as CONFIG names them there.
+MODULE_CONFIGS = {n: "bloomery." + n for n in (
+    "bf-error-rate", "bf-initial-size", "bf-expansion-factor", "bf-default-layout",
+    "cf-max-expansions", "debug-clock-offset-ms")}
+
+
+def module_config_args(args):
+    """CONFIG GET/SET arguments with our settings' names as the module has
+    them (BLOOMERY_MODULE); other commands unchanged."""
+    if not MODULE or not args:
+        return args
+    # redis-py sends "CONFIG SET" as one argument (and keeps it so: its
+    # reply parser is chosen by it).
+    first = str(args[0]).split()
+    head = 1 if len(first) == 2 else 2
+    words = first if len(first) == 2 else [str(a) for a in args[:2]]
+    if len(args) <= head or len(words) < 2 or words[0].upper() != "CONFIG":
+        return args
+    sub = words[1].upper()
+    if sub not in ("GET", "SET"):
+        return args
+    names = range(head, len(args), 2) if sub == "SET" else range(head, len(args))
+    out = list(args)
+    for i in names:
+        name = out[i].decode() if isinstance(out[i], bytes) else str(out[i])
+        out[i] = MODULE_CONFIGS.get(name.lower(), out[i])
+    return tuple(out)
+
+
+class Client(redis.Redis):
+    """redis.Redis that names our settings as the host does."""
+
+    def execute_command(self, *args, **options):
+        return super().execute_command(*module_config_args(args), **options)
+
+    def config_get(self, pattern="*", *args, **kw):
+        got = super().config_get(pattern, *args, **kw)
+        back = {v: k for k, v in MODULE_CONFIGS.items()}
+        return {back.get(k, k): v for k, v in got.items()}
 
 
 def free_port():
@@ -80,7 +122,7 @@ class Server:
         while i < len(args):
             name = args[i]
             value = args[i + 1] if i + 1 < len(args) else ""
-            if name.startswith(("--bf-", "--cf-")):
+            if name[2:] in MODULE_CONFIGS:
                 module_args += [name[2:], value]
             elif name != "--threads":
                 redis_args += [name, value]
@@ -98,7 +140,7 @@ class Server:
 
     def client(self, **kw):
         kw.setdefault("socket_timeout", 60)
-        return redis.Redis(host="127.0.0.1", port=self.port, **kw)
+        return Client(host="127.0.0.1", port=self.port, **kw)
 
     def raw(self):
         return RawClient(self.port)
@@ -158,7 +200,7 @@ class RawClient:
         return b"".join(out)
 
     def cmd(self, *args):
-        self.send(self.encode(*args))
+        self.send(self.encode(*module_config_args(args)))
         return self.read()
 
     def _fill(self):
