@@ -10,7 +10,7 @@
 #include <stdbool.h>
 
 #include "keyspace.h"
-#include "reply.h"
+#include "reply_send.h"
 #include "rm_api.h"
 #include "types.h"
 
@@ -43,10 +43,6 @@ RedisModuleCtx *mh_ctx(void);
 
 /* Set by the log calls: the command changed data and must be replicated. */
 extern bool mh_changed;
-
-/* Send the RESP of out as the command's reply; false when out is not
- * well-formed (a reply error is sent instead). */
-bool mh_reply(RedisModuleCtx *ctx, const reply *out);
 
 /* The module types' AOF rewrite (aof.c). */
 void mh_aof_rewrite(RedisModuleIO *io, RedisModuleString *key, void *value);

@@ -321,11 +321,16 @@ bool kv_obj_may_grow(void *ctx, uint64_t bytes)
 
 /* ---- memory: the bytes of our values, held to maxmemory or the machine ---- */
 
-static uint64_t used;
+/* Atomic: Redis frees values on a background thread after FLUSHALL ASYNC
+ * (the type's free runs there), while commands count on the main one. */
+static _Atomic uint64_t used;
 
-uint64_t ks_used_memory(void) { return used; }
+uint64_t ks_used_memory(void) { return atomic_load_explicit(&used, memory_order_relaxed); }
 
-void ks_mem_add(int64_t delta) { used = (uint64_t)((int64_t)used + delta); }
+void ks_mem_add(int64_t delta)
+{
+    atomic_fetch_add_explicit(&used, (uint64_t)delta, memory_order_relaxed);
+}
 
 uint64_t ks_mem_limit(uint64_t maxmemory)
 {
@@ -338,8 +343,11 @@ uint64_t ks_mem_limit(uint64_t maxmemory)
 bool ks_mem_try_reserve(uint64_t bytes, uint64_t maxmemory)
 {
     uint64_t limit = ks_mem_limit(maxmemory);
-    if (bytes > limit || used > limit - bytes)
-        return false;
-    used += bytes;
+    uint64_t cur = atomic_load_explicit(&used, memory_order_relaxed);
+    do {
+        if (bytes > limit || cur > limit - bytes)
+            return false;
+    } while (!atomic_compare_exchange_weak_explicit(&used, &cur, cur + bytes, memory_order_relaxed,
+                                                    memory_order_relaxed));
     return true;
 }

@@ -7,10 +7,11 @@
  * inside the buffer), then to send it, so a damaged buffer never leaves a
  * client with half a reply.
  */
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "host.h"
+#include "reply_send.h"
 
 #define MAX_DEPTH 32
 
@@ -41,8 +42,9 @@ static bool parse_ll(const char *s, size_t n, long long *v)
     memcpy(tmp, s, n);
     tmp[n] = '\0';
     char *endp;
+    errno = 0;
     *v = strtoll(tmp, &endp, 10);
-    return *endp == '\0';
+    return *endp == '\0' && errno == 0;
 }
 
 /* Calls that need a NUL-terminated string. */
@@ -136,10 +138,11 @@ static bool walk(walker *w, int depth)
             return true;
         }
         /* Every element takes at least 3 bytes: a count beyond what is
-         * left is damage, refused before anything is sent. */
-        long long elems = type == '%' ? 2 * v : v;
+         * left is damage, refused before anything is sent (and before it
+         * is doubled for a map). */
         if (v > (w->end - w->p) / 3)
             return false;
+        long long elems = type == '%' ? 2 * v : v;
         if (w->ctx) {
             if (type == '*')
                 rm.ReplyWithArray(w->ctx, (long)v);
