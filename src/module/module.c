@@ -5,7 +5,8 @@
  * handler with the host of keyspace_host.c, sends its reply through
  * reply.c and replicates the command when it changed data (log_host.c).
  * Module arguments are bloomeryd settings as name/value pairs
- * (bf-error-rate 0.001 bf-initial-size 1000 ...).
+ * (bf-error-rate 0.001 bf-initial-size 1000 ..., or RedisBloom's names);
+ * the same settings are module configs (config_host.c).
  */
 #include <stdio.h>
 #include <stdlib.h>
