@@ -45,8 +45,12 @@ test-tsan:
 
 # The server and CLI suites run through real clients against the release
 # programs and again against the sanitizer build; the module suite runs
-# bloomery.so (release) in Debian's redis-server next to bloomeryd.
+# bloomery.so in Debian's redis-server next to bloomeryd, release and
+# sanitizer builds (the sanitizer runtime preloaded into Redis).
 test-server: all test-asan test-module
+	REDIS_PRELOAD=$$(gcc -print-file-name=libasan.so) \
+		BLOOMERY_MODULE=$(CURDIR)/$(ASAN_BUILD)/bloomery.so BLOOMERYD=$(CURDIR)/$(ASAN_BUILD)/bloomeryd \
+		/usr/bin/python3 -m pytest -q tests/module
 	BLOOMERYD=$(CURDIR)/$(BUILD)/bloomeryd /usr/bin/python3 -m pytest -q tests/server
 	BLOOMERY_QUICK=1 BLOOMERYD=$(CURDIR)/$(ASAN_BUILD)/bloomeryd /usr/bin/python3 -m pytest -q tests/server
 	BLOOMERY_CLI=$(CURDIR)/$(BUILD)/bloomery BLOOMERYD=$(CURDIR)/$(BUILD)/bloomeryd \

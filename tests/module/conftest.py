@@ -3,7 +3,9 @@ and bloomeryd, each started by the suite on loopback.
 
 $BLOOMERY_MODULE names the module (default build/bloomery.so),
 $BLOOMERYD the server (default build/bloomeryd), $REDIS_SERVER Redis
-(default /usr/bin/redis-server).
+(default /usr/bin/redis-server). For a module built with ASan and UBSan,
+$REDIS_PRELOAD names the sanitizer runtime to preload into Redis (which is
+not built with it); a report aborts Redis, which fails the test.
 """
 import os
 import signal
@@ -20,6 +22,7 @@ MODULE = os.path.abspath(os.environ.get("BLOOMERY_MODULE") or
                          os.path.join(ROOT, "build", "bloomery.so"))
 BLOOMERYD = os.environ.get("BLOOMERYD") or os.path.join(ROOT, "build", "bloomeryd")
 REDIS_SERVER = os.environ.get("REDIS_SERVER", "/usr/bin/redis-server")
+REDIS_PRELOAD = os.environ.get("REDIS_PRELOAD")
 
 
 def free_port():
@@ -31,12 +34,13 @@ def free_port():
 class Process:
     """A server on a free loopback port, ready when it accepts connections."""
 
-    def __init__(self, cmd_for_port, workdir):
+    def __init__(self, cmd_for_port, workdir, env=None):
         self.dir = workdir
         self.port = free_port()
         self.log = open(os.path.join(workdir, "log-%d" % self.port), "w+")
         self.proc = subprocess.Popen(cmd_for_port(self.port), stdout=self.log,
-                                     stderr=subprocess.STDOUT, cwd=workdir)
+                                     stderr=subprocess.STDOUT, cwd=workdir,
+                                     env=None if env is None else {**os.environ, **env})
         deadline = time.time() + 20
         while True:
             try:
@@ -66,14 +70,20 @@ class Process:
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
             self.proc.wait(timeout=60)
-        assert self.proc.returncode == 0, self.output()
+        out = self.output()
+        assert "ERROR: AddressSanitizer" not in out, out
+        assert "runtime error:" not in out, out
+        assert self.proc.returncode == 0, out
 
 
 def redis_with_module(workdir, *extra, module_args=()):
     """redis-server with the module: no save points, DEBUG allowed."""
     return Process(lambda port: [REDIS_SERVER, "--port", str(port), "--bind", "127.0.0.1",
                                  "--dir", workdir, "--save", "", "--enable-debug-command", "yes",
-                                 "--loadmodule", MODULE, *module_args, *extra], workdir)
+                                 "--loadmodule", MODULE, *module_args, *extra], workdir,
+                   env=None if not REDIS_PRELOAD else {
+                       "LD_PRELOAD": REDIS_PRELOAD,
+                       "ASAN_OPTIONS": "detect_leaks=0:abort_on_error=1"})
 
 
 class RawClient:
