@@ -35,9 +35,12 @@ extern const value_type lost_restore_type;
  * commands on its one thread, one at a time, and a context is valid for
  * exactly that call, so the host keeps it in a global for the duration:
  * the keyspace calls the handler makes (which take no context) reach keys
- * through it. mh_end closes every key opened and frees every entry made
- * during the command. */
-void mh_begin(RedisModuleCtx *ctx);
+ * through it. A write command opens every key for writing, even where the
+ * handler only asked to read it (it changes a value in place under a
+ * shared open), so Redis sees the key modified: WATCH and client-side
+ * caching invalidate. mh_end closes every key opened and frees every entry
+ * made during the command. */
+void mh_begin(RedisModuleCtx *ctx, bool write);
 void mh_end(void);
 RedisModuleCtx *mh_ctx(void);
 

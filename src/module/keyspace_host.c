@@ -41,9 +41,12 @@ static bool keep(void ***arr, size_t *n, size_t *cap, void *p)
     return true;
 }
 
-void mh_begin(RedisModuleCtx *ctx)
+static bool cur_write; /* the command is a write: open keys for writing */
+
+void mh_begin(RedisModuleCtx *ctx, bool write)
 {
     cur = ctx;
+    cur_write = write;
     mh_changed = false;
 }
 
@@ -72,7 +75,7 @@ static RedisModuleKey *open_key(const char *key, size_t klen, bool write)
         rm.FreeString(cur, name);
         return NULL;
     }
-    RedisModuleKey *k = rm.OpenKey(cur, name, RM_READ | (write ? RM_WRITE : 0));
+    RedisModuleKey *k = rm.OpenKey(cur, name, RM_READ | (write || cur_write ? RM_WRITE : 0));
     if (k && !keep((void ***)&keys, &nkeys, &keys_cap, k)) {
         rm.CloseKey(k);
         return NULL;

@@ -45,7 +45,7 @@ static int run(RedisModuleCtx *ctx, RedisModuleString **argv, int argc, const co
     if ((cmd->arity > 0 && argc != cmd->arity) || argc < -cmd->arity) {
         reply_wrong_arity(&c.out, cmd->name);
     } else {
-        mh_begin(ctx);
+        mh_begin(ctx, cmd->flags & CMD_WRITE);
         cmd->proc(&c);
         bool changed = mh_changed;
         mh_end();

@@ -477,3 +477,22 @@ def test_aof_rewrite_as_commands(start_module):
     c2 = start_module("aof", *args).client()
     assert answers(c2, keys) == before
     c2.close()
+
+
+@pytest.mark.parametrize("cmd", [("BF.ADD", "k", "new"), ("BF.ADD", "k", "a"),
+                                 ("CF.ADD", "c", "new"), ("CF.DEL", "c", "a")])
+def test_a_write_touches_watched_keys(module_server, cmd):
+    """A write to an existing value aborts a transaction that WATCHes it."""
+    c, other = module_server.client(), module_server.client()
+    c.flushall()
+    c.execute_command("BF.ADD", "k", "a")
+    c.execute_command("CF.ADD", "c", "a")
+    with c.pipeline() as p:
+        p.watch(cmd[1])
+        other.execute_command(*cmd)
+        p.multi()
+        p.execute_command("BF.EXISTS", "k", "a")
+        with pytest.raises(redis.WatchError):
+            p.execute()
+    c.close()
+    other.close()
