@@ -496,3 +496,19 @@ def test_a_write_touches_watched_keys(module_server, cmd):
             p.execute()
     c.close()
     other.close()
+
+
+def test_writes_count_for_the_save_points(m):
+    """A change counts toward Redis's save points (it is replicated, which
+    counts it); a read does not."""
+    m.save()
+
+    def changes():
+        return m.info("persistence")["rdb_changes_since_last_save"]
+
+    m.execute_command("BF.ADD", "k", "a")
+    m.execute_command("CF.ADD", "c", "a")
+    assert changes() == 2
+    m.execute_command("BF.EXISTS", "k", "a")
+    m.execute_command("CF.COUNT", "c", "a")
+    assert changes() == 2
