@@ -9,7 +9,7 @@ FUZZ_BUILD  ?= build-fuzz
 JOBS        ?= $(shell nproc)
 FUZZ_SECONDS ?= 30
 
-.PHONY: all deps test test-release test-asan test-tsan test-server fuzz bench run clean install
+.PHONY: all deps test test-release test-asan test-tsan test-server test-module fuzz bench run clean install
 
 all:
 	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release >/dev/null
@@ -44,14 +44,23 @@ test-tsan:
 		/usr/bin/python3 -m pytest -q tests/server/test_concurrency.py
 
 # The server and CLI suites run through real clients against the release
-# programs and again against the sanitizer build.
-test-server: all test-asan
+# programs and again against the sanitizer build; the module suite runs
+# bloomery.so in Debian's redis-server next to bloomeryd, release and
+# sanitizer builds (the sanitizer runtime preloaded into Redis).
+test-server: all test-asan test-module
+	REDIS_PRELOAD=$$(gcc -print-file-name=libasan.so) \
+		BLOOMERY_MODULE=$(CURDIR)/$(ASAN_BUILD)/bloomery.so BLOOMERYD=$(CURDIR)/$(ASAN_BUILD)/bloomeryd \
+		/usr/bin/python3 -m pytest -q tests/module
 	BLOOMERYD=$(CURDIR)/$(BUILD)/bloomeryd /usr/bin/python3 -m pytest -q tests/server
 	BLOOMERY_QUICK=1 BLOOMERYD=$(CURDIR)/$(ASAN_BUILD)/bloomeryd /usr/bin/python3 -m pytest -q tests/server
 	BLOOMERY_CLI=$(CURDIR)/$(BUILD)/bloomery BLOOMERYD=$(CURDIR)/$(BUILD)/bloomeryd \
 		/usr/bin/python3 -m pytest -q tests/cli
 	BLOOMERY_QUICK=1 BLOOMERY_CLI=$(CURDIR)/$(ASAN_BUILD)/bloomery BLOOMERYD=$(CURDIR)/$(ASAN_BUILD)/bloomeryd \
 		/usr/bin/python3 -m pytest -q tests/cli
+
+test-module: all
+	BLOOMERY_MODULE=$(CURDIR)/$(BUILD)/bloomery.so BLOOMERYD=$(CURDIR)/$(BUILD)/bloomeryd \
+		/usr/bin/python3 -m pytest -q tests/module
 
 fuzz:
 	./fuzz/run $(FUZZ_BUILD) $(FUZZ_SECONDS)

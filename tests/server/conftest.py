@@ -8,6 +8,12 @@ must exit 0 with no sanitizer report, so a leak, undefined behaviour or a
 data race caught by an ASan/UBSan or TSan build fails the suite.
 
 BLOOMERY_QUICK=1 (set for the sanitizer run) shrinks the large loops.
+
+BLOOMERY_MODULE=/path/bloomery.so runs the suites against the other host:
+Debian's redis-server ($REDIS_SERVER) with the module loaded, without
+persistence. Options naming our settings become module arguments;
+--threads has no meaning there and is dropped. CONFIG GET and SET of our
+settings go to the module's configs (bloomery.<name>).
 """
 import os
 import signal
@@ -22,6 +28,49 @@ import redis
 BLOOMERYD = os.environ.get("BLOOMERYD") or os.path.join(
     os.path.dirname(__file__), "..", "..", "build", "bloomeryd")
 QUICK = os.environ.get("BLOOMERY_QUICK") == "1"
+MODULE = os.environ.get("BLOOMERY_MODULE")
+REDIS_SERVER = os.environ.get("REDIS_SERVER", "/usr/bin/redis-server")
+
+
+# The settings the module registers as configs, as CONFIG names them there.
+MODULE_CONFIGS = {n: "bloomery." + n for n in (
+    "bf-error-rate", "bf-initial-size", "bf-expansion-factor", "bf-default-layout",
+    "cf-max-expansions", "debug-clock-offset-ms")}
+
+
+def module_config_args(args):
+    """CONFIG GET/SET arguments with our settings' names as the module has
+    them (BLOOMERY_MODULE); other commands unchanged."""
+    if not MODULE or not args:
+        return args
+    # redis-py sends "CONFIG SET" as one argument (and keeps it so: its
+    # reply parser is chosen by it).
+    first = str(args[0]).split()
+    head = 1 if len(first) == 2 else 2
+    words = first if len(first) == 2 else [str(a) for a in args[:2]]
+    if len(args) <= head or len(words) < 2 or words[0].upper() != "CONFIG":
+        return args
+    sub = words[1].upper()
+    if sub not in ("GET", "SET"):
+        return args
+    names = range(head, len(args), 2) if sub == "SET" else range(head, len(args))
+    out = list(args)
+    for i in names:
+        name = out[i].decode() if isinstance(out[i], bytes) else str(out[i])
+        out[i] = MODULE_CONFIGS.get(name.lower(), out[i])
+    return tuple(out)
+
+
+class Client(redis.Redis):
+    """redis.Redis that names our settings as the host does."""
+
+    def execute_command(self, *args, **options):
+        return super().execute_command(*module_config_args(args), **options)
+
+    def config_get(self, pattern="*", *args, **kw):
+        got = super().config_get(pattern, *args, **kw)
+        back = {v: k for k, v in MODULE_CONFIGS.items()}
+        return {back.get(k, k): v for k, v in got.items()}
 
 
 def free_port():
@@ -39,15 +88,18 @@ class Server:
         self.datadir = datadir or os.path.join(self.dir, "data")
         self.killed = False
         self.port = free_port()
-        cmd = [BLOOMERYD]
-        if config is not None:
-            path = os.path.join(self.dir, "test.conf")
-            with open(path, "w") as f:
-                f.write(config)
-            cmd.append(path)
-        cmd += ["--port", str(self.port), "--dir", self.datadir,
-                "--threads", str(threads)]
-        cmd += [str(a) for a in args]
+        if MODULE:
+            cmd = self.module_command(config, args)
+        else:
+            cmd = [BLOOMERYD]
+            if config is not None:
+                path = os.path.join(self.dir, "test.conf")
+                with open(path, "w") as f:
+                    f.write(config)
+                cmd.append(path)
+            cmd += ["--port", str(self.port), "--dir", self.datadir,
+                    "--threads", str(threads)]
+            cmd += [str(a) for a in args]
         self.log = open(os.path.join(self.dir, "log"), "w+")
         self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT,
                                      env=None if env is None else {**os.environ, **env})
@@ -61,6 +113,26 @@ class Server:
                     raise RuntimeError("bloomeryd did not start:\n" + self.output())
                 time.sleep(0.05)
 
+    def module_command(self, config, args):
+        """redis-server with the module, for BLOOMERY_MODULE."""
+        os.makedirs(self.datadir, exist_ok=True)
+        redis_args, module_args = [], []
+        args = [str(a) for a in args]
+        i = 0
+        while i < len(args):
+            name = args[i]
+            value = args[i + 1] if i + 1 < len(args) else ""
+            if name[2:] in MODULE_CONFIGS:
+                module_args += [name[2:], value]
+            elif name != "--threads":
+                redis_args += [name, value]
+            i += 2
+        if config is not None:
+            raise pytest.skip("a bloomeryd config file has no meaning for the module")
+        return [REDIS_SERVER, "--port", str(self.port), "--bind", "127.0.0.1",
+                "--dir", self.datadir, "--save", "", "--enable-debug-command", "yes",
+                "--loadmodule", MODULE] + module_args + redis_args
+
     def output(self):
         self.log.flush()
         self.log.seek(0)
@@ -68,7 +140,7 @@ class Server:
 
     def client(self, **kw):
         kw.setdefault("socket_timeout", 60)
-        return redis.Redis(host="127.0.0.1", port=self.port, **kw)
+        return Client(host="127.0.0.1", port=self.port, **kw)
 
     def raw(self):
         return RawClient(self.port)
@@ -128,7 +200,7 @@ class RawClient:
         return b"".join(out)
 
     def cmd(self, *args):
-        self.send(self.encode(*args))
+        self.send(self.encode(*module_config_args(args)))
         return self.read()
 
     def _fill(self):

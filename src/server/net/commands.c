@@ -15,6 +15,7 @@
 #include "persist.h"
 #include "server.h"
 #include "util.h"
+#include "value_commands.h"
 
 #define W CMD_WRITE
 #define R CMD_READONLY
@@ -64,32 +65,11 @@ static command table[] = {
     {"expiretime", expiretimeCommand, 2, R | F, 1, 1, 1, "generic", 0, false, NULL},
     {"pexpiretime", pexpiretimeCommand, 2, R | F, 1, 1, 1, "generic", 0, false, NULL},
     {"persist", persistCommand, 2, W | F, 1, 1, 1, "generic", 0, false, NULL},
-    /* Bloom: RedisBloom checks arity in its handlers; so do we, with -2. */
-    {"bf.reserve", bfReserveCommand, -2, W | M, 1, 1, 1, "bloom", 0, false, NULL},
-    {"bf.add", bfAddCommand, -2, W | M, 1, 1, 1, "bloom", 0, false, bfAddBatch},
-    {"bf.madd", bfMaddCommand, -2, W | M, 1, 1, 1, "bloom", 0, false, NULL},
-    {"bf.exists", bfExistsCommand, -2, R | F, 1, 1, 1, "bloom", 0, false, bfExistsBatch},
-    {"bf.mexists", bfMexistsCommand, -2, R | F, 1, 1, 1, "bloom", 0, false, NULL},
-    {"bf.insert", bfInsertCommand, -2, W | M, 1, 1, 1, "bloom", 0, false, NULL},
-    {"bf.info", bfInfoCommand, -2, R | F, 1, 1, 1, "bloom", 0, false, NULL},
-    {"bf.card", bfCardCommand, -2, R | F, 1, 1, 1, "bloom", 0, false, NULL},
-    {"bf.scandump", bfScandumpCommand, -2, R | F, 1, 1, 1, "bloom", 0, false, NULL},
-    {"bf.loadchunk", bfLoadchunkCommand, -2, W | M, 1, 1, 1, "bloom", 0, false, NULL},
-    {"bf.debug", bfDebugCommand, -2, R | F, 1, 1, 1, "bloom", 0, false, NULL},
-    {"bf.del", bfDelCommand, 3, W | F, 1, 1, 1, "bloom", 0, false, NULL},
-    {"bf.merge", bfMergeCommand, -3, W | M, 1, -1, 1, "bloom", 0, false, NULL},
-    {"cf.reserve", cfReserveCommand, -2, W | M, 1, 1, 1, "cuckoo", 0, false, NULL},
-    {"cf.add", cfAddCommand, -2, W | M | F, 1, 1, 1, "cuckoo", 0, false, NULL},
-    {"cf.addnx", cfAddnxCommand, -2, W | M | F, 1, 1, 1, "cuckoo", 0, false, NULL},
-    {"cf.insert", cfInsertCommand, -2, W | M, 1, 1, 1, "cuckoo", 0, false, NULL},
-    {"cf.insertnx", cfInsertnxCommand, -2, W | M, 1, 1, 1, "cuckoo", 0, false, NULL},
-    {"cf.exists", cfExistsCommand, -2, R | F, 1, 1, 1, "cuckoo", 0, false, NULL},
-    {"cf.mexists", cfMexistsCommand, -2, R | F, 1, 1, 1, "cuckoo", 0, false, NULL},
-    {"cf.del", cfDelCommand, -2, W | F, 1, 1, 1, "cuckoo", 0, false, NULL},
-    {"cf.count", cfCountCommand, -2, R | F, 1, 1, 1, "cuckoo", 0, false, NULL},
-    {"cf.info", cfInfoCommand, -2, R | F, 1, 1, 1, "cuckoo", 0, false, NULL},
-    {"cf.scandump", cfScandumpCommand, -2, R, 1, 1, 1, "cuckoo", 0, false, NULL},
-    {"cf.loadchunk", cfLoadchunkCommand, -2, W | M, 1, 1, 1, "cuckoo", 0, false, NULL},
+/* Bloom and cuckoo: value_commands.h, shared with the module */
+#define VALUE_ROW(name, proc, arity, flags, fk, lk, ks, group, batch)                              \
+    {name, proc, arity, flags, fk, lk, ks, group, 0, false, batch},
+    VALUE_COMMANDS(VALUE_ROW)
+#undef VALUE_ROW
     /* Count-min sketch and top-k: arity checked in the handlers, as above;
      * flags as RedisBloom registers them ("fast" is only an ACL category
      * of its creators and INFO there). */

@@ -1,0 +1,60 @@
+/* The module host: what the command handlers of src/server/cmd run on when
+ * they run inside Redis. keyspace_host.c gives them keyspace.h over Redis
+ * keys, log_host.c gives them persist.h's log calls (replication), reply.c
+ * turns their RESP into Redis replies, rdb.c saves and loads their values,
+ * module.c registers the commands.
+ */
+#ifndef BLOOMERY_MODULE_HOST_H
+#define BLOOMERY_MODULE_HOST_H
+
+#include <stdbool.h>
+
+#include "keyspace.h"
+#include "reply_send.h"
+#include "rm_api.h"
+#include "types.h"
+
+/* The module types: the Bloom family (Bloom, counting, window filters and
+ * their dumps being loaded) and the cuckoo family. */
+extern RedisModuleType *mh_bloom_mt, *mh_cuckoo_mt;
+
+/* The module type that holds values of t; NULL for a type the module does
+ * not keep in Redis keys (HLL). */
+RedisModuleType *mh_module_type(const value_type *t);
+
+/* What a key of another type (a Redis string, list, ... or another module's
+ * value) looks like to the handlers: no command accepts it, so each answers
+ * WRONGTYPE as bloomeryd does. */
+extern const value_type foreign_type;
+/* A dump that was still being restored when Redis saved the key: its
+ * chunks so far are not in the RDB file, so after loading, the key holds
+ * this (every command answers WRONGTYPE; DEL removes it). */
+extern const value_type lost_restore_type;
+
+/* Run one command with ctx as the current context. Redis runs module
+ * commands on its one thread, one at a time, and a context is valid for
+ * exactly that call, so the host keeps it in a global for the duration:
+ * the keyspace calls the handler makes (which take no context) reach keys
+ * through it. A write command opens every key for writing, even where the
+ * handler only asked to read it (it changes a value in place under a
+ * shared open), so Redis sees the key modified: WATCH and client-side
+ * caching invalidate. mh_end closes every key opened and frees every entry
+ * made during the command. */
+void mh_begin(RedisModuleCtx *ctx, bool write);
+void mh_end(void);
+RedisModuleCtx *mh_ctx(void);
+
+/* Set by the log calls: the command changed data and must be replicated. */
+extern bool mh_changed;
+
+/* The module types' AOF rewrite (aof.c). */
+void mh_aof_rewrite(RedisModuleIO *io, RedisModuleString *key, void *value);
+
+/* Register the settings as module configs and load their values
+ * (OnLoad, after the module's arguments; config_host.c). */
+bool mh_config_register(RedisModuleCtx *ctx);
+
+/* Register the module types (OnLoad). */
+bool mh_rdb_register(RedisModuleCtx *ctx);
+
+#endif

@@ -1,0 +1,41 @@
+/* The rows of the Bloom and cuckoo commands, one list for every host:
+ * bloomeryd's table (net/commands.c) and the Redis module (src/module)
+ * expand it, so a command's arity, flags, keys and batch entry point are
+ * declared once.
+ *
+ * X(name, proc, arity, flags, first_key, last_key, key_step, group, batch)
+ */
+#ifndef BLOOMERYD_VALUE_COMMANDS_H
+#define BLOOMERYD_VALUE_COMMANDS_H
+
+#include "cmd.h"
+
+/* RedisBloom checks arity in its handlers; so do we, with -2. */
+#define VALUE_COMMANDS(X)                                                                          \
+    X("bf.reserve", bfReserveCommand, -2, CMD_WRITE | CMD_DENYOOM, 1, 1, 1, "bloom", NULL)         \
+    X("bf.add", bfAddCommand, -2, CMD_WRITE | CMD_DENYOOM, 1, 1, 1, "bloom", bfAddBatch)           \
+    X("bf.madd", bfMaddCommand, -2, CMD_WRITE | CMD_DENYOOM, 1, 1, 1, "bloom", NULL)               \
+    X("bf.exists", bfExistsCommand, -2, CMD_READONLY | CMD_FAST, 1, 1, 1, "bloom", bfExistsBatch)  \
+    X("bf.mexists", bfMexistsCommand, -2, CMD_READONLY | CMD_FAST, 1, 1, 1, "bloom", NULL)         \
+    X("bf.insert", bfInsertCommand, -2, CMD_WRITE | CMD_DENYOOM, 1, 1, 1, "bloom", NULL)           \
+    X("bf.info", bfInfoCommand, -2, CMD_READONLY | CMD_FAST, 1, 1, 1, "bloom", NULL)               \
+    X("bf.card", bfCardCommand, -2, CMD_READONLY | CMD_FAST, 1, 1, 1, "bloom", NULL)               \
+    X("bf.scandump", bfScandumpCommand, -2, CMD_READONLY | CMD_FAST, 1, 1, 1, "bloom", NULL)       \
+    X("bf.loadchunk", bfLoadchunkCommand, -2, CMD_WRITE | CMD_DENYOOM, 1, 1, 1, "bloom", NULL)     \
+    X("bf.debug", bfDebugCommand, -2, CMD_READONLY | CMD_FAST, 1, 1, 1, "bloom", NULL)             \
+    X("bf.del", bfDelCommand, 3, CMD_WRITE | CMD_FAST, 1, 1, 1, "bloom", NULL)                     \
+    X("bf.merge", bfMergeCommand, -3, CMD_WRITE | CMD_DENYOOM, 1, -1, 1, "bloom", NULL)            \
+    X("cf.reserve", cfReserveCommand, -2, CMD_WRITE | CMD_DENYOOM, 1, 1, 1, "cuckoo", NULL)        \
+    X("cf.add", cfAddCommand, -2, CMD_WRITE | CMD_DENYOOM | CMD_FAST, 1, 1, 1, "cuckoo", NULL)     \
+    X("cf.addnx", cfAddnxCommand, -2, CMD_WRITE | CMD_DENYOOM | CMD_FAST, 1, 1, 1, "cuckoo", NULL) \
+    X("cf.insert", cfInsertCommand, -2, CMD_WRITE | CMD_DENYOOM, 1, 1, 1, "cuckoo", NULL)          \
+    X("cf.insertnx", cfInsertnxCommand, -2, CMD_WRITE | CMD_DENYOOM, 1, 1, 1, "cuckoo", NULL)      \
+    X("cf.exists", cfExistsCommand, -2, CMD_READONLY | CMD_FAST, 1, 1, 1, "cuckoo", NULL)          \
+    X("cf.mexists", cfMexistsCommand, -2, CMD_READONLY | CMD_FAST, 1, 1, 1, "cuckoo", NULL)        \
+    X("cf.del", cfDelCommand, -2, CMD_WRITE | CMD_FAST, 1, 1, 1, "cuckoo", NULL)                   \
+    X("cf.count", cfCountCommand, -2, CMD_READONLY | CMD_FAST, 1, 1, 1, "cuckoo", NULL)            \
+    X("cf.info", cfInfoCommand, -2, CMD_READONLY | CMD_FAST, 1, 1, 1, "cuckoo", NULL)              \
+    X("cf.scandump", cfScandumpCommand, -2, CMD_READONLY, 1, 1, 1, "cuckoo", NULL)                 \
+    X("cf.loadchunk", cfLoadchunkCommand, -2, CMD_WRITE | CMD_DENYOOM, 1, 1, 1, "cuckoo", NULL)
+
+#endif
