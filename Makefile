@@ -1,7 +1,8 @@
 # Front door for the CMake build. `make` builds the release tree, `make test`
 # runs every suite in a release build and again under ASan+UBSan, the C suites
-# and the concurrency server suite under ThreadSanitizer, then the fuzz
-# targets for a bounded time.
+# and the concurrency server suite under ThreadSanitizer, the module suite in
+# Debian's redis-server, the node-redis suite, then the fuzz targets for a
+# bounded time.
 BUILD       ?= build
 ASAN_BUILD  ?= build-asan
 TSAN_BUILD  ?= build-tsan
@@ -9,7 +10,7 @@ FUZZ_BUILD  ?= build-fuzz
 JOBS        ?= $(shell nproc)
 FUZZ_SECONDS ?= 30
 
-.PHONY: all deps test test-release test-asan test-tsan test-server test-module fuzz bench run clean install
+.PHONY: all deps test test-release test-asan test-tsan test-server test-module test-node fuzz bench run clean install
 
 all:
 	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release >/dev/null
@@ -18,7 +19,7 @@ all:
 deps:
 	./scripts/install-deps
 
-test: test-release test-asan test-tsan test-server fuzz
+test: test-release test-asan test-tsan test-server test-node fuzz
 
 test-release: all
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
@@ -61,6 +62,10 @@ test-server: all test-asan test-module
 test-module: all
 	BLOOMERY_MODULE=$(CURDIR)/$(BUILD)/bloomery.so BLOOMERYD=$(CURDIR)/$(BUILD)/bloomeryd \
 		/usr/bin/python3 -m pytest -q tests/module
+
+# Through node-redis and @redis/bloom (scripts/install-deps installs them).
+test-node: all
+	cd tests/node && BLOOMERYD=$(CURDIR)/$(BUILD)/bloomeryd node --test
 
 fuzz:
 	./fuzz/run $(FUZZ_BUILD) $(FUZZ_SECONDS)
