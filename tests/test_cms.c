@@ -16,6 +16,7 @@
 
 #include "bloomery/bloomery.h"
 #include "bloomery/cms.h"
+#include "fastmod.h"
 #include "bloomery/murmur.h"
 #include "testutil.h"
 
@@ -398,6 +399,30 @@ static void test_forged_counters(void **state)
     cms_free(c);
 }
 
+/* The counters' placement divides a 32-bit hash by the width without a
+ * division (fastmod.h): it must equal x % d for every x and d. */
+static void test_fastmod(void **state)
+{
+    (void)state;
+    const uint64_t ds[] = {
+        1,          2,         3,        5,           7,           1000,       2000,
+        65535,      65536,     1u << 31, 0xFFFFFFFEu, 0xFFFFFFFFu, 1ull << 32, (1ull << 32) + 1,
+        1ull << 40, UINT64_MAX};
+    const uint32_t xs[] = {0,    1,           2,           999,         1000,
+                           1001, 0x7FFFFFFFu, 0x80000000u, 0xFFFFFFFEu, 0xFFFFFFFFu};
+    uint64_t r = 0x9E3779B97F4A7C15ull;
+    for (size_t i = 0; i < sizeof(ds) / sizeof(ds[0]) + 2000; i++) {
+        r ^= r << 13, r ^= r >> 7, r ^= r << 17;
+        uint64_t d = i < sizeof(ds) / sizeof(ds[0]) ? ds[i] : 1 + (r >> (i % 2 ? 32 : 44));
+        fastmod32 f = fastmod32_of(d);
+        for (size_t j = 0; j < sizeof(xs) / sizeof(xs[0]) + 2000; j++) {
+            r ^= r << 13, r ^= r >> 7, r ^= r << 17;
+            uint32_t x = j < sizeof(xs) / sizeof(xs[0]) ? xs[j] : (uint32_t)r;
+            assert_int_equal(fastmod32_mod(f, x), x % d);
+        }
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -406,6 +431,7 @@ int main(void)
         cmocka_unit_test(test_dims),
         cmocka_unit_test(test_error_bound),
         cmocka_unit_test(test_total_overflow),
+        cmocka_unit_test(test_fastmod),
         cmocka_unit_test(test_merge),
         cmocka_unit_test(test_batch),
         cmocka_unit_test(test_write_hook),

@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fastmod.h"
 #include "mem.h"
 
 _Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
@@ -32,6 +33,7 @@ _Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
 
 struct cms {
     uint64_t width, depth;
+    fastmod32 by_width;
     uint64_t count;
     uint64_t bytes; /* of counters */
     uint32_t *cells;
@@ -76,6 +78,7 @@ int cms_create(cms_t **out, uint64_t width, uint64_t depth)
     if (c == NULL)
         return BLOOMERY_ENOMEM;
     c->width = width;
+    c->by_width = fastmod32_of(width);
     c->depth = depth;
     c->bytes = width * depth * 4;
     c->cells = bloomery_alloc_zeroed((size_t)c->bytes);
@@ -112,7 +115,7 @@ void cms_set_write_hook(cms_t *c, cms_write_hook hook, void *ctx)
 
 static inline uint64_t cell_of(const cms_t *c, const void *item, size_t len, uint64_t row)
 {
-    return row * c->width + bloomery_murmur2(item, len, (uint32_t)row) % c->width;
+    return row * c->width + fastmod32_mod(c->by_width, bloomery_murmur2(item, len, (uint32_t)row));
 }
 
 /* Updates the counters at loc[0..depth) (NULL: hash the item again) by

@@ -28,6 +28,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fastmod.h"
 #include "mem.h"
 
 _Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
@@ -50,6 +51,7 @@ typedef struct slot {
 
 struct topk {
     uint32_t k, width, depth;
+    fastmod32 by_width;
     double decay;
     uint64_t rng;
     bucket *buckets;
@@ -87,6 +89,7 @@ int topk_create(topk_t **out, uint32_t k, uint32_t width, uint32_t depth, double
         return BLOOMERY_ENOMEM;
     t->k = k;
     t->width = width;
+    t->by_width = fastmod32_of(width);
     t->depth = depth;
     t->decay = decay;
     t->rng = seed;
@@ -226,7 +229,8 @@ int topk_add(topk_t *t, const void *item, size_t len, uint32_t incr, topk_item *
     uint32_t fp = fingerprint(item, len);
     uint32_t heap_min = t->heap[0].count, max = 0;
     for (uint32_t i = 0; i < t->depth; i++) {
-        bucket *b = &t->buckets[(uint64_t)i * t->width + bloomery_murmur2(item, len, i) % t->width];
+        bucket *b = &t->buckets[(uint64_t)i * t->width +
+                                fastmod32_mod(t->by_width, bloomery_murmur2(item, len, i))];
         if (t->hook)
             t->hook(t->hook_ctx, 0, (uint64_t)(b - t->buckets) * sizeof(*b), sizeof(*b));
         if (b->count == 0) {
@@ -287,8 +291,8 @@ uint32_t topk_count(const topk_t *t, const void *item, size_t len)
     uint32_t heap_min = t->heap[0].count, res = 0;
     bool in_heap = find(t, fp, item, len) != NULL;
     for (uint32_t i = 0; i < t->depth; i++) {
-        const bucket *b =
-            &t->buckets[(uint64_t)i * t->width + bloomery_murmur2(item, len, i) % t->width];
+        const bucket *b = &t->buckets[(uint64_t)i * t->width +
+                                      fastmod32_mod(t->by_width, bloomery_murmur2(item, len, i))];
         if (b->fp == fp && (!in_heap || b->count >= heap_min) && b->count > res)
             res = b->count;
     }
