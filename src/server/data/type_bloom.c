@@ -229,11 +229,18 @@ value_status bloom_merge(const char *const *keys, const size_t *lens, size_t n, 
     return VS_OK;
 }
 
+static value_status replay_merge(const wal_op *op, const char *const *keys, const size_t *lens,
+                                 size_t n, bool *created)
+{
+    (void)op;
+    return bloom_merge(keys, lens, n, created);
+}
+
 static const char *replay(const wal_op *op)
 {
     switch (op->type) {
     case WAL_CREATE: return replay_create(op);
-    case WAL_BF_MERGE: return type_replay_merge(op, bloom_merge);
+    case WAL_BF_MERGE: return type_replay_merge(op, replay_merge);
     default: return replay_add(op);
     }
 }

@@ -73,37 +73,20 @@ static const char *replay_create(const wal_op *op)
     return ks_replace(op->key, op->klen, o, 0) ? NULL : "out of memory";
 }
 
-static const char *replay_merge(const wal_op *op)
+static value_status replay_merge(const wal_op *op, const char *const *keys, const size_t *lens,
+                                 size_t n, bool *created)
 {
-    size_t n = op->n;
-    const char **keys = malloc(n * sizeof(*keys));
-    size_t *lens = malloc(n * sizeof(*lens));
-    int64_t *weights = malloc(n * sizeof(*weights));
-    const char *why = NULL;
-    if (keys == NULL || lens == NULL || weights == NULL) {
-        why = "out of memory";
-        goto out;
-    }
-    size_t cur = 0, k = 0;
-    const uint8_t *key;
-    size_t klen;
-    while (k < n && wal_op_next_key(op, &cur, &key, &klen)) {
-        keys[k] = (const char *)key;
-        lens[k++] = klen;
-    }
-    for (uint32_t i = 0; i + 1 < op->n; i++)
-        weights[i] = wal_op_weight(op, i);
-    ks_multi m;
-    ks_lock_many(&m, keys, lens, k, true);
-    value_status st = cms_merge_keys(keys, lens, k, weights);
-    ks_unlock_many(&m);
-    if (st != VS_OK)
-        why = value_status_text(st);
-out:
-    free(keys);
-    free(lens);
-    free(weights);
-    return why;
+    *created = false;
+    int64_t small[16] = {0};
+    int64_t *weights = n <= 16 ? small : malloc(n * sizeof(*weights));
+    if (weights == NULL)
+        return VS_NOMEM;
+    for (size_t i = 0; i + 1 < n; i++)
+        weights[i] = wal_op_weight(op, (uint32_t)i);
+    value_status st = cms_merge_keys(keys, lens, n, weights);
+    if (weights != small)
+        free(weights);
+    return st;
 }
 
 static const char *replay(const wal_op *op)
@@ -111,7 +94,7 @@ static const char *replay(const wal_op *op)
     if (op->type == WAL_CMS_CREATE)
         return replay_create(op);
     if (op->type == WAL_CMS_MERGE)
-        return replay_merge(op);
+        return type_replay_merge(op, replay_merge);
     ks_ref ref;
     kv_entry *e = ks_open(&ref, (const char *)op->key, op->klen, false);
     if (e == NULL || e->obj->type != &cms_type) {

@@ -110,8 +110,10 @@ out:
     return st;
 }
 
-static value_status merge(const char *const *keys, const size_t *lens, size_t n, bool *created)
+static value_status merge(const wal_op *op, const char *const *keys, const size_t *lens, size_t n,
+                          bool *created)
 {
+    (void)op;
     return hll_merge_keys(keys, lens, n, created, NULL, NULL, NULL);
 }
 

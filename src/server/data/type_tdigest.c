@@ -126,41 +126,20 @@ static kv_entry *open_digest(ks_ref *ref, const wal_op *op, const char **why)
     return e;
 }
 
-static const char *replay_merge(const wal_op *op)
+static value_status replay_merge(const wal_op *op, const char *const *keys, const size_t *lens,
+                                 size_t n, bool *created)
 {
-    size_t n = op->n;
-    const char **keys = calloc(n, sizeof(*keys));
-    size_t *lens = calloc(n, sizeof(*lens));
-    const char *why = NULL;
-    if (keys == NULL || lens == NULL) {
-        why = "out of memory";
-        goto out;
-    }
-    size_t cur = 0, k = 0;
-    const uint8_t *key;
-    size_t klen;
-    while (k < n && wal_op_next_key(op, &cur, &key, &klen)) {
-        keys[k] = (const char *)key;
-        lens[k++] = klen;
-    }
-    ks_multi m;
-    ks_lock_many(&m, keys, lens, k, true);
-    uint64_t c;
-    bool o;
-    value_status st = tdigest_merge_keys(keys, lens, k, op->compression, op->override, &c, &o);
-    ks_unlock_many(&m);
-    if (st != VS_OK)
-        why = value_status_text(st);
-out:
-    free(keys);
-    free(lens);
-    return why;
+    *created = false;
+    uint64_t compression;
+    bool override;
+    return tdigest_merge_keys(keys, lens, n, op->compression, op->override, &compression,
+                              &override);
 }
 
 static const char *replay(const wal_op *op)
 {
     if (op->type == WAL_TD_MERGE)
-        return replay_merge(op);
+        return type_replay_merge(op, replay_merge);
     if (op->type == WAL_TD_CREATE) {
         value_status st;
         kv_obj *o = tdigest_value_new(op->compression, 0, &st);

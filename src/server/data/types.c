@@ -56,9 +56,7 @@ const char *value_status_text(value_status st)
     return "unknown status";
 }
 
-const char *type_replay_merge(const wal_op *op,
-                              value_status (*merge)(const char *const *keys, const size_t *lens,
-                                                    size_t n, bool *created))
+const char *type_replay_merge(const wal_op *op, type_merge_fn merge)
 {
     size_t n = op->n;
     const char *small[16];
@@ -88,7 +86,7 @@ const char *type_replay_merge(const wal_op *op,
     if (op->created && ks_find_locked(keys[0], lens[0], &ref, true))
         ks_remove(&ref);
     bool created;
-    value_status st = merge(keys, lens, k, &created);
+    value_status st = merge(op, keys, lens, k, &created);
     ks_unlock_many(&m);
     if (st != VS_OK)
         why = value_status_text(st);

@@ -125,11 +125,12 @@ value_status tdigest_merge_keys(const char *const *keys, const size_t *lens, siz
                                 uint64_t compression, bool override, uint64_t *used_compression,
                                 bool *used_override);
 
-/* Replay of a merge record: its keys as logged, the destination dropped
- * first when the merge created it. */
-const char *type_replay_merge(const wal_op *op,
-                              value_status (*merge)(const char *const *keys, const size_t *lens,
-                                                    size_t n, bool *created));
+/* Replay of a merge record: its keys as logged, locked, the destination
+ * dropped first when the merge created it, then merge (which also sees the
+ * record, for a merge's own fields: weights, compression). */
+typedef value_status (*type_merge_fn)(const wal_op *op, const char *const *keys, const size_t *lens,
+                                      size_t n, bool *created);
+const char *type_replay_merge(const wal_op *op, type_merge_fn merge);
 
 /* Helpers a type's commands share with its descriptor. */
 size_t hll_sparse_max(void);            /* hll-sparse-max-bytes */
