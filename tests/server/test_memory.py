@@ -268,12 +268,14 @@ def test_replay_is_not_held_to_the_limit(start_server, tmp_path, monkeypatch):
 
 def stream_request(sock, small, sizes, piece=4 * MB):
     """Send a request of the small arguments then one argument per size,
-    streamed from one reused piece. Returns the bytes sent before the server
-    closed the connection (all of them if it did not)."""
+    streamed from one reused piece. Returns the argument bytes the kernel
+    took before the server closed the connection (all of them if it did
+    not), counted send by send: a piece cut short by the close counts for
+    what went out of it."""
     head = [b"*%d\r\n" % (len(small) + len(sizes))]
     for a in small:
         head.append(b"$%d\r\n%s\r\n" % (len(a), a))
-    chunk = b"x" * piece
+    chunk = memoryview(b"x" * piece)
     sent = 0
     try:
         sock.sendall(b"".join(head))
@@ -281,8 +283,7 @@ def stream_request(sock, small, sizes, piece=4 * MB):
             sock.sendall(b"$%d\r\n" % n)
             left = n
             while left:
-                k = min(left, piece)
-                sock.sendall(chunk[:k])
+                k = sock.send(chunk[:min(left, piece)])
                 sent += k
                 left -= k
             sock.sendall(b"\r\n")
