@@ -43,11 +43,10 @@ static void adjust_count(sbf_t *f, int delta)
 static const char *replay_add(const wal_op *op)
 {
     ks_ref ref;
-    kv_entry *e = ks_open(&ref, (const char *)op->key, op->klen, false);
-    if (e == NULL || e->obj->type != &bloom_type) {
-        ks_close(&ref);
-        return e ? "key is not a Bloom filter" : "key is missing";
-    }
+    const char *missing;
+    kv_entry *e = type_open_record_key(&ref, op, &bloom_type, false, &missing);
+    if (e == NULL)
+        return missing;
     sbf_t *f = e->obj->v;
     const char *why = NULL;
     for (uint32_t i = 0; i < op->n; i++) {

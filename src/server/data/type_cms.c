@@ -96,11 +96,10 @@ static const char *replay(const wal_op *op)
     if (op->type == WAL_CMS_MERGE)
         return type_replay_merge(op, replay_merge);
     ks_ref ref;
-    kv_entry *e = ks_open(&ref, (const char *)op->key, op->klen, false);
-    if (e == NULL || e->obj->type != &cms_type) {
-        ks_close(&ref);
-        return e ? "key is not a count-min sketch" : "key is missing";
-    }
+    const char *missing;
+    kv_entry *e = type_open_record_key(&ref, op, &cms_type, false, &missing);
+    if (e == NULL)
+        return missing;
     const char *why = NULL;
     size_t cur = 0;
     const uint8_t *item;

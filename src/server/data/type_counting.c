@@ -40,11 +40,10 @@ static const char *replay(const wal_op *op)
     if (op->type == WAL_CREATE)
         return replay_create(op);
     ks_ref ref;
-    kv_entry *e = ks_open(&ref, (const char *)op->key, op->klen, false);
-    if (e == NULL || e->obj->type != &counting_type) {
-        ks_close(&ref);
-        return e ? "key is not a counting filter" : "key is missing";
-    }
+    const char *missing;
+    kv_entry *e = type_open_record_key(&ref, op, &counting_type, false, &missing);
+    if (e == NULL)
+        return missing;
     for (uint32_t i = 0; i < op->n; i++) {
         bloomery_hash h = {le_load(op->items + 16 * (size_t)i, 8),
                            le_load(op->items + 16 * (size_t)i + 8, 8)};

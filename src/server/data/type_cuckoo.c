@@ -57,11 +57,10 @@ static const char *replay(const wal_op *op)
         return ks_replace(op->key, op->klen, o, 0) ? NULL : "out of memory";
     }
     ks_ref ref;
-    kv_entry *e = ks_open(&ref, (const char *)op->key, op->klen, false);
-    if (e == NULL || e->obj->type != &cuckoo_type) {
-        ks_close(&ref);
-        return e ? "key is not a cuckoo filter" : "key is missing";
-    }
+    const char *missing;
+    kv_entry *e = type_open_record_key(&ref, op, &cuckoo_type, false, &missing);
+    if (e == NULL)
+        return missing;
     kv_obj *o = e->obj;
     const char *why = NULL;
     unsigned limit = cf_max_filters(o->v);

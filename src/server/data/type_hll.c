@@ -127,11 +127,10 @@ static const char *replay(const wal_op *op)
             return "out of memory";
     }
     ks_ref ref;
-    kv_entry *e = ks_open(&ref, (const char *)op->key, op->klen, false);
-    if (e == NULL || e->obj->type != &hll_type) {
-        ks_close(&ref);
-        return e ? "key is not an HLL" : "key is missing";
-    }
+    const char *missing;
+    kv_entry *e = type_open_record_key(&ref, op, &hll_type, false, &missing);
+    if (e == NULL)
+        return missing;
     const char *why = NULL;
     hll_set_sparse_max(e->obj->v, hll_sparse_max());
     for (uint32_t i = 0; i < op->n; i++)

@@ -116,16 +116,6 @@ out:
     return st;
 }
 
-static kv_entry *open_digest(ks_ref *ref, const wal_op *op, const char **why)
-{
-    kv_entry *e = ks_open(ref, (const char *)op->key, op->klen, false);
-    if (e == NULL || e->obj->type != &tdigest_type) {
-        *why = e ? "key is not a t-digest" : "key is missing";
-        return NULL;
-    }
-    return e;
-}
-
 static value_status replay_merge(const wal_op *op, const char *const *keys, const size_t *lens,
                                  size_t n, bool *created)
 {
@@ -149,7 +139,7 @@ static const char *replay(const wal_op *op)
     }
     ks_ref ref;
     const char *why = NULL;
-    kv_entry *e = open_digest(&ref, op, &why);
+    kv_entry *e = type_open_record_key(&ref, op, &tdigest_type, false, &why);
     if (e != NULL) {
         if (op->type == WAL_TD_RESET) {
             tdigest_reset(e->obj->v);

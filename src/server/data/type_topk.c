@@ -46,11 +46,10 @@ static const char *replay(const wal_op *op)
     if (op->type == WAL_TOPK_CREATE)
         return replay_create(op);
     ks_ref ref;
-    kv_entry *e = ks_open(&ref, (const char *)op->key, op->klen, false);
-    if (e == NULL || e->obj->type != &topk_type) {
-        ks_close(&ref);
-        return e ? "key is not a top-k" : "key is missing";
-    }
+    const char *missing;
+    kv_entry *e = type_open_record_key(&ref, op, &topk_type, false, &missing);
+    if (e == NULL)
+        return missing;
     const char *why = NULL;
     size_t cur = 0;
     const uint8_t *item;

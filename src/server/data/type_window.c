@@ -40,11 +40,11 @@ static const char *replay(const wal_op *op)
         return ks_replace(op->key, op->klen, o, p->expire_ms) ? NULL : "out of memory";
     }
     ks_ref ref;
-    kv_entry *e = ks_open(&ref, (const char *)op->key, op->klen, op->type == WAL_WIN_ROTATE);
-    if (e == NULL || e->obj->type != &window_type) {
-        ks_close(&ref);
-        return e ? "key is not a windowed filter" : "key is missing";
-    }
+    const char *missing;
+    kv_entry *e =
+        type_open_record_key(&ref, op, &window_type, op->type == WAL_WIN_ROTATE, &missing);
+    if (e == NULL)
+        return missing;
     win_t *w = e->obj->v;
     if (op->type == WAL_WIN_ROTATE) {
         win_rotate(w, op->when_ms, op->early);

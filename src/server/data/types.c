@@ -56,6 +56,18 @@ const char *value_status_text(value_status st)
     return "unknown status";
 }
 
+kv_entry *type_open_record_key(ks_ref *ref, const wal_op *op, const value_type *t, bool write,
+                               const char **why)
+{
+    kv_entry *e = ks_open(ref, (const char *)op->key, op->klen, write);
+    if (e == NULL || e->obj->type != t) {
+        *why = value_status_text(e ? VS_WRONGTYPE : VS_NOT_FOUND);
+        ks_close(ref);
+        return NULL;
+    }
+    return e;
+}
+
 const char *type_replay_merge(const wal_op *op, type_merge_fn merge)
 {
     size_t n = op->n;

@@ -19,6 +19,8 @@
 #include "wal_format.h"
 
 struct kv_obj;
+struct kv_entry;
+struct ks_ref;
 
 /* A library write barrier (cf_set_write_hook, cntbf_set_write_hook): called
  * before a writer changes bytes [offset, offset + len) of serial.h region
@@ -124,6 +126,12 @@ value_status cms_merge_keys(const char *const *keys, const size_t *lens, size_t 
 value_status tdigest_merge_keys(const char *const *keys, const size_t *lens, size_t n,
                                 uint64_t compression, bool override, uint64_t *used_compression,
                                 bool *used_override);
+
+/* The value a replayed record applies to: op's key, opened (write: for
+ * writing), holding a value of type t. NULL, the key closed and *why set
+ * when it is missing or of another type. */
+struct kv_entry *type_open_record_key(struct ks_ref *ref, const wal_op *op, const value_type *t,
+                                      bool write, const char **why);
 
 /* Replay of a merge record: its keys as logged, locked, the destination
  * dropped first when the merge created it, then merge (which also sees the
