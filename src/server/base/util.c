@@ -48,11 +48,56 @@ bool str_to_ll(const char *s, size_t len, long long *out)
     return true;
 }
 
+/* Clinger's fast path: a decimal of at most 15 significant digits with at
+ * most 22 after the point is an integer below 2^53 divided by a power of
+ * ten that is exact in a double, so one correctly rounded division gives
+ * the double nearest to it: what strtod returns. Values sent as plain
+ * decimals (TDIGEST.ADD's) skip the copy and strtod; anything else (an
+ * exponent, more digits, inf, nan, spaces) returns false for strtod. */
+static bool decimal_fast(const char *s, size_t len, double *out)
+{
+    static const double pow10[23] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,
+                                     1e8,  1e9,  1e10, 1e11, 1e12, 1e13, 1e14, 1e15,
+                                     1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
+    size_t i = 0;
+    bool neg = false, dot = false, any = false;
+    if (len > 0 && (s[0] == '-' || s[0] == '+')) {
+        neg = s[0] == '-';
+        i = 1;
+    }
+    uint64_t mant = 0;
+    int digits = 0, frac = 0;
+    for (; i < len; i++) {
+        char ch = s[i];
+        if (ch >= '0' && ch <= '9') {
+            any = true;
+            if (dot)
+                frac++;
+            if (mant == 0 && ch == '0')
+                continue; /* a leading zero is not a significant digit */
+            if (++digits > 15)
+                return false;
+            mant = mant * 10 + (uint64_t)(ch - '0');
+        } else if (ch == '.' && !dot) {
+            dot = true;
+        } else {
+            return false;
+        }
+    }
+    if (!any || frac > 22)
+        return false;
+    double v = (double)mant / pow10[frac];
+    *out = neg ? -v : v;
+    return true;
+}
+
 bool str_to_double(const char *s, size_t len, double *out)
 {
     char buf[128];
     if (len == 0 || len >= sizeof(buf))
         return false;
+    if (decimal_fast(s, len, out))
+        return true;
     memcpy(buf, s, len);
     buf[len] = '\0';
     if (isspace((unsigned char)buf[0]))
