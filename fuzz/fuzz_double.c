@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "util.h"
+#include "../src/server/base/util.h"
 
 static int reference(const char *s, size_t len, double *out)
 {
