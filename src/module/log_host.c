@@ -15,7 +15,7 @@
 
 bool mh_changed;
 _Atomic uint64_t persist_dirty;
-bool persist_replaying;
+__thread bool persist_replaying;
 
 static void changed(void) { mh_changed = true; }
 

@@ -22,6 +22,7 @@
 #include "log.h"
 #include "commit.h"
 #include "persist.h"
+#include "repl.h"
 #include "server.h"
 #include "util.h"
 
@@ -33,6 +34,8 @@ static uv_poll_t listen_polls[MAX_LISTENERS];
 static int nlisten;
 static uv_signal_t sig_term, sig_int;
 static uv_timer_t cron_timer;
+/* Log room an active-expiry step reserves for its deletions. */
+#define EXPIRE_LOG_ROOM (1u << 20)
 static uv_loop_t main_loop;
 
 #define OPS_SAMPLES 16
@@ -228,8 +231,17 @@ static void on_cron(uv_timer_t *t)
     (void)t;
     long long hz = atomic_load(&cfg.hz);
     /* A quarter of each cron period at most, as Redis's slow cycle. */
-    ks_active_expire(250000 / (hz > 0 ? hz : 10));
-    window_cron(100000 / (hz > 0 ? hz : 10));
+    /* A replica's keys expire and its windows rotate only by its
+     * master's records. */
+    if (!repl_is_replica()) {
+        /* Expired keys are logged as deletions: room for them first. */
+        size_t held = 0, room = wal_enabled() ? EXPIRE_LOG_ROOM : SIZE_MAX;
+        if (!wal_enabled() || wal_reserve(room, &held)) {
+            ks_active_expire(250000 / (hz > 0 ? hz : 10), room);
+            wal_release(held);
+        }
+        window_cron(100000 / (hz > 0 ? hz : 10));
+    }
     persist_cron();
     int64_t now = mono_us() / 1000;
     uint64_t cmds = total_commands();
@@ -374,6 +386,8 @@ int main(int argc, char **argv)
     dir = config_get_str("dir");
     char perr[2048];
     bool loaded = persist_start(dir, perr, sizeof(perr));
+    if (loaded)
+        repl_init(dir);
     free(dir);
     if (!loaded) {
         server_log(LOG_WARNING, "Can't start: %s", perr);
@@ -456,6 +470,7 @@ int main(int argc, char **argv)
     uv_run(&main_loop, UV_RUN_DEFAULT);
 
     workers_stop();
+    repl_shutdown();
     persist_stop();
     commit_free();
     uv_loop_close(&main_loop);

@@ -18,6 +18,7 @@ server_config cfg;
 
 static pthread_mutex_t str_lock = PTHREAD_MUTEX_INITIALIZER;
 static char *s_bind, *s_dir, *s_requirepass, *s_logfile, *s_config_file, *s_pidfile, *s_save;
+static char *s_replicaof, *s_masterauth, *s_masteruser, *s_announce_ip;
 
 typedef enum { T_INT, T_MEM, T_DOUBLE, T_STR, T_ENUM, T_OBUF, T_FIXED } cfg_type;
 
@@ -38,6 +39,9 @@ static const char *const layouts[] = {"blocked", "classic", NULL};
 static const char *const policies[] = {"noeviction", NULL};
 static const char *const yesno[] = {"no", "yes", NULL};
 static const char *const fsyncs[] = {"always", "everysec", "no", NULL};
+/* A replica's log is its master's byte for byte: it takes no write of its
+ * own (docs/REPLICATION.md). */
+static const char *const yesonly[] = {"yes", NULL};
 static _Atomic long long policy_dummy;
 static _Atomic long long databases_dummy;
 
@@ -86,6 +90,36 @@ static const cfg_entry table[] = {
     {"save", T_STR, true, NULL, 0, 0, &s_save, NULL, NULL, "3600 1 300 100 60 10000"},
     {"appendonly", T_ENUM, false, &cfg.appendonly, 0, 0, NULL, yesno, NULL, "yes"},
     {"appendfsync", T_ENUM, true, &cfg.appendfsync, 0, 0, NULL, fsyncs, NULL, "everysec"},
+    /* Replication (docs/REPLICATION.md). replicaof: "<host> <port>" or "". */
+    {"replicaof", T_STR, false, NULL, 0, 0, &s_replicaof, NULL, NULL, ""},
+    {"masterauth", T_STR, true, NULL, 0, 0, &s_masterauth, NULL, NULL, ""},
+    {"masteruser", T_STR, true, NULL, 0, 0, &s_masteruser, NULL, NULL, ""},
+    {"replica-read-only", T_ENUM, true, &cfg.replica_read_only, 0, 0, NULL, yesonly, NULL, "yes"},
+    {"replica-serve-stale-data", T_ENUM, true, &cfg.replica_serve_stale_data, 0, 0, NULL, yesno,
+     NULL, "yes"},
+    {"replica-priority", T_INT, true, &cfg.replica_priority, 0, 2147483647LL, NULL, NULL, NULL,
+     "100"},
+    {"replica-announced", T_ENUM, true, &cfg.replica_announced, 0, 0, NULL, yesno, NULL, "yes"},
+    {"replica-announce-ip", T_STR, true, NULL, 0, 0, &s_announce_ip, NULL, NULL, ""},
+    {"replica-announce-port", T_INT, true, &cfg.replica_announce_port, 0, 65535, NULL, NULL, NULL,
+     "0"},
+    {"min-replicas-to-write", T_INT, true, &cfg.min_replicas_to_write, 0, 2147483647LL, NULL, NULL,
+     NULL, "0"},
+    {"min-replicas-max-lag", T_INT, true, &cfg.min_replicas_max_lag, 0, 2147483647LL, NULL, NULL,
+     NULL, "10"},
+    {"repl-timeout", T_INT, true, &cfg.repl_timeout, 1, 2147483647LL, NULL, NULL, NULL, "60"},
+    /* Redis's older names of the same settings. */
+    {"slave-read-only", T_ENUM, true, &cfg.replica_read_only, 0, 0, NULL, yesonly, NULL, "yes"},
+    {"slave-serve-stale-data", T_ENUM, true, &cfg.replica_serve_stale_data, 0, 0, NULL, yesno,
+     NULL, "yes"},
+    {"slave-priority", T_INT, true, &cfg.replica_priority, 0, 2147483647LL, NULL, NULL, NULL,
+     "100"},
+    {"slave-announce-port", T_INT, true, &cfg.replica_announce_port, 0, 65535, NULL, NULL, NULL,
+     "0"},
+    {"min-slaves-to-write", T_INT, true, &cfg.min_replicas_to_write, 0, 2147483647LL, NULL, NULL,
+     NULL, "0"},
+    {"min-slaves-max-lag", T_INT, true, &cfg.min_replicas_max_lag, 0, 2147483647LL, NULL, NULL,
+     NULL, "10"},
 };
 #define NTABLE (sizeof(table) / sizeof(table[0]))
 
@@ -154,7 +188,8 @@ static bool apply_entry(const cfg_entry *c, int argc, const char *const *argv, c
         return set_obuf(argc, argv, lens, err, errlen);
     }
     if (c->type == T_STR && (str_eq_ci(c->name, strlen(c->name), "bind") ||
-                             str_eq_ci(c->name, strlen(c->name), "save"))) {
+                             str_eq_ci(c->name, strlen(c->name), "save") ||
+                             str_eq_ci(c->name, strlen(c->name), "replicaof"))) {
         /* "bind a b c", "save 3600 1 300 100": several words, kept
          * space-separated. */
         size_t total = 1;
@@ -298,7 +333,8 @@ void config_free(void)
 {
     pthread_mutex_lock(&str_lock);
     char **all[] = {&s_bind,        &s_dir,     &s_requirepass, &s_logfile,
-                    &s_config_file, &s_pidfile, &s_save};
+                    &s_config_file, &s_pidfile, &s_save,        &s_replicaof,
+                    &s_masterauth,  &s_masteruser, &s_announce_ip};
     for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++) {
         free(*all[i]);
         *all[i] = NULL;
@@ -411,6 +447,20 @@ char *config_get_str(const char *name)
     }
     pthread_mutex_unlock(&str_lock);
     return v;
+}
+
+void config_set_str(const char *name, const char *value)
+{
+    const cfg_entry *c = find(name);
+    char *v = strdup(value);
+    if (c == NULL || c->type != T_STR || v == NULL) {
+        free(v);
+        return;
+    }
+    pthread_mutex_lock(&str_lock);
+    free(*c->str);
+    *c->str = v;
+    pthread_mutex_unlock(&str_lock);
 }
 
 bool config_requirepass_set(void)

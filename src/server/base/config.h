@@ -37,6 +37,10 @@ typedef struct server_config {
     _Atomic long long cf_max_expansions;     /* sub-filters a cuckoo add may start from */
     _Atomic long long debug_clock_offset_ms; /* tests: shifts the windows' clock */
     _Atomic double bf_error_rate;
+    /* Replication */
+    _Atomic long long replica_read_only, replica_serve_stale_data, replica_priority;
+    _Atomic long long replica_announced, replica_announce_port;
+    _Atomic long long min_replicas_to_write, min_replicas_max_lag, repl_timeout;
 } server_config;
 
 extern server_config cfg;
@@ -65,6 +69,9 @@ void config_match(const char *pat, size_t plen, void (*fn)(void *ctx, const char
  * "config-file", "save"); caller frees. */
 char *config_get_str(const char *name);
 bool config_requirepass_set(void);
+/* Set a string setting from the server itself (REPLICAOF keeps
+ * "replicaof" current, so CONFIG REWRITE writes what is true). */
+void config_set_str(const char *name, const char *value);
 /* Constant-time-ish comparison with requirepass. */
 bool config_check_password(const char *p, size_t len);
 

@@ -25,6 +25,12 @@ static _Atomic uint64_t used_memory;
 _Atomic uint64_t ks_stat_expired;
 static _Atomic unsigned expire_next_stripe;
 static bool expiry_paused;
+/* A replica's keys expire only by its master's deletions: expired keys are
+ * invisible to its readers but stay until the record that deletes them. */
+static _Atomic bool expiry_deletes = true;
+/* The thread applying a master's records sees keys as the master did. */
+static __thread bool applying;
+static void (*_Atomic expired_hook)(const char *key, size_t klen);
 
 #define INITIAL_BUCKETS 4
 
@@ -70,10 +76,26 @@ uint64_t ks_entry_overhead(size_t klen) { return sizeof(kv_entry) + klen + sizeo
 
 bool ks_entry_expired(const kv_entry *e, int64_t now)
 {
-    return e->expire_ms != 0 && e->expire_ms <= now && !expiry_paused;
+    return e->expire_ms != 0 && e->expire_ms <= now && !expiry_paused && !applying;
 }
 
 void ks_pause_expiry(bool paused) { expiry_paused = paused; }
+void ks_set_applier(bool on) { applying = on; }
+void ks_set_expiry_deletes(bool on) { atomic_store(&expiry_deletes, on); }
+void ks_set_expired_hook(void (*fn)(const char *key, size_t klen)) { atomic_store(&expired_hook, fn); }
+
+static void unlink_slot(ks_stripe *st, kv_entry **pp);
+
+/* Remove an expired entry, telling the hook first (the log's deletion
+ * record, under the stripe's lock like any change). */
+static void expire_slot(ks_stripe *st, kv_entry **pp)
+{
+    void (*fn)(const char *, size_t) = atomic_load(&expired_hook);
+    if (fn)
+        fn((*pp)->key, (*pp)->klen);
+    unlink_slot(st, pp);
+    atomic_fetch_add_explicit(&ks_stat_expired, 1, memory_order_relaxed);
+}
 
 static kv_entry **find_slot(ks_stripe *st, uint64_t hash, const char *key, size_t klen)
 {
@@ -110,10 +132,8 @@ kv_entry *ks_open(ks_ref *ref, const char *key, size_t klen, bool write)
     kv_entry **pp = find_slot(ref->st, ref->hash, key, klen);
     kv_entry *e = *pp;
     if (e && e->expire_ms && ks_entry_expired(e, now_ms())) {
-        if (write) {
-            unlink_slot(ref->st, pp);
-            atomic_fetch_add_explicit(&ks_stat_expired, 1, memory_order_relaxed);
-        }
+        if (write && atomic_load_explicit(&expiry_deletes, memory_order_relaxed))
+            expire_slot(ref->st, pp);
         e = NULL;
     }
     ref->e = e;
@@ -243,10 +263,8 @@ kv_entry *ks_find_locked(const char *key, size_t klen, ks_ref *ref, bool write)
     kv_entry **pp = find_slot(ref->st, ref->hash, key, klen);
     kv_entry *e = *pp;
     if (e && e->expire_ms && ks_entry_expired(e, now_ms())) {
-        if (write) {
-            unlink_slot(ref->st, pp);
-            atomic_fetch_add_explicit(&ks_stat_expired, 1, memory_order_relaxed);
-        }
+        if (write && atomic_load_explicit(&expiry_deletes, memory_order_relaxed))
+            expire_slot(ref->st, pp);
         e = NULL;
     }
     ref->e = e;
@@ -631,8 +649,10 @@ uint64_t ks_drop_expired(void)
     return removed;
 }
 
-uint64_t ks_active_expire(int64_t budget_us)
+uint64_t ks_active_expire(int64_t budget_us, size_t log_room)
 {
+    if (!atomic_load(&expiry_deletes))
+        return 0;
     int64_t start = mono_us();
     uint64_t removed = 0;
     for (unsigned i = 0; i < KS_STRIPES; i++) {
@@ -645,22 +665,32 @@ uint64_t ks_active_expire(int64_t budget_us)
         pthread_rwlock_wrlock(&st->lock);
         int64_t now = now_ms();
         uint64_t nb = st->mask + 1, steps = nb < 64 ? nb : 64;
-        for (uint64_t k = 0; k < steps && st->expires; k++) {
-            uint64_t b = st->expire_cursor++ & st->mask;
+        bool full = false;
+        for (uint64_t k = 0; k < steps && st->expires && !full; k++) {
+            uint64_t b = st->expire_cursor & st->mask;
             kv_entry **pp = &st->buckets[b];
             while (*pp) {
                 if (ks_entry_expired(*pp, now)) {
-                    unlink_slot(st, pp);
+                    /* Each deletion is logged in room the caller reserved;
+                     * what does not fit waits for the next round. */
+                    size_t rec = wal_record_size(8 + (*pp)->klen);
+                    if (rec > log_room) {
+                        full = true;
+                        break;
+                    }
+                    log_room -= rec;
+                    expire_slot(st, pp);
                     removed++;
                 } else {
                     pp = &(*pp)->next;
                 }
             }
+            if (!full)
+                st->expire_cursor++;
         }
         pthread_rwlock_unlock(&st->lock);
-        if (mono_us() - start > budget_us)
+        if (full || mono_us() - start > budget_us)
             break;
     }
-    atomic_fetch_add_explicit(&ks_stat_expired, removed, memory_order_relaxed);
     return removed;
 }

@@ -175,8 +175,17 @@ void ks_foreach_locked(ks_visit_fn fn, void *ctx);
 void ks_pause_expiry(bool paused);
 uint64_t ks_drop_expired(void);
 /* One active-expiry step: visits stripes holding expiring keys until
- * budget_us has passed. Returns keys removed. */
-uint64_t ks_active_expire(int64_t budget_us);
+ * budget_us has passed or the deletions' log records would need more than
+ * log_room bytes (what the caller reserved). Returns keys removed. */
+uint64_t ks_active_expire(int64_t budget_us, size_t log_room);
+/* Replication. Keys removed because they expired are passed to the hook
+ * (the log's deletion record, which a replica applies). On a replica
+ * (deletes off) expired keys are invisible but removed only by its
+ * master's records; the thread applying them (applier on) sees keys as
+ * the master did, expired or not. */
+void ks_set_expired_hook(void (*fn)(const char *key, size_t klen));
+void ks_set_expiry_deletes(bool on);
+void ks_set_applier(bool on);
 
 bool ks_entry_expired(const kv_entry *e, int64_t now);
 

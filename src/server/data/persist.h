@@ -75,6 +75,15 @@ uint64_t wal_durable_lsn(void);
 /* Called by the log thread after the durable LSN advanced (commit.c wakes
  * the workers whose replies wait). */
 void wal_set_durable_hook(void (*fn)(void));
+/* Called by the log thread after records reached the file (replication
+ * senders read them from there). */
+void wal_set_written_hook(void (*fn)(void));
+uint64_t wal_written_lsn(void);
+/* A replica's log is its master's, byte for byte: append a record framed
+ * and sealed by the master under its own LSN, which must be the next one
+ * (false otherwise, or without the memory). Without a log only the LSN
+ * advances. */
+bool wal_append_raw(const uint8_t *rec, size_t len, uint64_t lsn);
 
 typedef struct wal_stats {
     uint64_t written_lsn, durable_lsn, bytes, fsyncs, pending_bytes;
@@ -82,6 +91,20 @@ typedef struct wal_stats {
     bool write_ok;
 } wal_stats;
 void wal_get_stats(wal_stats *s);
+
+/* ---- wal_reader.c: the log files followed from an LSN (replication) ---- */
+
+typedef struct wal_reader wal_reader;
+/* A reader positioned at lsn; NULL with err when the log kept does not
+ * reach back to lsn or has not reached it yet. */
+wal_reader *wal_reader_open(const char *dir, uint64_t lsn, char *err, size_t errlen);
+/* Append whole records (LSN up to `upto`, which must be written: see
+ * wal_written_lsn) to out, about max bytes at most; returns the bytes
+ * appended (0: nothing new), -1 with err when the log no longer holds the
+ * next record or is damaged. */
+int wal_reader_read(wal_reader *r, pbuf *out, size_t max, uint64_t upto, char *err, size_t errlen);
+uint64_t wal_reader_next_lsn(const wal_reader *r);
+void wal_reader_close(wal_reader *r);
 
 /* ---- wal_log.c: called by command handlers ---- */
 
@@ -91,8 +114,9 @@ size_t wal_bound(size_t argc, size_t argbytes, size_t keylen);
 
 /* Changes since the last successful snapshot (INFO, the save schedule). */
 extern _Atomic uint64_t persist_dirty;
-/* During recovery nothing is logged or counted. */
-extern bool persist_replaying;
+/* During recovery nothing is logged or counted: per thread, as a
+ * replica's applier replays while its readers run. */
+extern __thread bool persist_replaying;
 
 void wal_log_bf_add(const char *key, size_t klen, const sbf_t *f, const char *const *items,
                     const size_t *lens, size_t n, const int *results);
@@ -105,6 +129,9 @@ void wal_log_pf_add(const char *key, size_t klen, bool created, const char *cons
 void wal_log_create(const char *key, size_t klen, const wal_create *c);
 void wal_log_del(const char *const *keys, const size_t *lens, size_t n);
 void wal_log_expire(const char *key, size_t klen, int64_t when_ms);
+/* A key removed because it expired: logged as its deletion, so a replica
+ * (which never expires keys by its own clock) removes it too. */
+void wal_log_expired(const char *key, size_t klen);
 void wal_log_rename(const char *src, size_t slen, const char *dst, size_t dlen);
 void wal_log_flush(void);
 /* WAL_BF_MERGE or WAL_PF_MERGE: keys[0] is the destination. */
@@ -162,6 +189,21 @@ void persist_cron(void);
 /* INFO's Persistence section body. */
 void persist_info(char *out, size_t outlen);
 
+/* A replica's full resync makes its data directory its master's snapshot
+ * (repl/replica.c): begin waits for a running snapshot, pauses the save
+ * schedule and closes the log; install removes the old indexes and log
+ * files (chunk files stay: the ones still current are not fetched again),
+ * writes the master's index and opens the log at log_from (the records
+ * from there to the snapshot's start are appended next, wal_append_raw);
+ * finish loads it all as a start-up does, into an emptied keyspace, and
+ * opens the log where it ends. end resumes the schedule (also after a
+ * failure). */
+void persist_resync_begin(void);
+bool persist_resync_install(const char *dir, const uint8_t *index, size_t len, uint64_t seq,
+                            uint64_t log_from, char *err, size_t errlen);
+bool persist_resync_finish(const char *dir, uint64_t *next_lsn, char *err, size_t errlen);
+void persist_resync_end(void);
+
 /* ---- recovery.c ---- */
 
 /* Torn log tails this start kept aside (INFO persistence), and the file
@@ -169,8 +211,10 @@ void persist_info(char *out, size_t outlen);
 void recovery_torn_tails(uint64_t *n, const char **last);
 
 /* Load the newest snapshot and replay the log; on success *next_lsn is the
- * LSN to continue from. On damage err names the file, offset and reason and
- * nothing stays loaded. */
-bool recovery_run(const char *dir, uint64_t *next_lsn, char *err, size_t errlen);
+ * LSN to continue from. Keys whose expiry passed are then dropped, unless
+ * drop_expired is false (a replica: its master's records remove them). On
+ * damage err names the file, offset and reason and nothing stays loaded. */
+bool recovery_run(const char *dir, uint64_t *next_lsn, bool drop_expired, char *err,
+                  size_t errlen);
 
 #endif

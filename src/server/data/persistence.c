@@ -1,12 +1,16 @@
 /* Persistence as a whole: start-up (recovery, then the log opened), the
  * `save <seconds> <changes>` schedule, the final snapshot at shutdown, and
  * INFO's Persistence section. */
+#include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "config.h"
+#include "datadir.h"
 #include "log.h"
 #include "persist.h"
 #include "snapshot.h"
@@ -20,7 +24,8 @@ bool persist_start(const char *dir, char *err, size_t errlen)
 {
     uint64_t next = 1;
     snapshot_init(dir);
-    if (!recovery_run(dir, &next, err, errlen))
+    ks_set_expired_hook(wal_log_expired);
+    if (!recovery_run(dir, &next, true, err, errlen))
         return false;
     if (atomic_load(&cfg.appendonly))
         return wal_open(dir, next, err, errlen);
@@ -61,8 +66,12 @@ void persist_stop(void)
     wal_close();
 }
 
+static _Atomic bool schedule_paused;
+
 void persist_cron(void)
 {
+    if (atomic_load(&schedule_paused))
+        return;
     snapshot_stats st;
     snapshot_get_stats(&st);
     if (st.in_progress)
@@ -126,4 +135,99 @@ void persist_info(char *out, size_t outlen)
     size_t used = strlen(out);
     snprintf(out + used, outlen - used, "log_torn_tails:%" PRIu64 "\r\nlog_torn_tail_last:%s\r\n",
              torn, torn_last);
+}
+
+/* ---- a replica's full resync ---- */
+
+void persist_resync_begin(void)
+{
+    atomic_store(&schedule_paused, true);
+    snapshot_shutdown();
+    wal_close();
+}
+
+void persist_resync_end(void) { atomic_store(&schedule_paused, false); }
+
+static void remove_files(const char *dir, const char *sub, const char *suffix)
+{
+    char path[4300];
+    snprintf(path, sizeof(path), "%s/%s", dir, sub);
+    uint64_t *nums;
+    size_t n = datadir_list(path, suffix, &nums);
+    for (size_t i = 0; i < n; i++) {
+        char f[4400];
+        snprintf(f, sizeof(f), "%s/%016" PRIx64 "%s", path, nums[i], suffix);
+        unlink(f);
+    }
+    free(nums);
+}
+
+static bool sync_dir(const char *path)
+{
+    int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0)
+        return false;
+    bool ok = fsync(fd) == 0;
+    close(fd);
+    return ok;
+}
+
+bool persist_resync_install(const char *dir, const uint8_t *index, size_t len, uint64_t seq,
+                            uint64_t log_from, char *err, size_t errlen)
+{
+    char sdir[4200], ldir[4200], path[4300], tmp[4400];
+    snprintf(sdir, sizeof(sdir), "%s/snapshots", dir);
+    snprintf(ldir, sizeof(ldir), "%s/log", dir);
+    /* The chunk files just received first, then nothing of the old state
+     * may remain that a start could combine with the new index. */
+    char cdir[4200];
+    snprintf(cdir, sizeof(cdir), "%s/chunks", dir);
+    int cfd = open(cdir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    bool synced = cfd >= 0 && syncfs(cfd) == 0;
+    if (cfd >= 0)
+        close(cfd);
+    if (!synced) {
+        snprintf(err, errlen, "syncing %s: %s", cdir, strerror(errno));
+        return false;
+    }
+    remove_files(dir, "snapshots", ".index");
+    remove_files(dir, "log", ".wal");
+    snprintf(path, sizeof(path), "%s/LAST", ldir);
+    unlink(path);
+    if (!sync_dir(sdir) || !sync_dir(ldir)) {
+        snprintf(err, errlen, "syncing %s: %s", dir, strerror(errno));
+        return false;
+    }
+    snprintf(path, sizeof(path), "%s/%016" PRIx64 ".index", sdir, seq);
+    snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    bool ok = fd >= 0;
+    for (size_t off = 0; ok && off < len;) {
+        ssize_t w = write(fd, index + off, len - off);
+        if (w < 0 && errno == EINTR)
+            continue;
+        ok = w > 0;
+        if (ok)
+            off += (size_t)w;
+    }
+    ok = ok && fdatasync(fd) == 0;
+    if (fd >= 0)
+        close(fd);
+    ok = ok && rename(tmp, path) == 0 && sync_dir(sdir);
+    if (!ok) {
+        snprintf(err, errlen, "writing %s: %s", path, strerror(errno));
+        unlink(tmp);
+        return false;
+    }
+    return wal_open(dir, log_from, err, errlen);
+}
+
+bool persist_resync_finish(const char *dir, uint64_t *next_lsn, char *err, size_t errlen)
+{
+    wal_close();
+    ks_flush();
+    snapshot_init(dir);
+    if (!recovery_run(dir, next_lsn, false, err, errlen))
+        return false;
+    return wal_open(dir, *next_lsn, err, errlen);
 }

@@ -356,7 +356,7 @@ static bool make_dir(const char *dir, const char *sub)
     return mkdir(path, 0755) == 0 || errno == EEXIST;
 }
 
-bool recovery_run(const char *dir, uint64_t *next_lsn, char *err, size_t errlen)
+bool recovery_run(const char *dir, uint64_t *next_lsn, bool drop_expired, char *err, size_t errlen)
 {
     if (!make_dir(dir, "log") || !make_dir(dir, "snapshots") || !make_dir(dir, "chunks")) {
         snprintf(err, errlen, "%s: can't create the data directories: %s", dir, strerror(errno));
@@ -379,7 +379,7 @@ bool recovery_run(const char *dir, uint64_t *next_lsn, char *err, size_t errlen)
         ks_flush();
         return false;
     }
-    uint64_t dropped = ks_drop_expired();
+    uint64_t dropped = drop_expired ? ks_drop_expired() : 0;
     if (dropped)
         server_log(LOG_NOTICE, "%" PRIu64 " keys expired while the server was down", dropped);
     return true;

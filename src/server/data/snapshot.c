@@ -138,6 +138,18 @@ static bool thread_joinable;
 static pthread_t bg_thread;
 static snapshot_stats stats = {.last_ok = true};
 static uint64_t last_seq;
+static unsigned file_holds; /* under state_lock */
+pthread_mutex_t snapshot_apply_lock = PTHREAD_MUTEX_INITIALIZER;
+
+void snapshot_hold_files(bool hold)
+{
+    pthread_mutex_lock(&state_lock);
+    if (hold)
+        file_holds++;
+    else if (file_holds)
+        file_holds--;
+    pthread_mutex_unlock(&state_lock);
+}
 
 void snapshot_init(const char *dir)
 {
@@ -511,6 +523,7 @@ static snapshot *capture(void)
     if (s == NULL)
         return NULL;
     pthread_mutex_init(&s->lock, NULL);
+    pthread_mutex_lock(&snapshot_apply_lock);
     ks_lock_all();
     s->start_lsn = wal_rotate();
     s->log_from = s->start_lsn;
@@ -520,6 +533,7 @@ static snapshot *capture(void)
     if (!s->failed)
         cow_install(s);
     ks_unlock_all();
+    pthread_mutex_unlock(&snapshot_apply_lock);
     uint64_t n = 0;
     for (size_t i = 0; i < s->nkeys; i++)
         n += s->keys[i].nchunks;
@@ -886,9 +900,14 @@ static void finish(snapshot *s, int64_t t0)
     if (ok) {
         /* Only once the new index is durable: older state goes. Log files
          * below L0 go after the rotation reached the disk. */
-        collect_garbage(s);
-        if (wal_wait_rotated(s->start_lsn))
-            wal_delete_below(s->log_from);
+        pthread_mutex_lock(&state_lock);
+        bool held = file_holds > 0;
+        pthread_mutex_unlock(&state_lock);
+        if (!held) {
+            collect_garbage(s);
+            if (wal_wait_rotated(s->start_lsn))
+                wal_delete_below(s->log_from);
+        }
         atomic_fetch_sub(&persist_dirty, s->dirty);
     }
     int64_t ms = (mono_us() - t0) / 1000;

@@ -3,6 +3,7 @@
 #define BLOOMERYD_SNAPSHOT_H
 
 #include <stdbool.h>
+#include <pthread.h>
 #include <stdint.h>
 
 #include "snapshot_index.h"
@@ -32,5 +33,13 @@ typedef struct snapshot_stats {
     uint64_t cow_pages, cow_peak_bytes;
 } snapshot_stats;
 void snapshot_get_stats(snapshot_stats *s);
+
+/* While held (a full resync sending a snapshot's chunks and log), a
+ * snapshot deletes no index, chunk or log file; the next one after the
+ * release does. */
+void snapshot_hold_files(bool hold);
+/* A replica's applier holds this around each record it logs and applies,
+ * and a capture takes it, so L0 never splits a record from its change. */
+extern pthread_mutex_t snapshot_apply_lock;
 
 #endif

@@ -93,6 +93,7 @@ static struct {
     _Atomic bool write_ok;
     _Atomic int last_errno;
     void (*_Atomic on_durable)(void);
+    void (*_Atomic on_written)(void);
 } W = {.lock = PTHREAD_MUTEX_INITIALIZER,
        .work = PTHREAD_COND_INITIALIZER,
        .space = PTHREAD_COND_INITIALIZER,
@@ -379,8 +380,12 @@ static void *wal_thread(void *arg)
         } else {
             write_batch(batch.p, batch.len);
         }
-        if (batch.len && atomic_load(&W.write_ok))
+        if (batch.len && atomic_load(&W.write_ok)) {
             atomic_store(&W.written_lsn, last);
+            void (*hook)(void) = atomic_load(&W.on_written);
+            if (hook)
+                hook();
+        }
         policy = policy_now();
         bool sync = stopping || (batch.len && policy == FSYNC_ALWAYS) ||
                     (policy == FSYNC_EVERYSEC && W.file_size - W.good_size >= MAX_UNSYNCED) ||
@@ -476,6 +481,31 @@ void wal_close(void)
 }
 
 void wal_set_durable_hook(void (*fn)(void)) { atomic_store(&W.on_durable, fn); }
+void wal_set_written_hook(void (*fn)(void)) { atomic_store(&W.on_written, fn); }
+uint64_t wal_written_lsn(void) { return atomic_load(&W.written_lsn); }
+
+bool wal_append_raw(const uint8_t *rec, size_t len, uint64_t lsn)
+{
+    pthread_mutex_lock(&W.lock);
+    bool ok = lsn == W.next_lsn;
+    if (ok && W.open) {
+        while (W.cur.len > MAX_PENDING && !W.stop)
+            pthread_cond_wait(&W.space, &W.lock);
+        ok = grow_to(&W.cur, W.cur.len + W.reserved + len);
+        if (ok) {
+            memcpy(W.cur.p + W.cur.len, rec, len);
+            W.cur.len += len;
+            W.cur_last = lsn;
+            pthread_cond_signal(&W.work);
+        }
+    }
+    if (ok) {
+        W.next_lsn++;
+        atomic_store(&W.assigned_lsn, lsn);
+    }
+    pthread_mutex_unlock(&W.lock);
+    return ok;
+}
 
 bool wal_write_ok(void) { return !W.open || atomic_load(&W.write_ok); }
 int wal_last_errno(void) { return atomic_load(&W.last_errno); }

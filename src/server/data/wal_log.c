@@ -21,7 +21,7 @@
 #include "persist.h"
 
 _Atomic uint64_t persist_dirty;
-bool persist_replaying;
+__thread bool persist_replaying;
 
 static bool begin(uint64_t changes)
 {
@@ -45,7 +45,10 @@ size_t wal_bound(size_t argc, size_t argbytes, size_t keylen)
      * 16-byte hash and a "new" bit (items, even empty ones); a command
      * writes a few records, and a window's add logs up to S+2 rotations
      * of its key first (win_advance). */
-    return argbytes + argc * 24 + (WIN_MAX_SLICES + 2) * (keylen + 48) + 4096;
+    /* Any argument may also name a key found expired, whose deletion is
+     * logged (keyspace.c, expire_slot). */
+    return 2 * argbytes + argc * (24 + WAL_PREFIX + WAL_TRAILER + 8) +
+           (WIN_MAX_SLICES + 2) * (keylen + 48) + 4096;
 }
 
 void wal_log_bf_add(const char *key, size_t klen, const sbf_t *f, const char *const *items,
@@ -116,6 +119,8 @@ void wal_log_del(const char *const *keys, const size_t *lens, size_t n)
     wal_enc_keys(b, -1, keys, lens, (uint32_t)n);
     wal_record_close(WAL_DEL);
 }
+
+void wal_log_expired(const char *key, size_t klen) { wal_log_del(&key, &klen, 1); }
 
 void wal_log_expire(const char *key, size_t klen, int64_t when_ms)
 {

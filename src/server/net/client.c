@@ -31,6 +31,7 @@
 
 #include "commit.h"
 #include "persist.h"
+#include "repl.h"
 #include "server.h"
 #include "util.h"
 
@@ -137,6 +138,7 @@ void client_close(client *c)
         return;
     c->closing = true;
     commit_forget(c);
+    wait_forget(c);
     worker *w = c->w;
     if (c->prev)
         c->prev->next = c->next;
@@ -387,13 +389,15 @@ static void run_batch(client *c, const command *cmd, char *start)
     command_account(c, cmd, n, failed, (uint64_t)(mono_us() - t0));
 }
 
+static void after_input(client *c);
+
 static void process_input(client *c)
 {
     resp_limits lim = {
         .max_bulk = atomic_load_explicit(&cfg.proto_max_bulk_len, memory_order_relaxed),
         .max_args = atomic_load_explicit(&cfg.proto_max_multibulk_len, memory_order_relaxed),
     };
-    while (!c->closing && !c->close_after_reply && c->qpos < c->qlen) {
+    while (!c->closing && !c->close_after_reply && !c->blocked && c->qpos < c->qlen) {
         lim.authenticated = c->authenticated;
         char *start = c->qbuf + c->qpos;
         resp_status st = resp_parse(&c->parser, start, c->qlen - c->qpos, &lim);
@@ -422,7 +426,7 @@ static void process_input(client *c)
                 str_eq_ci(c->cx.argv[0], c->cx.argvlen[0], cmd->name) &&
                 /* Refusals are the dispatcher's to answer. */
                 !((cmd->flags & CMD_DENYOOM) && server_over_maxmemory()) &&
-                !((cmd->flags & CMD_WRITE) && !wal_write_ok())) {
+                !((cmd->flags & CMD_WRITE) && !wal_write_ok()) && !repl_checks_data()) {
                 c->cx.argc = 0;
                 run_batch(c, cmd, start);
                 if (c->cx.out.failed || client_obuf_over_limit(c)) {
@@ -473,6 +477,12 @@ void client_on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
         return;
     }
     process_input(c);
+    after_input(c);
+}
+
+/* Replies of what ran go out (or wait for the log, commit.c). */
+static void after_input(client *c)
+{
     if (c->closing)
         return;
     atomic_store_explicit(&c->qbuf_used, c->qlen - c->qpos, memory_order_relaxed);
@@ -486,6 +496,13 @@ void client_on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
             return;
     }
     client_flush(c);
+}
+
+void client_resume(client *c)
+{
+    c->blocked = false;
+    process_input(c);
+    after_input(c);
 }
 
 static void on_written(uv_write_t *req, int status)

@@ -13,6 +13,7 @@
 
 #include "commit.h"
 #include "persist.h"
+#include "repl.h"
 #include "server.h"
 #include "util.h"
 #include "value_commands.h"
@@ -46,6 +47,13 @@ static command table[] = {
     {"save", saveCommand, 1, A, 0, 0, 0, "server", 0, false, NULL},
     {"bgsave", bgsaveCommand, -1, A, 0, 0, 0, "server", 0, false, NULL},
     {"bgrewriteaof", bgrewriteaofCommand, 1, A, 0, 0, 0, "server", 0, false, NULL},
+    /* replication (t_repl.c) */
+    {"replicaof", replicaofCommand, 3, A, 0, 0, 0, "server", 0, false, NULL},
+    {"slaveof", replicaofCommand, 3, A, 0, 0, 0, "server", 0, false, NULL},
+    {"role", roleCommand, 1, F, 0, 0, 0, "server", 0, false, NULL},
+    {"wait", waitCommand, 3, 0, 0, 0, 0, "generic", 0, false, NULL},
+    {"replconf", replconfCommand, -1, A, 0, 0, 0, "server", 0, false, NULL},
+    {"psync", psyncCommand, -3, A, 0, 0, 0, "server", 0, false, NULL},
     /* keyspace */
     {"del", delCommand, -2, W, 1, -1, 1, "generic", 0, false, NULL},
     {"unlink", delCommand, -2, W | F, 1, -1, 1, "generic", 0, false, NULL},
@@ -186,6 +194,21 @@ static void reply_unknown(client *c)
                  (int)(c->cx.argvlen[0] < 128 ? c->cx.argvlen[0] : 128), c->cx.argv[0], args);
 }
 
+/* Why a replica, a load or too few replicas refuse a data command now
+ * (NULL: they do not), in Redis's words. */
+static const char *repl_refusal(bool write)
+{
+    if (repl_loading())
+        return "LOADING Redis is loading the dataset in memory";
+    if (write && repl_too_few_replicas())
+        return "NOREPLICAS Not enough good replicas to write.";
+    if (write && repl_is_replica())
+        return "READONLY You can't write against a read only replica.";
+    if (repl_link_down() && !atomic_load_explicit(&cfg.replica_serve_stale_data, memory_order_relaxed))
+        return "MASTERDOWN Link with MASTER is down and replica-serve-stale-data is set to 'no'.";
+    return NULL;
+}
+
 void command_dispatch(client *c)
 {
     worker *w = c->w;
@@ -227,6 +250,15 @@ void command_dispatch(client *c)
         stat_add(&st->rejected, 1);
         stat_add(&w->errors, 1);
         return;
+    }
+    if (repl_checks_data() && (cmd->flags & (CMD_WRITE | CMD_READONLY))) {
+        const char *why = repl_refusal(cmd->flags & CMD_WRITE);
+        if (why) {
+            reply_error(&c->cx.out, why);
+            stat_add(&st->rejected, 1);
+            stat_add(&w->errors, 1);
+            return;
+        }
     }
     atomic_store_explicit(&c->lastcmd, cmd->name, memory_order_relaxed);
     c->cx.hits = c->cx.misses = 0;

@@ -95,6 +95,17 @@ typedef struct client {
     bool wal_parked;
     bool touched_keys; /* since the last commit_defer */
     struct client *wal_prev, *wal_next;
+
+    /* Replication: what a replica said before PSYNC (t_repl.c), and a
+     * WAIT in progress (wait.c): no request runs while blocked. */
+    int repl_port;
+    char repl_ip[64];
+    bool repl_capa_bloomery;
+    bool blocked;
+    uint64_t wait_lsn;
+    unsigned wait_replicas;
+    int64_t wait_deadline_ms; /* 0: none */
+    struct client *blk_prev, *blk_next;
 } client;
 
 typedef struct cmd_stat {
@@ -159,6 +170,23 @@ void client_cron(client *c, int64_t now);
 /* One CLIENT LIST line; the caller holds clients_lock. */
 void client_info_line(client *c, char *out, size_t outlen);
 bool client_obuf_over_limit(client *c);
+/* After a block ended (wait.c): run the requests that waited, then reply. */
+void client_resume(client *c);
+
+/* ---- t_repl.c ---- */
+bool replicaofCommand(cmd_ctx *c);
+bool roleCommand(cmd_ctx *c);
+bool waitCommand(cmd_ctx *c);
+bool replconfCommand(cmd_ctx *c);
+bool psyncCommand(cmd_ctx *c);
+
+/* ---- wait.c: WAIT ---- */
+void wait_worker_init(worker *w);
+void wait_worker_close(worker *w);
+/* Block c until n replicas acknowledged lsn or timeout_ms (0: forever). */
+void wait_block(client *c, uint64_t lsn, unsigned n, long long timeout_ms);
+void wait_forget(client *c);
+void wait_cron(worker *w, int64_t now);
 
 /* ---- commands.c: bloomeryd's side of the command table ---- */
 /* A write refused because the memory to log it is not there

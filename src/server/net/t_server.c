@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "persist.h"
+#include "repl.h"
 #include "server.h"
 #include "util.h"
 
@@ -793,7 +794,9 @@ bool infoCommand(cmd_ctx *c)
     }
     if (want_section(c, "replication", true)) {
         SECTION("Replication");
-        sb_printf(&b, "role:master\r\nconnected_slaves:0\r\nmaster_repl_offset:0\r\n");
+        char *r = repl_info();
+        sb_printf(&b, "%s", r ? r : "");
+        free(r);
     }
     if (want_section(c, "cpu", true)) {
         struct rusage ru;

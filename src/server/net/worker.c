@@ -38,6 +38,7 @@ static void on_wake(uv_async_t *a)
         uv_close((uv_handle_t *)&w->wake, close_handle_cb);
         uv_close((uv_handle_t *)&w->cron, close_handle_cb);
         commit_worker_close(w);
+        wait_worker_close(w);
         return;
     }
     int fds[64];
@@ -73,6 +74,7 @@ static void on_cron(uv_timer_t *t)
         next = c->next;
         client_cron(c, now);
     }
+    wait_cron(w, now);
 }
 
 static void *worker_main(void *arg)
@@ -101,6 +103,7 @@ int workers_start(int n)
         w->cron.data = w;
         uv_timer_start(&w->cron, on_cron, 100, 100);
         commit_worker_init(w);
+        wait_worker_init(w);
     }
     for (int i = 0; i < n; i++) {
         if (pthread_create(&srv.workers[i].thread, NULL, worker_main, &srv.workers[i]) != 0)

@@ -1,0 +1,494 @@
+/* The replica's side of replication: one thread holds the link to the
+ * master (sender.c describes the protocol).
+ *
+ * Handshake as a Redis replica does it: AUTH with masterauth/masteruser,
+ * REPLCONF listening-port and ip-address (replica-announce-*), REPLCONF
+ * capa bloomery, then PSYNC <id of the history it follows> <next LSN>.
+ *
+ * Full resync: the index names every chunk by its content hash; chunk
+ * files already in DIR/chunks (from this replica's own snapshots or an
+ * earlier sync) are not fetched. The others arrive, are verified (frame,
+ * content hash) and stored. Until then the replica serves its old data;
+ * then, answering LOADING meanwhile, its data directory becomes the
+ * master's snapshot and is loaded exactly as a start-up loads it
+ * (persist_resync_*): no second loader.
+ *
+ * Records: each is checked (framing, checksums, LSN order), appended to
+ * this replica's log under the master's LSN and applied through replay.c,
+ * the code recovery runs, both under snapshot_apply_lock so a snapshot
+ * of the replica never splits them. Windows rotate and keys expire only
+ * by the master's records (ks_set_applier: this thread sees keys as the
+ * master did). "REPLCONF ACK <LSN>" goes back after every batch applied
+ * and once a second.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "config.h"
+#include "datadir.h"
+#include "log.h"
+#include "persist.h"
+#include "repl_conn.h"
+#include "repl_int.h"
+#include "replay.h"
+#include "snapshot.h"
+#include "util.h"
+
+#define MAX_INDEX (1u << 30)
+#define MAX_BATCH (256u << 20)
+
+static struct {
+    pthread_mutex_t lock; /* host, port, link times */
+    bool running;
+    pthread_t thread;
+    _Atomic bool stop;
+    char host[256];
+    int port;
+    _Atomic int link;
+    int64_t down_since_ms;
+    _Atomic int64_t last_io_ms;
+    _Atomic bool syncing;
+} L = {.lock = PTHREAD_MUTEX_INITIALIZER, .down_since_ms = 0};
+
+static void set_link(int state)
+{
+    int old = atomic_exchange(&L.link, state);
+    pthread_mutex_lock(&L.lock);
+    if (old == REPL_LINK_CONNECTED && state != REPL_LINK_CONNECTED)
+        L.down_since_ms = now_ms();
+    pthread_mutex_unlock(&L.lock);
+    repl_update_checks();
+}
+
+/* A reply line that must be +OK (or any + line when any). */
+static bool expect_ok(repl_conn *c, const char *what)
+{
+    char line[512];
+    if (!rc_read_line(c, line, sizeof(line)))
+        return false;
+    if (line[0] != '+') {
+        snprintf(c->err, sizeof(c->err), "%.200s: %.200s", what, line);
+        return false;
+    }
+    return true;
+}
+
+static bool handshake(repl_conn *c, char *reply, size_t rlen)
+{
+    char *pass = config_get_str("masterauth"), *user = config_get_str("masteruser");
+    bool ok = true;
+    if (pass && pass[0]) {
+        const char *a[3] = {"AUTH", user && user[0] ? user : pass, pass};
+        ok = rc_send_cmd(c, user && user[0] ? 3 : 2, a) && expect_ok(c, "AUTH");
+    }
+    free(pass);
+    free(user);
+    char port[16];
+    long long ap = atomic_load(&cfg.replica_announce_port);
+    snprintf(port, sizeof(port), "%lld", ap ? ap : atomic_load(&cfg.port));
+    const char *lp[3] = {"REPLCONF", "listening-port", port};
+    ok = ok && rc_send_cmd(c, 3, lp) && expect_ok(c, "REPLCONF listening-port");
+    char *ip = config_get_str("replica-announce-ip");
+    if (ok && ip && ip[0]) {
+        const char *a[3] = {"REPLCONF", "ip-address", ip};
+        ok = rc_send_cmd(c, 3, a) && expect_ok(c, "REPLCONF ip-address");
+    }
+    free(ip);
+    const char *capa[3] = {"REPLCONF", "capa", "bloomery"};
+    ok = ok && rc_send_cmd(c, 3, capa) && expect_ok(c, "REPLCONF capa");
+    if (!ok)
+        return false;
+    char id[REPL_ID_LEN + 1], next[24];
+    replica_master_id(id);
+    snprintf(next, sizeof(next), "%" PRIu64, wal_assigned_lsn() + 1);
+    const char *psync[3] = {"PSYNC", id, next};
+    if (!rc_send_cmd(c, 3, psync) || !rc_read_line(c, reply, rlen))
+        return false;
+    if (reply[0] != '+') {
+        snprintf(c->err, sizeof(c->err), "PSYNC: %.200s", reply);
+        return false;
+    }
+    return true;
+}
+
+static bool send_ack(repl_conn *c)
+{
+    char v[24];
+    snprintf(v, sizeof(v), "%" PRIu64, wal_assigned_lsn());
+    const char *a[3] = {"REPLCONF", "ACK", v};
+    return rc_send_cmd(c, 3, a);
+}
+
+typedef struct wanted {
+    chunk_hash hash;
+} wanted;
+
+static int cmp_hash(const void *a, const void *b)
+{
+    const chunk_hash *x = a, *y = b;
+    if (x->hi != y->hi)
+        return x->hi < y->hi ? -1 : 1;
+    return x->lo < y->lo ? -1 : x->lo > y->lo;
+}
+
+/* Receive one chunk file, verify it and store it under its name. */
+static bool store_chunk(repl_conn *c, chunk_hash h)
+{
+    uint8_t *buf, *raw = NULL;
+    size_t len, off;
+    uint32_t rl;
+    char why[256];
+    if (!rc_read_bulk(c, &buf, &len, (size_t)CHUNK_MAX_RAW + 65536))
+        return false;
+    if (!chunk_file_decode(buf, len, &h, &raw, &rl, why, sizeof(why), &off)) {
+        snprintf(c->err, sizeof(c->err), "chunk from the master refused: %.200s", why);
+        free(buf);
+        return false;
+    }
+    free(raw);
+    char hex[33], path[4400], tmp[4500];
+    chunk_hash_hex(h, hex);
+    snprintf(path, sizeof(path), "%s/chunks/%s.zst", repl_dir(), hex);
+    snprintf(tmp, sizeof(tmp), "%s.tmp.sync", path);
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    bool ok = fd >= 0;
+    for (size_t done = 0; ok && done < len;) {
+        ssize_t w = write(fd, buf + done, len - done);
+        if (w < 0 && errno == EINTR)
+            continue;
+        ok = w > 0;
+        if (ok)
+            done += (size_t)w;
+    }
+    if (fd >= 0)
+        close(fd);
+    ok = ok && rename(tmp, path) == 0;
+    if (!ok) {
+        snprintf(c->err, sizeof(c->err), "writing %.200s: %.200s", path, strerror(errno));
+        unlink(tmp);
+    }
+    free(buf);
+    return ok;
+}
+
+/* The index and the chunks it names that are not here yet. On success the
+ * replica is ready to install (persist_resync_install). */
+static bool receive_snapshot(repl_conn *c, uint64_t offset, uint8_t **index, size_t *ilen,
+                             snap_index *ix)
+{
+    if (!rc_read_bulk(c, index, ilen, MAX_INDEX))
+        return false;
+    char err[256] = "";
+    size_t err_off;
+    if (!snap_index_parse(*index, *ilen, ix, err, sizeof(err), &err_off) ||
+        ix->start_lsn != offset + 1) {
+        snprintf(c->err, sizeof(c->err), "snapshot index from the master refused: %.200s",
+                 err[0] ? err : "start LSN");
+        return false;
+    }
+    chunk_hash *want = malloc((ix->nchunks ? ix->nchunks : 1) * sizeof(*want));
+    if (want == NULL) {
+        snprintf(c->err, sizeof(c->err), "out of memory");
+        return false;
+    }
+    size_t n = 0;
+    for (uint64_t i = 0; i < ix->nchunks; i++)
+        if (ix->chunks[i].where == SNAP_CHUNK_FILE)
+            want[n++] = ix->chunks[i].hash;
+    qsort(want, n, sizeof(*want), cmp_hash);
+    size_t k = 0, present = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (k && cmp_hash(&want[k - 1], &want[i]) == 0)
+            continue;
+        char hex[33], path[4400];
+        chunk_hash_hex(want[i], hex);
+        snprintf(path, sizeof(path), "%s/chunks/%s.zst", repl_dir(), hex);
+        if (access(path, F_OK) == 0) {
+            present++;
+            continue;
+        }
+        want[k++] = want[i];
+    }
+    uint8_t *wire = malloc(16 * (k ? k : 1));
+    bool ok = wire != NULL;
+    for (size_t i = 0; ok && i < k; i++) {
+        le_store(wire + 16 * i, want[i].lo, 8);
+        le_store(wire + 16 * i + 8, want[i].hi, 8);
+    }
+    char h[32];
+    int hl = snprintf(h, sizeof(h), "$%zu\r\n", 16 * k);
+    ok = ok && rc_send(c, h, (size_t)hl) && rc_send(c, wire, 16 * k) && rc_send(c, "\r\n", 2);
+    free(wire);
+    for (size_t i = 0; ok && i < k; i++)
+        ok = store_chunk(c, want[i]);
+    free(want);
+    if (ok) {
+        repl_count(&repl_stat_chunks_fetched, k);
+        repl_count(&repl_stat_chunks_present, present);
+        server_log(LOG_NOTICE,
+                   "Full resync: %zu chunk files fetched, %zu already here; loading the "
+                   "master's snapshot",
+                   k, present);
+    }
+    return ok;
+}
+
+/* Append one record of the stream to the log and apply it. */
+static bool apply_record(repl_conn *c, const uint8_t *p, const wal_record *rec)
+{
+    wal_op op;
+    char err[256];
+    if (!wal_op_parse(rec->type, rec->payload, rec->len, &op, err, sizeof(err))) {
+        snprintf(c->err, sizeof(c->err), "record LSN %" PRIu64 " refused: %s", rec->lsn, err);
+        return false;
+    }
+    pthread_mutex_lock(&snapshot_apply_lock);
+    bool ok = wal_append_raw(p, rec->size, rec->lsn);
+    if (ok) {
+        replay_apply(rec, &op);
+        atomic_fetch_add_explicit(&persist_dirty, 1, memory_order_relaxed);
+    }
+    pthread_mutex_unlock(&snapshot_apply_lock);
+    if (!ok)
+        snprintf(c->err, sizeof(c->err), "can't log record LSN %" PRIu64, rec->lsn);
+    return ok;
+}
+
+/* Load what a full resync installed; -1 failed, else the next LSN. */
+static bool finish_load(repl_conn *c)
+{
+    uint64_t next;
+    char err[512];
+    bool ok = persist_resync_finish(repl_dir(), &next, err, sizeof(err));
+    repl_set_loading(false);
+    persist_resync_end();
+    atomic_store(&L.syncing, false);
+    if (!ok)
+        snprintf(c->err, sizeof(c->err), "loading the master's snapshot: %.200s", err);
+    else
+        server_log(LOG_NOTICE, "MASTER <-> REPLICA sync: finished with success at LSN %" PRIu64,
+                   next - 1);
+    return ok;
+}
+
+/* The stream of records until the link fails. pending_start: a full
+ * resync's records below the snapshot's start are only logged until the
+ * load (0: loaded). */
+static void follow(repl_conn *c, uint64_t pending_start)
+{
+    uint8_t *batch = NULL;
+    int64_t last_ack = mono_us();
+    long long timeout_ms = atomic_load(&cfg.repl_timeout) * 1000;
+    if (pending_start && wal_assigned_lsn() + 1 >= pending_start) {
+        bool ok = finish_load(c);
+        pending_start = 0;
+        if (!ok)
+            return;
+    }
+    if (pending_start == 0) {
+        set_link(REPL_LINK_CONNECTED);
+        send_ack(c);
+    }
+    while (!atomic_load(&L.stop)) {
+        if (c->in.len == c->pos && !rc_poll_in(c, 1000, -1)) {
+            if (c->err[0])
+                goto out;
+            if (now_ms() - atomic_load(&L.last_io_ms) > timeout_ms) {
+                snprintf(c->err, sizeof(c->err), "timeout: nothing from the master in %lld s",
+                         timeout_ms / 1000);
+                goto out;
+            }
+            if (!send_ack(c))
+                goto out;
+            last_ack = mono_us();
+            continue;
+        }
+        char line[64];
+        if (!rc_read_line(c, line, sizeof(line)))
+            goto out;
+        atomic_store(&L.last_io_ms, now_ms());
+        if (strcmp(line, "+PING") == 0)
+            continue;
+        char *end;
+        unsigned long long n = line[0] == '$' ? strtoull(line + 1, &end, 10) : 0;
+        if (line[0] != '$' || end == line + 1 || *end || n > MAX_BATCH) {
+            snprintf(c->err, sizeof(c->err), "unexpected '%.40s' from the master", line);
+            goto out;
+        }
+        free(batch);
+        batch = malloc(n ? n : 1);
+        char crlf[2];
+        if (batch == NULL || !rc_read_exact(c, batch, n) || !rc_read_exact(c, crlf, 2))
+            break;
+        for (size_t off = 0; off < n;) {
+            wal_record rec;
+            char err[256];
+            if (wal_record_next(batch, n, off, &rec, err, sizeof(err)) != WAL_REC_OK) {
+                snprintf(c->err, sizeof(c->err), "damaged record from the master: %.200s", err);
+                goto out;
+            }
+            uint64_t expect = wal_assigned_lsn() + 1;
+            if (rec.lsn != expect) {
+                snprintf(c->err, sizeof(c->err), "LSN %" PRIu64 " expected, %" PRIu64 " received",
+                         expect, rec.lsn);
+                goto out;
+            }
+            if (pending_start && rec.lsn < pending_start) {
+                if (!wal_append_raw(batch + off, rec.size, rec.lsn)) {
+                    snprintf(c->err, sizeof(c->err), "can't log record LSN %" PRIu64, rec.lsn);
+                    goto out;
+                }
+                off += rec.size;
+                continue;
+            }
+            if (pending_start) {
+                bool ok = finish_load(c);
+                pending_start = 0;
+                if (!ok)
+                    goto out;
+                set_link(REPL_LINK_CONNECTED);
+            }
+            if (!apply_record(c, batch + off, &rec))
+                goto out;
+            off += rec.size;
+        }
+        if (pending_start && wal_assigned_lsn() + 1 >= pending_start) {
+            bool ok = finish_load(c);
+            pending_start = 0;
+            if (!ok)
+                goto out;
+            set_link(REPL_LINK_CONNECTED);
+        }
+        if (pending_start == 0 && !send_ack(c))
+            break;
+        last_ack = mono_us();
+    }
+out:
+    (void)last_ack;
+    free(batch);
+    if (pending_start) {
+        /* The load never happened: what is installed is loaded now, so the
+         * server keeps a consistent state until the next attempt. */
+        finish_load(c);
+    }
+}
+
+static void run_once(void)
+{
+    char host[256];
+    pthread_mutex_lock(&L.lock);
+    snprintf(host, sizeof(host), "%s", L.host);
+    int port = L.port;
+    pthread_mutex_unlock(&L.lock);
+    repl_conn c;
+    rc_init(&c, -1, (int)(atomic_load(&cfg.repl_timeout) * 1000), &L.stop);
+    set_link(REPL_LINK_CONNECTING);
+    char reply[512];
+    if (!rc_connect(&c, host, port) || !handshake(&c, reply, sizeof(reply))) {
+        if (!atomic_load(&L.stop))
+            server_log(LOG_NOTICE, "Replication with %s:%d: %s", host, port, c.err);
+        rc_close(&c);
+        return;
+    }
+    atomic_store(&L.last_io_ms, now_ms());
+    char id[REPL_ID_LEN + 1] = "";
+    unsigned long long off = 0;
+    if (sscanf(reply, "+CONTINUE %40s", id) == 1) {
+        server_log(LOG_NOTICE, "MASTER <-> REPLICA sync: partial resync from LSN %" PRIu64,
+                   wal_assigned_lsn() + 1);
+        repl_follow_id(id);
+        follow(&c, 0);
+    } else if (sscanf(reply, "+FULLRESYNC %40s %llu", id, &off) == 2) {
+        server_log(LOG_NOTICE, "MASTER <-> REPLICA sync: full resync from %s:%d at LSN %llu", host,
+                   port, off);
+        set_link(REPL_LINK_SYNC);
+        atomic_store(&L.syncing, true);
+        uint8_t *index = NULL;
+        size_t ilen = 0;
+        snap_index ix = {0};
+        char err[512];
+        bool ok = receive_snapshot(&c, off, &index, &ilen, &ix);
+        if (ok) {
+            uint64_t log_from = snap_index_log_from(&ix);
+            persist_resync_begin();
+            repl_set_loading(true);
+            ok = persist_resync_install(repl_dir(), index, ilen, ix.seq, log_from, err,
+                                        sizeof(err));
+            if (!ok) {
+                snprintf(c.err, sizeof(c.err), "installing the master's snapshot: %.200s", err);
+                finish_load(&c);
+            } else {
+                repl_adopt_id(id);
+                follow(&c, ix.start_lsn);
+            }
+        }
+        snap_index_free(&ix);
+        free(index);
+        atomic_store(&L.syncing, false);
+    } else {
+        snprintf(c.err, sizeof(c.err), "PSYNC: unexpected reply '%.100s'", reply);
+    }
+    if (c.err[0] && !atomic_load(&L.stop))
+        server_log(LOG_WARNING, "Replication with %s:%d: %s", host, port, c.err);
+    rc_close(&c);
+}
+
+static void *link_main(void *arg)
+{
+    (void)arg;
+    ks_set_applier(true);
+    while (!atomic_load(&L.stop)) {
+        run_once();
+        set_link(REPL_LINK_CONNECT);
+        for (int i = 0; i < 10 && !atomic_load(&L.stop); i++)
+            usleep(100000);
+    }
+    return NULL;
+}
+
+void replica_link_start(const char *host, int port)
+{
+    replica_link_stop();
+    pthread_mutex_lock(&L.lock);
+    snprintf(L.host, sizeof(L.host), "%s", host);
+    L.port = port;
+    L.down_since_ms = now_ms();
+    pthread_mutex_unlock(&L.lock);
+    atomic_store(&L.stop, false);
+    atomic_store(&L.link, REPL_LINK_CONNECT);
+    if (pthread_create(&L.thread, NULL, link_main, NULL) == 0)
+        L.running = true;
+    else
+        server_log(LOG_WARNING, "Can't start the replication thread");
+}
+
+void replica_link_stop(void)
+{
+    if (!L.running)
+        return;
+    atomic_store(&L.stop, true);
+    pthread_join(L.thread, NULL);
+    L.running = false;
+    atomic_store(&L.link, REPL_LINK_NONE);
+    repl_update_checks();
+}
+
+void replica_link_status(repl_status *s)
+{
+    pthread_mutex_lock(&L.lock);
+    snprintf(s->master_host, sizeof(s->master_host), "%s", L.host);
+    s->master_port = L.port;
+    s->link_down_since_ms = L.down_since_ms;
+    pthread_mutex_unlock(&L.lock);
+    s->link = atomic_load(&L.link);
+    s->last_io_ms = atomic_load(&L.last_io_ms);
+    s->sync_in_progress = atomic_load(&L.syncing);
+}
+
+bool replica_link_up(void) { return atomic_load(&L.link) == REPL_LINK_CONNECTED; }
