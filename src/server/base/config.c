@@ -110,8 +110,8 @@ static const cfg_entry table[] = {
     {"repl-timeout", T_INT, true, &cfg.repl_timeout, 1, 2147483647LL, NULL, NULL, NULL, "60"},
     /* Redis's older names of the same settings. */
     {"slave-read-only", T_ENUM, true, &cfg.replica_read_only, 0, 0, NULL, yesonly, NULL, "yes"},
-    {"slave-serve-stale-data", T_ENUM, true, &cfg.replica_serve_stale_data, 0, 0, NULL, yesno,
-     NULL, "yes"},
+    {"slave-serve-stale-data", T_ENUM, true, &cfg.replica_serve_stale_data, 0, 0, NULL, yesno, NULL,
+     "yes"},
     {"slave-priority", T_INT, true, &cfg.replica_priority, 0, 2147483647LL, NULL, NULL, NULL,
      "100"},
     {"slave-announce-port", T_INT, true, &cfg.replica_announce_port, 0, 65535, NULL, NULL, NULL,
@@ -332,8 +332,8 @@ void config_init(void)
 void config_free(void)
 {
     pthread_mutex_lock(&str_lock);
-    char **all[] = {&s_bind,        &s_dir,     &s_requirepass, &s_logfile,
-                    &s_config_file, &s_pidfile, &s_save,        &s_replicaof,
+    char **all[] = {&s_bind,        &s_dir,        &s_requirepass, &s_logfile,
+                    &s_config_file, &s_pidfile,    &s_save,        &s_replicaof,
                     &s_masterauth,  &s_masteruser, &s_announce_ip};
     for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++) {
         free(*all[i]);

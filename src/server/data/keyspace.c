@@ -82,7 +82,10 @@ bool ks_entry_expired(const kv_entry *e, int64_t now)
 void ks_pause_expiry(bool paused) { expiry_paused = paused; }
 void ks_set_applier(bool on) { applying = on; }
 void ks_set_expiry_deletes(bool on) { atomic_store(&expiry_deletes, on); }
-void ks_set_expired_hook(void (*fn)(const char *key, size_t klen)) { atomic_store(&expired_hook, fn); }
+void ks_set_expired_hook(void (*fn)(const char *key, size_t klen))
+{
+    atomic_store(&expired_hook, fn);
+}
 
 static void unlink_slot(ks_stripe *st, kv_entry **pp);
 

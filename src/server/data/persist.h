@@ -214,7 +214,6 @@ void recovery_torn_tails(uint64_t *n, const char **last);
  * LSN to continue from. Keys whose expiry passed are then dropped, unless
  * drop_expired is false (a replica: its master's records remove them). On
  * damage err names the file, offset and reason and nothing stays loaded. */
-bool recovery_run(const char *dir, uint64_t *next_lsn, bool drop_expired, char *err,
-                  size_t errlen);
+bool recovery_run(const char *dir, uint64_t *next_lsn, bool drop_expired, char *err, size_t errlen);
 
 #endif

@@ -204,7 +204,8 @@ static const char *repl_refusal(bool write)
         return "NOREPLICAS Not enough good replicas to write.";
     if (write && repl_is_replica())
         return "READONLY You can't write against a read only replica.";
-    if (repl_link_down() && !atomic_load_explicit(&cfg.replica_serve_stale_data, memory_order_relaxed))
+    if (repl_link_down() &&
+        !atomic_load_explicit(&cfg.replica_serve_stale_data, memory_order_relaxed))
         return "MASTERDOWN Link with MASTER is down and replica-serve-stale-data is set to 'no'.";
     return NULL;
 }

@@ -154,8 +154,8 @@ bool psyncCommand(cmd_ctx *c)
     if (c->argc == 3 && !str_to_ll(c->argv[2], c->argvlen[2], &next))
         next = 0;
     char id[REPL_ID_LEN + 1];
-    snprintf(id, sizeof(id), "%.*s", (int)(c->argvlen[1] < REPL_ID_LEN ? c->argvlen[1] : REPL_ID_LEN),
-             c->argv[1]);
+    snprintf(id, sizeof(id), "%.*s",
+             (int)(c->argvlen[1] < REPL_ID_LEN ? c->argvlen[1] : REPL_ID_LEN), c->argv[1]);
     repl_peer_info peer = {.port = cl->repl_port, .bloomery = true};
     if (cl->repl_ip[0]) {
         snprintf(peer.ip, sizeof(peer.ip), "%s", cl->repl_ip);
@@ -170,8 +170,8 @@ bool psyncCommand(cmd_ctx *c)
      * without touching it again. */
     int fd = dup(cl->fd);
     char err[256];
-    if (fd < 0 || !repl_sender_start(fd, &peer, id, next > 0 ? (uint64_t)next : 0, err,
-                                     sizeof(err))) {
+    if (fd < 0 ||
+        !repl_sender_start(fd, &peer, id, next > 0 ? (uint64_t)next : 0, err, sizeof(err))) {
         reply_errorf(&c->out, "ERR %s", fd < 0 ? "can't hand the connection over" : err);
         return false;
     }

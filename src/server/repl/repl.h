@@ -25,7 +25,13 @@
 #define REPL_ID_LEN 40
 
 /* The replica link's state, as ROLE names them. */
-enum { REPL_LINK_NONE, REPL_LINK_CONNECT, REPL_LINK_CONNECTING, REPL_LINK_SYNC, REPL_LINK_CONNECTED };
+enum {
+    REPL_LINK_NONE,
+    REPL_LINK_CONNECT,
+    REPL_LINK_CONNECTING,
+    REPL_LINK_SYNC,
+    REPL_LINK_CONNECTED
+};
 
 void repl_init(const char *dir);
 /* Stop every replication thread (shutdown). */
@@ -55,7 +61,7 @@ void repl_promote(void);
 
 typedef struct repl_peer_info {
     char ip[64];
-    int port; /* REPLCONF listening-port */
+    int port;      /* REPLCONF listening-port */
     bool bloomery; /* REPLCONF capa bloomery */
 } repl_peer_info;
 

@@ -15,8 +15,8 @@ typedef struct repl_conn {
     int fd;
     pbuf in; /* read, not consumed: [pos, len) */
     size_t pos;
-    int timeout_ms;      /* for each wait */
-    _Atomic bool *stop;  /* checked while waiting */
+    int timeout_ms;     /* for each wait */
+    _Atomic bool *stop; /* checked while waiting */
     uint64_t bytes_in, bytes_out;
     char err[1024];
 } repl_conn;

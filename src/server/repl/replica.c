@@ -418,8 +418,8 @@ static void run_once(void)
             uint64_t log_from = snap_index_log_from(&ix);
             persist_resync_begin();
             repl_set_loading(true);
-            ok = persist_resync_install(repl_dir(), index, ilen, ix.seq, log_from, err,
-                                        sizeof(err));
+            ok =
+                persist_resync_install(repl_dir(), index, ilen, ix.seq, log_from, err, sizeof(err));
             if (!ok) {
                 snprintf(c.err, sizeof(c.err), "installing the master's snapshot: %.200s", err);
                 finish_load(&c);

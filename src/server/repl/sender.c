@@ -185,8 +185,7 @@ static wal_reader *full_sync(sender *s, const char *id)
     bool ok = wlen % 16 == 0;
     for (size_t i = 0; ok && i < wlen / 16; i++) {
         chunk_hash h = {le_load(want + 16 * i, 8), le_load(want + 16 * i + 8, 8)};
-        ok = bsearch(&h, files, nfiles, sizeof(*files), cmp_hash) != NULL &&
-             send_chunk_file(s, h);
+        ok = bsearch(&h, files, nfiles, sizeof(*files), cmp_hash) != NULL && send_chunk_file(s, h);
     }
     free(want);
     if (!ok)
