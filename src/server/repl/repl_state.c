@@ -113,7 +113,11 @@ void repl_follow_id(const char *id)
 bool repl_is_replica(void) { return atomic_load_explicit(&R.replica, memory_order_relaxed); }
 bool repl_loading(void) { return atomic_load_explicit(&R.loading, memory_order_relaxed); }
 bool repl_link_down(void) { return repl_is_replica() && !replica_link_up(); }
-bool repl_checks_data(void) { return atomic_load_explicit(&R.checks, memory_order_relaxed); }
+bool repl_checks_data(void)
+{
+    return atomic_load_explicit(&R.checks, memory_order_relaxed) ||
+           atomic_load_explicit(&cfg.min_replicas_to_write, memory_order_relaxed) > 0;
+}
 
 void repl_set_loading(bool on)
 {
@@ -123,8 +127,7 @@ void repl_set_loading(bool on)
 
 void repl_update_checks(void)
 {
-    atomic_store(&R.checks, atomic_load(&R.replica) || atomic_load(&R.loading) ||
-                                atomic_load(&cfg.min_replicas_to_write) > 0);
+    atomic_store(&R.checks, atomic_load(&R.replica) || atomic_load(&R.loading));
 }
 
 bool repl_too_few_replicas(void)
