@@ -199,6 +199,7 @@ void repl_get_status(repl_status *s)
     s->partial_syncs_err = __atomic_load_n(&repl_stat_partial_err, __ATOMIC_RELAXED);
     s->sync_chunks_fetched = __atomic_load_n(&repl_stat_chunks_fetched, __ATOMIC_RELAXED);
     s->sync_chunks_present = __atomic_load_n(&repl_stat_chunks_present, __ATOMIC_RELAXED);
+    s->sync_bytes = __atomic_load_n(&repl_stat_sync_bytes, __ATOMIC_RELAXED);
 }
 
 void repl_status_free(repl_status *s)
@@ -258,10 +259,11 @@ char *repl_info(void)
         "repl_backlog_histlen:%" PRIu64 "\r\n"
         "bloomery_sync_full:%" PRIu64 "\r\nbloomery_sync_partial_ok:%" PRIu64 "\r\n"
         "bloomery_sync_partial_err:%" PRIu64 "\r\nbloomery_sync_chunks_fetched:%" PRIu64 "\r\n"
-        "bloomery_sync_chunks_present:%" PRIu64 "\r\n",
+        "bloomery_sync_chunks_present:%" PRIu64 "\r\n"
+        "bloomery_sync_snapshot_bytes_received:%" PRIu64 "\r\n",
         s.replid, s.replid2, s.offset, s.second_offset ? (long long)s.second_offset : -1LL,
         s.offset, s.full_syncs, s.partial_syncs_ok, s.partial_syncs_err, s.sync_chunks_fetched,
-        s.sync_chunks_present);
+        s.sync_chunks_present, s.sync_bytes);
     repl_status_free(&s);
     pbuf_put(&b, "", 1);
     if (b.failed) {

@@ -413,7 +413,9 @@ static void run_once(void)
         size_t ilen = 0;
         snap_index ix = {0};
         char err[512];
+        uint64_t in0 = c.bytes_in;
         bool ok = receive_snapshot(&c, off, &index, &ilen, &ix);
+        repl_count(&repl_stat_sync_bytes, c.bytes_in - in0);
         if (ok) {
             uint64_t log_from = snap_index_log_from(&ix);
             persist_resync_begin();
