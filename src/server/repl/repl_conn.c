@@ -222,7 +222,7 @@ bool rc_read_line(repl_conn *c, char *line, size_t max)
 {
     for (size_t scanned = 0;;) {
         size_t avail = c->in.len - c->pos;
-        const char *s = (const char *)c->in.p + c->pos;
+        const char *s = c->in.p ? (const char *)c->in.p + c->pos : "";
         for (; scanned + 1 < avail; scanned++)
             if (s[scanned] == '\r' && s[scanned + 1] == '\n') {
                 size_t l = scanned < max - 1 ? scanned : max - 1;

@@ -38,10 +38,10 @@
 #include "repl_int.h"
 #include "replay.h"
 #include "snapshot.h"
+#include "stream.h"
 #include "util.h"
 
 #define MAX_INDEX (1u << 30)
-#define MAX_BATCH (256u << 20)
 
 static struct {
     pthread_mutex_t lock; /* host, port, link times */
@@ -240,18 +240,12 @@ static bool receive_snapshot(repl_conn *c, uint64_t offset, uint8_t **index, siz
 }
 
 /* Append one record of the stream to the log and apply it. */
-static bool apply_record(repl_conn *c, const uint8_t *p, const wal_record *rec)
+static bool apply_record(repl_conn *c, const uint8_t *p, const wal_record *rec, const wal_op *op)
 {
-    wal_op op;
-    char err[256];
-    if (!wal_op_parse(rec->type, rec->payload, rec->len, &op, err, sizeof(err))) {
-        snprintf(c->err, sizeof(c->err), "record LSN %" PRIu64 " refused: %s", rec->lsn, err);
-        return false;
-    }
     pthread_mutex_lock(&snapshot_apply_lock);
     bool ok = wal_append_raw(p, rec->size, rec->lsn);
     if (ok) {
-        replay_apply(rec, &op);
+        replay_apply(rec, op);
         atomic_fetch_add_explicit(&persist_dirty, 1, memory_order_relaxed);
     }
     pthread_mutex_unlock(&snapshot_apply_lock);
@@ -283,7 +277,6 @@ static bool finish_load(repl_conn *c)
 static void follow(repl_conn *c, uint64_t pending_start)
 {
     uint8_t *batch = NULL;
-    int64_t last_ack = mono_us();
     long long timeout_ms = atomic_load(&cfg.repl_timeout) * 1000;
     if (pending_start && wal_assigned_lsn() + 1 >= pending_start) {
         bool ok = finish_load(c);
@@ -306,45 +299,28 @@ static void follow(repl_conn *c, uint64_t pending_start)
             }
             if (!send_ack(c))
                 goto out;
-            last_ack = mono_us();
             continue;
-        }
-        char line[64];
-        if (!rc_read_line(c, line, sizeof(line)))
-            goto out;
-        atomic_store(&L.last_io_ms, now_ms());
-        if (strcmp(line, "+PING") == 0)
-            continue;
-        char *end;
-        unsigned long long n = line[0] == '$' ? strtoull(line + 1, &end, 10) : 0;
-        if (line[0] != '$' || end == line + 1 || *end || n > MAX_BATCH) {
-            snprintf(c->err, sizeof(c->err), "unexpected '%.40s' from the master", line);
-            goto out;
         }
         free(batch);
-        batch = malloc(n ? n : 1);
-        char crlf[2];
-        if (batch == NULL || !rc_read_exact(c, batch, n) || !rc_read_exact(c, crlf, 2))
-            break;
+        size_t n;
+        int kind = repl_read_message(c, &batch, &n);
+        if (kind < 0)
+            goto out;
+        atomic_store(&L.last_io_ms, now_ms());
+        if (kind == 0)
+            continue;
         for (size_t off = 0; off < n;) {
+            size_t at = off;
             wal_record rec;
-            char err[256];
-            if (wal_record_next(batch, n, off, &rec, err, sizeof(err)) != WAL_REC_OK) {
-                snprintf(c->err, sizeof(c->err), "damaged record from the master: %.200s", err);
+            wal_op op;
+            if (!repl_batch_next(batch, n, &off, wal_assigned_lsn() + 1, &rec, &op, c->err,
+                                 sizeof(c->err)))
                 goto out;
-            }
-            uint64_t expect = wal_assigned_lsn() + 1;
-            if (rec.lsn != expect) {
-                snprintf(c->err, sizeof(c->err), "LSN %" PRIu64 " expected, %" PRIu64 " received",
-                         expect, rec.lsn);
-                goto out;
-            }
             if (pending_start && rec.lsn < pending_start) {
-                if (!wal_append_raw(batch + off, rec.size, rec.lsn)) {
+                if (!wal_append_raw(batch + at, rec.size, rec.lsn)) {
                     snprintf(c->err, sizeof(c->err), "can't log record LSN %" PRIu64, rec.lsn);
                     goto out;
                 }
-                off += rec.size;
                 continue;
             }
             if (pending_start) {
@@ -354,9 +330,8 @@ static void follow(repl_conn *c, uint64_t pending_start)
                     goto out;
                 set_link(REPL_LINK_CONNECTED);
             }
-            if (!apply_record(c, batch + off, &rec))
+            if (!apply_record(c, batch + at, &rec, &op))
                 goto out;
-            off += rec.size;
         }
         if (pending_start && wal_assigned_lsn() + 1 >= pending_start) {
             bool ok = finish_load(c);
@@ -367,10 +342,8 @@ static void follow(repl_conn *c, uint64_t pending_start)
         }
         if (pending_start == 0 && !send_ack(c))
             break;
-        last_ack = mono_us();
     }
 out:
-    (void)last_ack;
     free(batch);
     if (pending_start) {
         /* The load never happened: what is installed is loaded now, so the
@@ -398,15 +371,16 @@ static void run_once(void)
     }
     atomic_store(&L.last_io_ms, now_ms());
     char id[REPL_ID_LEN + 1] = "";
-    unsigned long long off = 0;
-    if (sscanf(reply, "+CONTINUE %40s", id) == 1) {
+    uint64_t off = 0;
+    char kind = repl_psync_reply(reply, id, &off);
+    if (kind == 'c') {
         server_log(LOG_NOTICE, "MASTER <-> REPLICA sync: partial resync from LSN %" PRIu64,
                    wal_assigned_lsn() + 1);
         repl_follow_id(id);
         follow(&c, 0);
-    } else if (sscanf(reply, "+FULLRESYNC %40s %llu", id, &off) == 2) {
-        server_log(LOG_NOTICE, "MASTER <-> REPLICA sync: full resync from %s:%d at LSN %llu", host,
-                   port, off);
+    } else if (kind == 'f') {
+        server_log(LOG_NOTICE, "MASTER <-> REPLICA sync: full resync from %s:%d at LSN %" PRIu64,
+                   host, port, off);
         set_link(REPL_LINK_SYNC);
         atomic_store(&L.syncing, true);
         uint8_t *index = NULL;
