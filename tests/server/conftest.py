@@ -80,23 +80,28 @@ def free_port():
 
 
 class Server:
-    def __init__(self, *args, threads=2, config=None, datadir=None, env=None):
+    def __init__(self, *args, threads=2, config=None, datadir=None, env=None, conf_path=None,
+                 port=None):
         """datadir: reuse a data directory (a restart); by default a new
         one under the server's temporary directory. env: variables added to
-        the server's environment (the fault shim, powercut.py)."""
+        the server's environment (the fault shim, powercut.py). config: the
+        text of a config file to start with; conf_path: an existing one
+        (a restart on a file CONFIG REWRITE changed), port: a given port."""
         self.dir = tempfile.mkdtemp(prefix="bloomeryd-test-")
         self.datadir = datadir or os.path.join(self.dir, "data")
         self.killed = False
-        self.port = free_port()
+        self.port = port or free_port()
+        self.conf_path = conf_path
         if MODULE:
             cmd = self.module_command(config, args)
         else:
             cmd = [BLOOMERYD]
             if config is not None:
-                path = os.path.join(self.dir, "test.conf")
-                with open(path, "w") as f:
+                self.conf_path = os.path.join(self.dir, "test.conf")
+                with open(self.conf_path, "w") as f:
                     f.write(config)
-                cmd.append(path)
+            if self.conf_path:
+                cmd.append(self.conf_path)
             cmd += ["--port", str(self.port), "--dir", self.datadir,
                     "--threads", str(threads)]
             cmd += [str(a) for a in args]
