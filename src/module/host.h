@@ -14,13 +14,11 @@
 #include "rm_api.h"
 #include "types.h"
 
-/* The module types: the Bloom family (Bloom, counting, window filters and
- * their dumps being loaded) and the cuckoo family. */
-extern RedisModuleType *mh_bloom_mt, *mh_cuckoo_mt;
-
-/* The module type that holds values of t; NULL for a type the module does
- * not keep in Redis keys (HLL). */
+/* The module type that holds values of t (its descriptor's module_type);
+ * NULL for a type the module does not keep in Redis keys (HLL). */
 RedisModuleType *mh_module_type(const value_type *t);
+/* Whether mt is one of the module types of rdb.c. */
+bool mh_is_ours(const RedisModuleType *mt);
 
 /* What a key of another type (a Redis string, list, ... or another module's
  * value) looks like to the handlers: no command accepts it, so each answers
@@ -53,6 +51,9 @@ void mh_aof_rewrite(RedisModuleIO *io, RedisModuleString *key, void *value);
 /* Register the settings as module configs and load their values
  * (OnLoad, after the module's arguments; config_host.c). */
 bool mh_config_register(RedisModuleCtx *ctx);
+
+/* Register BLOOMERY.LOADCHUNK (OnLoad; loadchunk.c). */
+bool mh_loadchunk_register(RedisModuleCtx *ctx);
 
 /* Register the module types (OnLoad). */
 bool mh_rdb_register(RedisModuleCtx *ctx);
