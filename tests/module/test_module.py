@@ -503,9 +503,17 @@ def test_damaged_rdb_refused(start_module):
         start_module("damaged", "--rdbchecksum", "no")
 
 
-def test_memory_usage_counts_the_filter(m):
+def test_memory_usage_counts_the_value(m):
     m.execute_command("BF.RESERVE", "k", "0.001", "1000000")
     assert m.memory_usage("k") > 1_000_000
+    m.execute_command("CMS.INITBYDIM", "cms", "1000000", "4")  # 32-bit counters
+    assert 4_000_000 * 4 < m.memory_usage("cms") < 4_000_000 * 4 + 4096
+    m.execute_command("TOPK.RESERVE", "topk", "10", "100000", "4", "0.9")
+    assert m.memory_usage("topk") > 100_000 * 4 * 8
+    m.execute_command("TDIGEST.CREATE", "td", "COMPRESSION", "1000")
+    small = m.memory_usage("td")
+    m.execute_command("TDIGEST.CREATE", "td2", "COMPRESSION", "100")
+    assert small > m.memory_usage("td2") > 1000
 
 
 def test_replica_gets_the_commands(start_module):
