@@ -191,7 +191,7 @@ int RedisModule_OnLoad(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
         rm.Log(ctx, "warning", "bloomery: maxmemory changes will not be seen until a restart");
     if (!mh_config_register(ctx))
         return RM_ERR;
-    if (!mh_rdb_register(ctx) || !mh_loadchunk_register(ctx))
+    if (!mh_rdb_register(ctx) || !mh_redisbloom_register(ctx) || !mh_loadchunk_register(ctx))
         return RM_ERR;
     for (size_t i = 0; i < sizeof(registrations) / sizeof(registrations[0]); i++)
         if (!register_command(ctx, &registrations[i]))

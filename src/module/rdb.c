@@ -48,7 +48,18 @@ bool mh_is_ours(const RedisModuleType *mt)
     for (size_t i = 0; mt && i < nfamilies; i++)
         if (families[i].mt == mt)
             return true;
-    return false;
+    return mh_is_redisbloom(mt);
+}
+
+kv_obj *mh_value_loaded(const value_type *t, void *v)
+{
+    kv_obj *o = kv_obj_new(t, v);
+    if (o == NULL)
+        return NULL;
+    uint64_t bytes = t->adopt(o);
+    atomic_store(&o->value_bytes, bytes);
+    ks_mem_add((int64_t)(bytes + ks_entry_overhead(0)));
+    return o;
 }
 
 static void save(RedisModuleIO *io, void *value)
@@ -125,15 +136,11 @@ static void *load(RedisModuleIO *io, int encver, const family *fam)
         goto fail;
     bloomery_loader_free(l);
     l = NULL;
-    o = kv_obj_new(t, obj.u.any);
+    o = mh_value_loaded(t, obj.u.any);
     if (o == NULL) {
         bloomery_object_free(&obj);
         rm.LogIOError(io, "warning", "bloomery: no memory to load a %s", t->name);
-        return NULL;
     }
-    uint64_t bytes = t->adopt(o);
-    atomic_store(&o->value_bytes, bytes);
-    ks_mem_add((int64_t)(bytes + ks_entry_overhead(0)));
     return o;
 fail:
     rm.LogIOError(io, "warning", "bloomery: a %s in the RDB file is damaged: %s", t->name,
@@ -214,9 +221,9 @@ static void free_value(void *value)
     kv_obj_free(o);
 }
 
-bool mh_rdb_register(RedisModuleCtx *ctx)
+void mh_value_methods(rm_type_methods *m)
 {
-    rm_type_methods methods = {
+    *m = (rm_type_methods){
         .version = RM_TYPE_METHOD_VERSION,
         .rdb_save = save,
         .aof_rewrite = mh_aof_rewrite,
@@ -225,6 +232,12 @@ bool mh_rdb_register(RedisModuleCtx *ctx)
         .free = free_value,
         .copy = copy_value,
     };
+}
+
+bool mh_rdb_register(RedisModuleCtx *ctx)
+{
+    rm_type_methods methods;
+    mh_value_methods(&methods);
     /* Type names are exactly nine characters; ours, not RedisBloom's
      * (docs/MODULE.md). */
     for (size_t i = 0; i < types_count(); i++) {
