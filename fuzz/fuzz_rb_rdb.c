@@ -1,6 +1,6 @@
-// fuzz-sources: src/module/rb_rdb.c -Isrc/module
+// fuzz-sources: src/server/data/rb_rdb.c -Isrc/server/data
 /* Fuzz target: arbitrary bytes as the fields of a RedisBloom RDB value
- * (src/module/rb_rdb.c), Bloom or cuckoo, any encoding version. The reader
+ * (src/server/data/rb_rdb.c), Bloom or cuckoo, any encoding version. The reader
  * either refuses them with a reason or builds a value; a value built is
  * written back in version 4, which must read again and write the same
  * fields: what the module saves under RedisBloom's names loads back.

@@ -5,9 +5,9 @@
  * written back in RedisBloom's latest version (4).
  *
  * Pure: the fields come from an abstract reader (Redis's RDB calls in the
- * module, a byte buffer in the fuzz target) and only the library is used,
- * so arbitrary input is checked field by field and refused with a reason,
- * never trusted.
+ * module, src/module/rb_types.c; a byte buffer in the fuzz target) and only
+ * the library is used, so arbitrary input is checked field by field and
+ * refused with a reason, never trusted.
  *
  * Bloom, in RDB order: total items, filters, options, [growth (v >= 4;
  * else 2)], then per link: capacity, error rate (double), hashes, bits per
@@ -17,8 +17,8 @@
  * (v >= 4; else all have the top-level count)], the buckets (string), one
  * byte per slot.
  */
-#ifndef BLOOMERY_MODULE_RB_RDB_H
-#define BLOOMERY_MODULE_RB_RDB_H
+#ifndef BLOOMERYD_RB_RDB_H
+#define BLOOMERYD_RB_RDB_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -54,6 +54,13 @@ int rb_read_bloom(const rb_reader *r, int encver, uint64_t max_bytes, sbf_t **ou
  * from (raised to the filter's own count). */
 int rb_read_cuckoo(const rb_reader *r, int encver, uint64_t max_bytes, unsigned max_filters,
                    cf_t **out, const char **why);
+
+/* The classic chain RedisBloom's header h describes, over links built from
+ * its shapes (n of them, in order): RedisBloom's rules for the chain's
+ * requested rate (a scaling chain's first link has half of it) and growth.
+ * Takes the links on success. Shared with BF.LOADCHUNK of RedisBloom's
+ * SCANDUMP header (restore.c). */
+int rb_chain_assemble(const cbf_rb_header *h, void **links, uint32_t n, sbf_t **out);
 
 /* Version 4 of a classic-layout chain / a cuckoo filter of 8-bit
  * fingerprints (what the readers build); false for any other value. */

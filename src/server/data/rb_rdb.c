@@ -13,6 +13,20 @@
 
 /* ---- Bloom ---- */
 
+int rb_chain_assemble(const cbf_rb_header *h, void **links, uint32_t n, sbf_t **out)
+{
+    const cbf_shape *s0 = &h->links[0].shape;
+    bool scaling = !(h->options & CBF_RB_OPT_NO_SCALING);
+    uint32_t expansion = scaling ? h->growth : 0;
+    /* A scaling chain's first link was built at half the requested rate. */
+    double error = scaling ? s0->error_rate * 2 : s0->error_rate;
+    if (error >= 1)
+        error = s0->error_rate;
+    if (expansion > SBF_MAX_EXPANSION)
+        return BLOOMERY_ECORRUPT;
+    return sbf_assemble(out, BLOOMERY_LAYOUT_CLASSIC, s0->capacity, error, expansion, 0, links, n);
+}
+
 typedef struct bloom_read {
     cbf_rb_header h; /* the links read so far, shapes and counts */
     void **links;    /* their filters */
@@ -116,8 +130,8 @@ int rb_read_bloom(const rb_reader *r, int encver, uint64_t max_bytes, sbf_t **ou
         /* This link alone, before its bits are copied (the string lives
          * only until the next read): its shape passes RedisBloom's checks
          * and ours. */
-        cbf_rb_header one = {.nfilters = 1, .options = b.h.options, .growth = b.h.growth,
-                             .links = l};
+        cbf_rb_header one = {
+            .nfilters = 1, .options = b.h.options, .growth = b.h.growth, .links = l};
         if ((rc = check_header(&one, 1, 0, max_bytes)) != BLOOMERY_OK)
             FAIL(rc, rc == BLOOMERY_ENOMEM ? "out of memory" : "invalid filter shape");
         cbf_t *f;
@@ -135,17 +149,7 @@ int rb_read_bloom(const rb_reader *r, int encver, uint64_t max_bytes, sbf_t **ou
     /* The whole chain: the items of the links sum to the total. */
     if ((rc = check_header(&b.h, b.h.nfilters, total, max_bytes)) != BLOOMERY_OK)
         FAIL(rc, "inconsistent chain");
-    const cbf_shape *s0 = &b.h.links[0].shape;
-    bool scaling = !(b.h.options & CBF_RB_OPT_NO_SCALING);
-    uint32_t expansion = scaling ? b.h.growth : 0;
-    /* A scaling chain's first link was built at half the requested rate. */
-    double error = scaling ? s0->error_rate * 2 : s0->error_rate;
-    if (error >= 1)
-        error = s0->error_rate;
-    if (expansion > SBF_MAX_EXPANSION)
-        FAIL(BLOOMERY_ECORRUPT, "bad growth");
-    if ((rc = sbf_assemble(out, BLOOMERY_LAYOUT_CLASSIC, s0->capacity, error, expansion, 0, b.links,
-                           b.made)) != BLOOMERY_OK)
+    if ((rc = rb_chain_assemble(&b.h, b.links, b.made, out)) != BLOOMERY_OK)
         FAIL(rc, "the chain could not be built");
     b.made = 0; /* the chain owns the links */
 done:
