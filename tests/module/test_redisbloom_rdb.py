@@ -5,7 +5,8 @@ CF.MEXISTS for every added item and 20000 never added, false positives
 included, CF.COUNT, the Bloom filters' SCANDUMP chunks byte for byte, the
 expiry), and the keys are ours from then on: TYPE answers our names, a
 save and restart keeps every answer, and a RedisBloom file is no longer
-needed."""
+needed. RedisBloom's DUMP payloads (cut from the same file) RESTORE, and
+DUMP back byte for byte."""
 import base64
 import json
 import os
@@ -123,3 +124,90 @@ def test_damaged_redisbloom_values_are_refused(start_module, workdir):
     with pytest.raises(RuntimeError) as e:
         start_module("redisbloom-damaged", "--rdbchecksum", "no")
     assert "is refused" in str(e.value)
+
+
+# ---- RedisBloom's DUMP payloads, cut from its dump.rdb ----
+
+def crc64(data):
+    """Redis's CRC-64 (Jones, reflected, as DUMP's footer)."""
+    crc = 0
+    for b in data:
+        crc ^= b
+        for _ in range(8):
+            crc = (crc >> 1) ^ 0x95AC9329AC4BC9B5 if crc & 1 else crc >> 1
+    return crc
+
+
+def rdb_len(data, at):
+    """An RDB length at data[at]: (value or None for a special encoding,
+    its low bits, the offset after it)."""
+    b, kind = data[at], data[at] >> 6
+    if kind == 0:
+        return b & 0x3f, None, at + 1
+    if kind == 1:
+        return (b & 0x3f) << 8 | data[at + 1], None, at + 2
+    if b == 0x80:
+        return int.from_bytes(data[at + 1:at + 5], "big"), None, at + 5
+    if b == 0x81:
+        return int.from_bytes(data[at + 1:at + 9], "big"), None, at + 9
+    return None, b & 0x3f, at + 1
+
+
+def rdb_string_end(data, at):
+    n, special, at = rdb_len(data, at)
+    if n is not None:
+        return at + n
+    if special in (0, 1, 2):  # an integer of 1, 2 or 4 bytes
+        return at + (1, 2, 4)[special]
+    assert special == 3  # LZF: compressed length, length, bytes
+    clen, _, at = rdb_len(data, at)
+    _, _, at = rdb_len(data, at)
+    return at + clen
+
+
+def redisbloom_payload(key):
+    """RedisBloom's DUMP of key: its module value as the RDB file holds it
+    (type 7, module id, opcodes up to EOF), RDB version 10, CRC-64."""
+    data = open(os.path.join(VECTORS, "dump.rdb"), "rb").read()
+    name = key.encode()
+    start = data.index(bytes([7, len(name)]) + name)
+    at = start + 2 + len(name)
+    value = at
+    _, _, at = rdb_len(data, at)  # the module id (type name, encoding version)
+    while True:
+        op, _, at = rdb_len(data, at)
+        if op == 0:  # EOF
+            break
+        if op == 2:  # unsigned
+            _, _, at = rdb_len(data, at)
+        elif op == 4:  # double
+            at += 8
+        elif op == 5:  # string
+            at = rdb_string_end(data, at)
+        else:
+            raise AssertionError("unexpected module opcode %d" % op)
+    body = bytes([7]) + data[value:at] + (10).to_bytes(2, "little")
+    return body + crc64(body).to_bytes(8, "little")
+
+
+@pytest.mark.parametrize("key", ["bf:scale", "bf:nonscale", "bf:ttl", "cf:basic", "cf:exp"])
+def test_restore_of_a_redisbloom_dump(m, key):
+    """RESTORE of RedisBloom's DUMP: the key keeps RedisBloom's type name
+    (no load ends) and answers as RedisBloom did; its DUMP, written by our
+    RedisBloom writer, is RedisBloom's byte for byte; a reload makes it ours
+    with the same answers."""
+    payload = redisbloom_payload(key)
+    assert m.restore(key, 0, payload) == b"OK"
+    family = "CF" if key.startswith("cf:") else "BF"
+    want = MANIFEST[key]
+    assert m.type(key) == (b"MBbloomCF" if family == "CF" else b"MBbloom--")
+    assert m.dump(key) == payload
+    absent = items(key, "out", 5000)
+    assert info(m, key, family) == want["info"]
+    assert flags(m.execute_command(family + ".MEXISTS", key, *absent)) == \
+        want["absent_exists"][:5000]
+    assert m.execute_command("DEBUG", "RELOAD") == b"OK"
+    assert m.type(key) == (b"bloomerCF" if family == "CF" else b"bloomerBF")
+    assert info(m, key, family) == want["info"]
+    assert flags(m.execute_command(family + ".MEXISTS", key, *absent)) == \
+        want["absent_exists"][:5000]
