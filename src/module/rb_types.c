@@ -156,8 +156,9 @@ static void move_key(RedisModuleCtx *ctx, RedisModuleString *name)
     kv_obj *o = old ? kv_obj_new(old->type, old->v) : NULL;
     if (o) {
         long long ttl = rm.GetExpire(k);
-        /* Counted once: the new object takes the old one's bytes, the old
-         * one's free uncounts only its entry overhead. */
+        uint64_t bytes = kv_obj_bytes(old);
+        /* Counted once: the new object takes the old one's bytes (and its
+         * hooks), the old one's free uncounts only its entry overhead. */
         atomic_store(&o->value_bytes, o->type->adopt(o));
         atomic_store(&old->value_bytes, 0);
         old->v = NULL;
@@ -166,6 +167,14 @@ static void move_key(RedisModuleCtx *ctx, RedisModuleString *name)
             if (ttl != RM_NO_EXPIRE)
                 rm.SetExpire(k, ttl > 0 ? ttl : 1);
         } else {
+            /* The key keeps RedisBloom's name and its value, still usable. */
+            old->v = o->v;
+            atomic_store(&old->value_bytes, bytes);
+            old->type->adopt(old);
+            o->v = NULL;
+            atomic_store(&o->value_bytes, 0);
+            ks_mem_add(-(int64_t)ks_entry_overhead(0));
+            kv_obj_free(o);
             rm.Log(ctx, "warning", "bloomery: a RedisBloom key could not be moved to our type");
         }
     }
