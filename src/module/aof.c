@@ -4,11 +4,15 @@
  * Each command carries at most one chunk (BLOOMERY_CHUNK_DEFAULT), so no
  * command in the file is large whatever the filter's size.
  *
- * Windowed filters have no LOADCHUNK form yet, and a dump still being
- * restored has no image: for those the rewrite fails, with a log line
- * saying to keep aof-use-rdb-preamble yes (Redis's default, which writes
- * values as RDB). Redis 7.0 gives the callback no way to fail but an error
- * of the command it emits, so it emits a name no command has.
+ * Bloom, counting and cuckoo filters are written as BF.LOADCHUNK and
+ * CF.LOADCHUNK, which RedisBloom's clients know; every other value
+ * (count-min, top-k, t-digest, windowed filter), which no RedisBloom
+ * command rebuilds exactly, as our BLOOMERY.LOADCHUNK (loadchunk.c), the
+ * same format. A dump still being restored has no image: the rewrite
+ * fails, with a log line saying to keep aof-use-rdb-preamble yes (Redis's
+ * default, which writes values as RDB). Redis 7.0 gives the callback no
+ * way to fail but an error of the command it emits, so it emits a name no
+ * command has.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -20,6 +24,7 @@ void mh_aof_rewrite(RedisModuleIO *io, RedisModuleString *key, void *value)
     kv_obj *o = value;
     const char *cmd = o->type == &cuckoo_type                               ? "CF.LOADCHUNK"
                       : o->type == &bloom_type || o->type == &counting_type ? "BF.LOADCHUNK"
+                      : o->type->image != 0                                 ? "BLOOMERY.LOADCHUNK"
                                                                             : NULL;
     bloomery_image *img = NULL;
     if (cmd == NULL || bloomery_image_create(&img, type_object(o), 0) != BLOOMERY_OK) {

@@ -14,13 +14,23 @@
 #include "rm_api.h"
 #include "types.h"
 
-/* The module types: the Bloom family (Bloom, counting, window filters and
- * their dumps being loaded) and the cuckoo family. */
-extern RedisModuleType *mh_bloom_mt, *mh_cuckoo_mt;
-
-/* The module type that holds values of t; NULL for a type the module does
- * not keep in Redis keys (HLL). */
+/* The module type that holds values of t (its descriptor's module_type);
+ * NULL for a type the module does not keep in Redis keys (HLL). */
 RedisModuleType *mh_module_type(const value_type *t);
+/* Whether mt is one of the module types of rdb.c or RedisBloom's names
+ * (rb_types.c). */
+bool mh_is_ours(const RedisModuleType *mt);
+bool mh_is_redisbloom(const RedisModuleType *mt);
+
+/* A value of type t around v, built outside a command (loaded): hooks
+ * installed, bytes counted. NULL when out of memory (v not freed). */
+kv_obj *mh_value_loaded(const value_type *t, void *v);
+
+/* The methods every module type of ours shares (all but rdb_load). */
+void mh_value_methods(rm_type_methods *m);
+
+/* Register RedisBloom's type names (rb_types.c). */
+bool mh_redisbloom_register(RedisModuleCtx *ctx);
 
 /* What a key of another type (a Redis string, list, ... or another module's
  * value) looks like to the handlers: no command accepts it, so each answers
@@ -53,6 +63,9 @@ void mh_aof_rewrite(RedisModuleIO *io, RedisModuleString *key, void *value);
 /* Register the settings as module configs and load their values
  * (OnLoad, after the module's arguments; config_host.c). */
 bool mh_config_register(RedisModuleCtx *ctx);
+
+/* Register BLOOMERY.LOADCHUNK (OnLoad; loadchunk.c). */
+bool mh_loadchunk_register(RedisModuleCtx *ctx);
 
 /* Register the module types (OnLoad). */
 bool mh_rdb_register(RedisModuleCtx *ctx);

@@ -106,7 +106,8 @@ static kv_entry *make_entry(const char *key, size_t klen, kv_obj *o, int64_t exp
 
 /* TYPE is Redis's answer (the module type's name), so neither needs one. */
 const value_type foreign_type = {.name = "value of another type"};
-const value_type lost_restore_type = {.name = "dump whose restore was lost"};
+const value_type lost_restore_type = {.name = "dump whose restore was lost",
+                                      .module_type = "bloomerBF"};
 
 static kv_obj foreign_obj = {.type = &foreign_type, .lock = PTHREAD_MUTEX_INITIALIZER};
 
@@ -116,7 +117,7 @@ static kv_obj *value_of(RedisModuleKey *k)
     if (rm.KeyType(k) != RM_KEYTYPE_MODULE)
         return &foreign_obj;
     RedisModuleType *t = rm.ModuleTypeGetType(k);
-    if (t == NULL || (t != mh_bloom_mt && t != mh_cuckoo_mt))
+    if (!mh_is_ours(t))
         return &foreign_obj;
     return rm.ModuleTypeGetValue(k);
 }

@@ -114,3 +114,59 @@ uint64_t wal_log_cf_loadchunk(const char *key, size_t klen, long long iter, cons
     changed();
     return 0;
 }
+
+void wal_log_items(uint8_t type, const char *key, size_t klen, const char *const *items,
+                   const size_t *lens, const uint64_t *incrs, size_t n)
+{
+    (void)type, (void)key, (void)klen, (void)items, (void)lens, (void)incrs;
+    if (n)
+        changed();
+}
+
+void wal_log_cms_create(const char *key, size_t klen, const wal_cms *c)
+{
+    (void)key, (void)klen, (void)c;
+    changed();
+}
+
+void wal_log_cms_merge(const char *const *keys, const size_t *lens, size_t n,
+                       const int64_t *weights)
+{
+    (void)keys, (void)lens, (void)n, (void)weights;
+    changed();
+}
+
+/* The seed is in the command's effect on every host: TOPK.RESERVE derives
+ * it from the key's name, so the replica's copy of the command draws the
+ * same sequence. */
+void wal_log_topk_create(const char *key, size_t klen, const wal_topk *t)
+{
+    (void)key, (void)klen, (void)t;
+    changed();
+}
+
+void wal_log_td_create(const char *key, size_t klen, uint64_t compression)
+{
+    (void)key, (void)klen, (void)compression;
+    changed();
+}
+
+void wal_log_td_add(const char *key, size_t klen, const double *values, size_t n)
+{
+    (void)key, (void)klen, (void)values;
+    if (n)
+        changed();
+}
+
+void wal_log_td_reset(const char *key, size_t klen)
+{
+    (void)key, (void)klen;
+    changed();
+}
+
+void wal_log_td_merge(uint64_t compression, bool override, const char *const *keys,
+                      const size_t *lens, size_t n)
+{
+    (void)compression, (void) override, (void)keys, (void)lens, (void)n;
+    changed();
+}

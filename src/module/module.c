@@ -1,4 +1,4 @@
-/* bloomery.so: the Bloom and cuckoo commands of bloomeryd inside Redis.
+/* bloomery.so: the value commands of bloomeryd inside Redis.
  *
  * OnLoad registers every row of value_commands.h, each with a wrapper that
  * builds the handlers' cmd_ctx from Redis's arguments, runs the row's
@@ -191,7 +191,7 @@ int RedisModule_OnLoad(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
         rm.Log(ctx, "warning", "bloomery: maxmemory changes will not be seen until a restart");
     if (!mh_config_register(ctx))
         return RM_ERR;
-    if (!mh_rdb_register(ctx))
+    if (!mh_rdb_register(ctx) || !mh_redisbloom_register(ctx) || !mh_loadchunk_register(ctx))
         return RM_ERR;
     for (size_t i = 0; i < sizeof(registrations) / sizeof(registrations[0]); i++)
         if (!register_command(ctx, &registrations[i]))

@@ -1,5 +1,7 @@
 /* The module types: how Redis saves, loads, sizes, digests and frees our
- * values.
+ * values. One module type per family: the distinct module_type names of
+ * the value type descriptors (types.h), registered by walking the
+ * registry, so a new type needs no code here.
  *
  * A value is saved as its serial.h image: the snapshot kind of its type,
  * the header as one RDB string, the number of chunks, then each chunk as
@@ -18,16 +20,46 @@
 
 #define ENCODING_VERSION 1
 
-RedisModuleType *mh_bloom_mt, *mh_cuckoo_mt;
+/* The families, in registry order of their first type. */
+#define MAX_FAMILIES 8
+typedef struct family {
+    const char *name;
+    RedisModuleType *mt;
+} family;
+static family families[MAX_FAMILIES];
+static size_t nfamilies;
+
+static family *family_named(const char *name)
+{
+    for (size_t i = 0; name && i < nfamilies; i++)
+        if (strcmp(families[i].name, name) == 0)
+            return &families[i];
+    return NULL;
+}
 
 RedisModuleType *mh_module_type(const value_type *t)
 {
-    if (t == &cuckoo_type || t == &cf_loading_type)
-        return mh_cuckoo_mt;
-    if (t == &bloom_type || t == &counting_type || t == &window_type || t == &bf_loading_type ||
-        t == &lost_restore_type)
-        return mh_bloom_mt;
-    return NULL;
+    family *f = family_named(t->module_type);
+    return f ? f->mt : NULL;
+}
+
+bool mh_is_ours(const RedisModuleType *mt)
+{
+    for (size_t i = 0; mt && i < nfamilies; i++)
+        if (families[i].mt == mt)
+            return true;
+    return mh_is_redisbloom(mt);
+}
+
+kv_obj *mh_value_loaded(const value_type *t, void *v)
+{
+    kv_obj *o = kv_obj_new(t, v);
+    if (o == NULL)
+        return NULL;
+    uint64_t bytes = t->adopt(o);
+    atomic_store(&o->value_bytes, bytes);
+    ks_mem_add((int64_t)(bytes + ks_entry_overhead(0)));
+    return o;
 }
 
 static void save(RedisModuleIO *io, void *value)
@@ -55,7 +87,7 @@ static void save(RedisModuleIO *io, void *value)
 }
 
 /* The value of a saved image of one of family's types, or NULL. */
-static void *load(RedisModuleIO *io, int encver, RedisModuleType *family)
+static void *load(RedisModuleIO *io, int encver, const family *fam)
 {
     if (encver != ENCODING_VERSION) {
         rm.LogIOError(io, "warning", "bloomery: unknown encoding version %d", encver);
@@ -71,7 +103,7 @@ static void *load(RedisModuleIO *io, int encver, RedisModuleType *family)
         return o;
     }
     const value_type *t = kind <= UINT8_MAX ? type_by_snap_kind((uint8_t)kind) : NULL;
-    if (t == NULL || t->image == 0 || mh_module_type(t) != family) {
+    if (t == NULL || t->image == 0 || mh_module_type(t) != fam->mt) {
         rm.LogIOError(io, "warning", "bloomery: unknown value kind %llu", (unsigned long long)kind);
         return NULL;
     }
@@ -104,15 +136,11 @@ static void *load(RedisModuleIO *io, int encver, RedisModuleType *family)
         goto fail;
     bloomery_loader_free(l);
     l = NULL;
-    o = kv_obj_new(t, obj.u.any);
+    o = mh_value_loaded(t, obj.u.any);
     if (o == NULL) {
         bloomery_object_free(&obj);
         rm.LogIOError(io, "warning", "bloomery: no memory to load a %s", t->name);
-        return NULL;
     }
-    uint64_t bytes = t->adopt(o);
-    atomic_store(&o->value_bytes, bytes);
-    ks_mem_add((int64_t)(bytes + ks_entry_overhead(0)));
     return o;
 fail:
     rm.LogIOError(io, "warning", "bloomery: a %s in the RDB file is damaged: %s", t->name,
@@ -121,8 +149,20 @@ fail:
     return NULL;
 }
 
-static void *load_bloom(RedisModuleIO *io, int encver) { return load(io, encver, mh_bloom_mt); }
-static void *load_cuckoo(RedisModuleIO *io, int encver) { return load(io, encver, mh_cuckoo_mt); }
+/* Redis does not tell rdb_load which type it loads for: one entry point
+ * per family slot. */
+#define LOAD_SLOT(i)                                                                               \
+    static void *load_##i(RedisModuleIO *io, int encver) { return load(io, encver, &families[i]); }
+LOAD_SLOT(0)
+LOAD_SLOT(1)
+LOAD_SLOT(2)
+LOAD_SLOT(3)
+LOAD_SLOT(4)
+LOAD_SLOT(5)
+LOAD_SLOT(6)
+LOAD_SLOT(7)
+static void *(*const load_slot[MAX_FAMILIES])(RedisModuleIO *, int) = {
+    load_0, load_1, load_2, load_3, load_4, load_5, load_6, load_7};
 
 static size_t mem_usage(const void *value)
 {
@@ -181,11 +221,10 @@ static void free_value(void *value)
     kv_obj_free(o);
 }
 
-bool mh_rdb_register(RedisModuleCtx *ctx)
+void mh_value_methods(rm_type_methods *m)
 {
-    rm_type_methods bloom = {
+    *m = (rm_type_methods){
         .version = RM_TYPE_METHOD_VERSION,
-        .rdb_load = load_bloom,
         .rdb_save = save,
         .aof_rewrite = mh_aof_rewrite,
         .mem_usage = mem_usage,
@@ -193,11 +232,27 @@ bool mh_rdb_register(RedisModuleCtx *ctx)
         .free = free_value,
         .copy = copy_value,
     };
-    rm_type_methods cuckoo = bloom;
-    cuckoo.rdb_load = load_cuckoo;
-    /* Type names are exactly nine characters; ours until RedisBloom's
-     * encodings can be read (docs/MODULE.md). */
-    mh_bloom_mt = rm.CreateDataType(ctx, "bloomerBF", ENCODING_VERSION, &bloom);
-    mh_cuckoo_mt = rm.CreateDataType(ctx, "bloomerCF", ENCODING_VERSION, &cuckoo);
-    return mh_bloom_mt && mh_cuckoo_mt;
+}
+
+bool mh_rdb_register(RedisModuleCtx *ctx)
+{
+    rm_type_methods methods;
+    mh_value_methods(&methods);
+    /* Type names are exactly nine characters; ours, not RedisBloom's
+     * (docs/MODULE.md). */
+    for (size_t i = 0; i < types_count(); i++) {
+        const char *name = type_at(i)->module_type;
+        if (name == NULL || family_named(name))
+            continue;
+        if (nfamilies == MAX_FAMILIES)
+            return false;
+        family *f = &families[nfamilies];
+        methods.rdb_load = load_slot[nfamilies];
+        f->name = name;
+        f->mt = rm.CreateDataType(ctx, name, ENCODING_VERSION, &methods);
+        if (f->mt == NULL)
+            return false;
+        nfamilies++;
+    }
+    return true;
 }

@@ -65,6 +65,8 @@ typedef struct rm_event {
     uint64_t dataver;
 } rm_event;
 #define RM_EVENT_CONFIG 16 /* CONFIG SET changed settings (Redis 7.0) */
+#define RM_EVENT_LOADING 3 /* an RDB or AOF file (or a master's) being loaded */
+#define RM_SUBEVENT_LOADING_ENDED 3
 typedef void (*rm_event_fn)(RedisModuleCtx *ctx, rm_event event, uint64_t subevent, void *data);
 
 /* Module configs (Redis 7.0): CONFIG GET/SET <module>.<name>. */
@@ -152,7 +154,11 @@ typedef struct rm_type_methods {
     X(int, RegisterStringConfig,                                                                   \
       (RedisModuleCtx * ctx, const char *name, const char *deflt, unsigned flags,                  \
        rm_config_get_fn get, rm_config_set_fn set, rm_config_apply_fn apply, void *arg))           \
-    X(int, LoadConfigs, (RedisModuleCtx * ctx))
+    X(int, LoadConfigs, (RedisModuleCtx * ctx))                                                    \
+    X(void, SaveDouble, (RedisModuleIO * io, double v))                                            \
+    X(double, LoadDouble, (RedisModuleIO * io))                                                    \
+    X(int, SelectDb, (RedisModuleCtx * ctx, int db))                                               \
+    X(int, GetSelectedDb, (RedisModuleCtx * ctx))
 
 /* Optional: newer than Redis 7.0 (7.2). */
 #define RM_OPTIONAL_FUNCTIONS(X)                                                                   \

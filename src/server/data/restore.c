@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "dump.h"
+#include "rb_rdb.h"
 
 /* A RedisBloom header: build the classic chain at once (zeroed links). */
 static kv_obj *load_rb_header(const uint8_t *buf, size_t len)
@@ -28,17 +29,8 @@ static kv_obj *load_rb_header(const uint8_t *buf, size_t len)
         links[made] = l;
         bytes += cbf_bytes(l);
     }
-    const cbf_shape *s0 = &h.links[0].shape;
-    bool scaling = !(h.options & CBF_RB_OPT_NO_SCALING);
-    uint32_t expansion = scaling ? h.growth : 0;
-    /* A scaling chain's first link was built at half the requested rate. */
-    double error = scaling ? s0->error_rate * 2 : s0->error_rate;
-    if (error >= 1)
-        error = s0->error_rate;
     sbf_t *f;
-    if (expansion > SBF_MAX_EXPANSION ||
-        sbf_assemble(&f, BLOOMERY_LAYOUT_CLASSIC, s0->capacity, error, expansion, 0, links, made) !=
-            BLOOMERY_OK)
+    if (rb_chain_assemble(&h, links, made, &f) != BLOOMERY_OK)
         goto done;
     made = 0; /* the chain owns the links now */
     o = kv_obj_new(&bloom_type, f);

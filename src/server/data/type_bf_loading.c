@@ -20,6 +20,7 @@ static const uint8_t records[] = {WAL_LOADCHUNK, 0};
 const value_type bf_loading_type = {
     .name = "Bloom filter being loaded",
     .type_reply = "MBbloom--",
+    .module_type = "bloomerBF",
     .snap_kind = SNAP_KIND_RESTORE,
     .locked = true,
     .filter = true,

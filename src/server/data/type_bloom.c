@@ -249,6 +249,7 @@ static const uint8_t records[] = {WAL_CREATE, WAL_BF_ADD, WAL_BF_MERGE, 0};
 const value_type bloom_type = {
     .name = "Bloom filter",
     .type_reply = "MBbloom--",
+    .module_type = "bloomerBF",
     .snap_kind = SNAP_KIND_BLOOM,
     .image = BLOOMERY_TYPE_SCALABLE,
     .monotone = true,

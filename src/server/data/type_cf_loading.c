@@ -15,6 +15,7 @@ static const uint8_t records[] = {WAL_CF_LOADCHUNK, 0};
 const value_type cf_loading_type = {
     .name = "cuckoo filter being loaded",
     .type_reply = "MBbloomCF",
+    .module_type = "bloomerCF",
     .snap_kind = SNAP_KIND_RESTORE,
     .locked = true,
     .filter = true,

@@ -124,6 +124,7 @@ static const uint8_t records[] = {WAL_CMS_CREATE, WAL_CMS_INCRBY, WAL_CMS_MERGE,
 const value_type cms_type = {
     .name = "count-min sketch",
     .type_reply = "CMSk-TYPE",
+    .module_type = "bloomerCM",
     .snap_kind = SNAP_KIND_CMS,
     .image = BLOOMERY_TYPE_CMS,
     .set_write_hook = set_write_hook,

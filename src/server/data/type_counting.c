@@ -66,6 +66,7 @@ static const uint8_t records[] = {WAL_CNT_ADD, WAL_CNT_DEL, 0};
 const value_type counting_type = {
     .name = "counting filter",
     .type_reply = "MBbloom--",
+    .module_type = "bloomerBF",
     .snap_kind = SNAP_KIND_COUNTING,
     .image = BLOOMERY_TYPE_COUNTING,
     .set_write_hook = set_write_hook,

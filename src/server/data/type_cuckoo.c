@@ -90,6 +90,7 @@ static const uint8_t records[] = {WAL_CF_CREATE, WAL_CF_OP, 0};
 const value_type cuckoo_type = {
     .name = "cuckoo filter",
     .type_reply = "MBbloomCF",
+    .module_type = "bloomerCF",
     .snap_kind = SNAP_KIND_CUCKOO,
     .image = BLOOMERY_TYPE_CUCKOO,
     .set_write_hook = set_write_hook,

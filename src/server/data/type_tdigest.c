@@ -169,6 +169,7 @@ static const uint8_t records[] = {WAL_TD_ADD, WAL_TD_CREATE, WAL_TD_RESET, WAL_T
 const value_type tdigest_type = {
     .name = "t-digest",
     .type_reply = "TDIS-TYPE",
+    .module_type = "bloomerTD",
     .snap_kind = SNAP_KIND_TDIGEST,
     .image = BLOOMERY_TYPE_TDIGEST,
     .locked = true,

@@ -75,6 +75,7 @@ static const uint8_t records[] = {WAL_TOPK_CREATE, WAL_TOPK_ADD, 0};
 const value_type topk_type = {
     .name = "top-k",
     .type_reply = "TopK-TYPE",
+    .module_type = "bloomerTK",
     .snap_kind = SNAP_KIND_TOPK,
     .image = BLOOMERY_TYPE_TOPK,
     .set_write_hook = set_write_hook,

@@ -67,6 +67,7 @@ static const uint8_t records[] = {WAL_WIN_CREATE, WAL_WIN_ADD, WAL_WIN_ROTATE, 0
 const value_type window_type = {
     .name = "windowed filter",
     .type_reply = "MBbloom--",
+    .module_type = "bloomerBF",
     .snap_kind = SNAP_KIND_WINDOW,
     .image = BLOOMERY_TYPE_WINDOW,
     .monotone = true,

@@ -47,6 +47,10 @@ typedef struct value_type {
     bool locked;
     /* Counted as a filter in INFO modules. */
     bool filter;
+    /* The Redis module type (nine characters) whose keys hold values of
+     * this type in bloomery.so; types sharing a name share the module type
+     * (a family answering one TYPE). NULL: not kept in module keys. */
+    const char *module_type;
     void (*free_value)(void *v);
     /* A value built outside its commands (loaded from a snapshot): install
      * its hooks on o and return the bytes to count in used memory. */

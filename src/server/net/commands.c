@@ -78,43 +78,10 @@ static command table[] = {
     {name, proc, arity, flags, fk, lk, ks, group, 0, false, batch},
     VALUE_COMMANDS(VALUE_ROW)
 #undef VALUE_ROW
-    /* Count-min sketch and top-k: arity checked in the handlers, as above;
-     * flags as RedisBloom registers them ("fast" is only an ACL category
-     * of its creators and INFO there). */
-    {"cms.initbydim", cmsInitbydimCommand, -2, W | M, 1, 1, 1, "cms", 0, false, NULL},
-    {"cms.initbyprob", cmsInitbyprobCommand, -2, W | M, 1, 1, 1, "cms", 0, false, NULL},
-    {"cms.incrby", cmsIncrbyCommand, -2, W | M, 1, 1, 1, "cms", 0, false, NULL},
-    {"cms.query", cmsQueryCommand, -2, R, 1, 1, 1, "cms", 0, false, NULL},
-    {"cms.merge", cmsMergeCommand, -2, W | M, 1, 1, 1, "cms", 0, false, NULL},
-    {"cms.info", cmsInfoCommand, -2, R, 1, 1, 1, "cms", 0, false, NULL},
-    {"topk.reserve", topkReserveCommand, -2, W | M, 1, 1, 1, "topk", 0, false, NULL},
-    {"topk.add", topkAddCommand, -2, W | M, 1, 1, 1, "topk", 0, false, topkAddBatch},
-    {"topk.incrby", topkIncrbyCommand, -2, W | M, 1, 1, 1, "topk", 0, false, NULL},
-    {"topk.query", topkQueryCommand, -2, R, 1, 1, 1, "topk", 0, false, NULL},
-    {"topk.count", topkCountCommand, -2, R, 1, 1, 1, "topk", 0, false, NULL},
-    {"topk.list", topkListCommand, -2, R, 1, 1, 1, "topk", 0, false, NULL},
-    {"topk.info", topkInfoCommand, -2, R, 1, 1, 1, "topk", 0, false, NULL},
     /* HyperLogLog */
     {"pfadd", pfaddCommand, -2, W | M | F, 1, 1, 1, "hyperloglog", 0, false, NULL},
     {"pfcount", pfcountCommand, -2, R, 1, -1, 1, "hyperloglog", 0, false, NULL},
     {"pfmerge", pfmergeCommand, -2, W | M, 1, -1, 1, "hyperloglog", 0, false, NULL},
-    /* t-digest: arities as RedisBloom's commands.json; CREATE (2 or 4 in
-     * all) checks the rest in its handler, as RedisBloom does. */
-    {"tdigest.create", tdigestCreateCommand, -2, W | M, 1, 1, 1, "tdigest", 0, false, NULL},
-    {"tdigest.add", tdigestAddCommand, -3, W | M, 1, 1, 1, "tdigest", 0, false, NULL},
-    {"tdigest.reset", tdigestResetCommand, 2, W | M, 1, 1, 1, "tdigest", 0, false, NULL},
-    {"tdigest.merge", tdigestMergeCommand, -4, W | M, 1, 1, 1, "tdigest", 0, false, NULL},
-    {"tdigest.min", tdigestMinCommand, 2, R | F, 1, 1, 1, "tdigest", 0, false, NULL},
-    {"tdigest.max", tdigestMaxCommand, 2, R | F, 1, 1, 1, "tdigest", 0, false, NULL},
-    {"tdigest.quantile", tdigestQuantileCommand, -3, R | F, 1, 1, 1, "tdigest", 0, false, NULL},
-    {"tdigest.cdf", tdigestCdfCommand, -3, R | F, 1, 1, 1, "tdigest", 0, false, NULL},
-    {"tdigest.rank", tdigestRankCommand, -3, R | F, 1, 1, 1, "tdigest", 0, false, NULL},
-    {"tdigest.revrank", tdigestRevrankCommand, -3, R | F, 1, 1, 1, "tdigest", 0, false, NULL},
-    {"tdigest.byrank", tdigestByrankCommand, -3, R | F, 1, 1, 1, "tdigest", 0, false, NULL},
-    {"tdigest.byrevrank", tdigestByrevrankCommand, -3, R | F, 1, 1, 1, "tdigest", 0, false, NULL},
-    {"tdigest.trimmed_mean", tdigestTrimmedMeanCommand, 4, R | F, 1, 1, 1, "tdigest", 0, false,
-     NULL},
-    {"tdigest.info", tdigestInfoCommand, 2, R | F, 1, 1, 1, "tdigest", 0, false, NULL},
 };
 #define NCOMMANDS (sizeof(table) / sizeof(table[0]))
 
