@@ -1,7 +1,9 @@
 """50 clients add the same fresh items at the same time: every item is
 reported new to exactly one of them, and none is ever missing afterwards."""
 import random
+import subprocess
 import threading
+import time
 
 import pytest
 
@@ -110,3 +112,71 @@ def test_readers_never_miss_completed_adds(start_server):
     for t in readers:
         t.join()
     assert not bad
+
+
+def test_replica_readers_while_it_applies_its_masters_records(start_server):
+    """Readers of every kind of value on a replica while its applier
+    replays the master's changes to them (redis-benchmark loads both ends):
+    no item the replica acknowledged is ever missing there, and under
+    ThreadSanitizer no race (the servers' teardown checks their logs)."""
+    master, replica = start_server(), start_server()
+    m = RawClient(master.port)
+    m.cmd("CF.RESERVE", "cf", 100000)
+    m.cmd("CMS.INITBYDIM", "cms", 1000, 4)
+    m.cmd("TOPK.RESERVE", "topk", 10)
+    m.cmd("TDIGEST.CREATE", "td")
+    r = RawClient(replica.port)
+    assert r.cmd("REPLICAOF", "127.0.0.1", master.port) == "OK"
+    deadline = time.time() + 60
+    while b"master_link_status:up" not in r.cmd("INFO", "replication"):
+        assert time.time() < deadline, "the replica did not connect"
+        time.sleep(0.02)
+    n = 2000 if QUICK else 20000
+
+    def load(port, *cmd):
+        return subprocess.Popen(["redis-benchmark", "-p", str(port), "-n", str(n), "-c", "2",
+                                 "-r", "1000000"] + list(cmd), stdout=subprocess.DEVNULL)
+    writes = [load(master.port, "PFADD", "hll", "__rand_int__"),
+              load(master.port, "CF.ADD", "cf", "__rand_int__"),
+              load(master.port, "CMS.INCRBY", "cms", "__rand_int__", "1"),
+              load(master.port, "TOPK.ADD", "topk", "__rand_int__"),
+              load(master.port, "TDIGEST.ADD", "td", "__rand_int__")]
+    reads = [load(replica.port, "PFCOUNT", "hll"),
+             load(replica.port, "CF.EXISTS", "cf", "__rand_int__"),
+             load(replica.port, "CMS.QUERY", "cms", "__rand_int__"),
+             load(replica.port, "TOPK.LIST", "topk"),
+             load(replica.port, "TDIGEST.QUANTILE", "td", "0.5")]
+    stop = threading.Event()
+    acked, bad, lock = [], [], threading.Lock()
+
+    def writer():
+        c = RawClient(master.port)
+        for i in range(n // 10):
+            it = "i%d" % i
+            c.cmd("BF.ADD", "bf", it)
+            c.cmd("CF.ADD", "cf", it)
+            if c.cmd("WAIT", 1, 5000) == 1:
+                with lock:
+                    acked.append(it)
+        c.close()
+
+    def reader():
+        c = RawClient(replica.port)
+        while not stop.is_set():
+            with lock:
+                sample = acked[-20:]
+            for it in sample:
+                if c.cmd("BF.EXISTS", "bf", it) != 1 or c.cmd("CF.EXISTS", "cf", it) != 1:
+                    bad.append(it)
+        c.close()
+
+    w = threading.Thread(target=writer)
+    rt = threading.Thread(target=reader)
+    w.start()
+    rt.start()
+    w.join()
+    for p in writes + reads:
+        p.wait()
+    stop.set()
+    rt.join()
+    assert acked and not bad

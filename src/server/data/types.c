@@ -59,7 +59,10 @@ const char *value_status_text(value_status st)
 kv_entry *type_open_record_key(ks_ref *ref, const wal_op *op, const value_type *t, bool write,
                                const char **why)
 {
-    kv_entry *e = ks_open(ref, (const char *)op->key, op->klen, write);
+    /* A replica replays while its readers run: a value whose readers hold
+     * its own lock is changed under the stripe's exclusive lock instead,
+     * which keeps every reader out. */
+    kv_entry *e = ks_open(ref, (const char *)op->key, op->klen, write || t->locked);
     if (e == NULL || e->obj->type != t) {
         *why = value_status_text(e ? VS_WRONGTYPE : VS_NOT_FOUND);
         ks_close(ref);
