@@ -574,8 +574,19 @@ bool configCommand(cmd_ctx *c)
         atomic_store(&ks_stat_expired, 0);
         reply_ok(r);
     } else if (arg_eq(c, 1, "rewrite") && c->argc == 2) {
-        reply_error(r, "ERR CONFIG REWRITE is not supported by this server");
-        return false;
+        char err[256];
+        int rc = config_rewrite(err, sizeof(err));
+        if (rc == CONFIG_REWRITE_NO_FILE) {
+            reply_error(r, "ERR The server is running without a config file");
+            return false;
+        }
+        if (rc != CONFIG_REWRITE_OK) {
+            server_log(LOG_WARNING, "CONFIG REWRITE failed: %s", err);
+            reply_errorf(r, "ERR Rewriting config file: %s", err);
+            return false;
+        }
+        server_log(LOG_NOTICE, "CONFIG REWRITE executed with success.");
+        reply_ok(r);
     } else {
         reply_errorf(r,
                      "ERR unknown subcommand or wrong number of arguments for '%.*s'. Try "
