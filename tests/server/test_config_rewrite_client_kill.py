@@ -173,10 +173,15 @@ def test_client_kill_filters_combine(start_server):
     assert str(me.cmd("CLIENT", "KILL", "USER", "nobody")) == "ERR No such user 'nobody'"
     # MAXAGE: only clients connected longer than that many seconds.
     young = server.raw()
-    young.cmd("PING")
+    yid = young.cmd("CLIENT", "ID")
     assert me.cmd("CLIENT", "KILL", "MAXAGE", "3600", "TYPE", "normal") == 0
     assert young.cmd("PING") == "PONG"
-    wait_for(lambda: any(int(ln.split(" age=")[1].split(" ")[0]) >= 1
-                         for ln in me.cmd("CLIENT", "LIST").decode().splitlines()))
-    assert me.cmd("CLIENT", "KILL", "MAXAGE", "1", "SKIPME", "yes") >= 1
+
+    def age():
+        line = me.cmd("CLIENT", "LIST", "ID", yid).decode()
+        return int(line.split(" age=")[1].split(" ")[0])
+
+    wait_for(lambda: age() >= 1)
+    assert me.cmd("CLIENT", "KILL", "ID", yid, "MAXAGE", "1") == 1
+    assert young.closed()
     me.close()
