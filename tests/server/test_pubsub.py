@@ -238,3 +238,29 @@ def test_slow_subscriber_is_dropped_past_its_output_limit(start_server):
     # The subscriber never reads: its replies pile up past the hard limit.
     wait_for(lambda: pub.publish("flood", payload) == 0, timeout=60)
     assert slow.closed()
+
+
+def test_command_info_flags(raw):
+    """COMMAND shows the new commands with Redis 7's flags (redis-cli and
+    client libraries read them)."""
+    want = {
+        b"subscribe": (-2, {"pubsub", "noscript", "loading", "stale"}),
+        b"unsubscribe": (-1, {"pubsub", "noscript", "loading", "stale"}),
+        b"psubscribe": (-2, {"pubsub", "noscript", "loading", "stale"}),
+        b"punsubscribe": (-1, {"pubsub", "noscript", "loading", "stale"}),
+        b"publish": (3, {"pubsub", "loading", "stale", "fast"}),
+        b"pubsub": (-2, {"pubsub", "loading", "stale"}),
+        b"multi": (1, {"noscript", "loading", "stale", "fast", "allow_busy"}),
+        b"exec": (1, {"noscript", "loading", "stale", "skip_slowlog"}),
+        b"discard": (1, {"noscript", "loading", "stale", "fast", "allow_busy"}),
+        b"watch": (-2, {"noscript", "loading", "stale", "fast", "allow_busy"}),
+        b"unwatch": (1, {"noscript", "loading", "stale", "fast", "allow_busy"}),
+    }
+    got = raw.cmd("COMMAND", "INFO", *[n.decode() for n in want])
+    for entry in got:
+        name, arity, flags = entry[0], entry[1], entry[2]
+        assert (arity, set(flags)) == want[name], name
+    watch = [e for e in got if e[0] == b"watch"][0]
+    assert watch[3:6] == [1, -1, 1]
+    listed = set(raw.cmd("COMMAND", "LIST"))
+    assert set(want) <= listed
