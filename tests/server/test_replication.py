@@ -333,3 +333,18 @@ def test_a_replica_killed_and_restarted_catches_up(start_server):
     r = again.client()
     assert all(r.execute_command("BF.MEXISTS", "k", *range(2000)))
     assert scandump(r, "BF", "k") == scandump(m, "BF", "k")
+
+
+def test_a_dropped_link_resumes_from_the_log_without_moving_chunks(start_server):
+    master, replica = start_server(), start_server()
+    m, r = master.client(), replica.client()
+    m.execute_command("BF.MADD", "k", *range(1000))
+    replicate(replica, master)
+    assert info(m)["bloomery_sync_full"] == 1
+    # As in Redis, CLIENT KILL TYPE master on a replica drops its link.
+    assert r.execute_command("CLIENT", "KILL", "TYPE", "master") == 1
+    m.execute_command("BF.MADD", "k", *range(1000, 2000))
+    wait_for(lambda: info(m)["bloomery_sync_partial_ok"] == 1, "a partial resync")
+    caught_up(master, replica)
+    assert info(m)["bloomery_sync_full"] == 1
+    assert all(r.execute_command("BF.MEXISTS", "k", *range(2000)))

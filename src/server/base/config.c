@@ -2,11 +2,14 @@
 #include "config.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "bloomery/cuckoo.h"
 #include "bloomery/scalable.h"
@@ -20,7 +23,8 @@ static pthread_mutex_t str_lock = PTHREAD_MUTEX_INITIALIZER;
 static char *s_bind, *s_dir, *s_requirepass, *s_logfile, *s_config_file, *s_pidfile, *s_save;
 static char *s_replicaof, *s_masterauth, *s_masteruser, *s_announce_ip;
 
-typedef enum { T_INT, T_MEM, T_DOUBLE, T_STR, T_ENUM, T_OBUF, T_FIXED } cfg_type;
+/* T_WORDS: a string of several words, kept space-separated ("save 3600 1"). */
+typedef enum { T_INT, T_MEM, T_DOUBLE, T_STR, T_WORDS, T_ENUM, T_OBUF, T_FIXED } cfg_type;
 
 typedef struct cfg_entry {
     const char *name;
@@ -48,7 +52,7 @@ static _Atomic long long databases_dummy;
 #define GB (1024LL * 1024 * 1024)
 
 static const cfg_entry table[] = {
-    {"bind", T_STR, false, NULL, 0, 0, &s_bind, NULL, NULL, "127.0.0.1"},
+    {"bind", T_WORDS, false, NULL, 0, 0, &s_bind, NULL, NULL, "127.0.0.1"},
     {"port", T_INT, false, &cfg.port, 0, 65535, NULL, NULL, NULL, "6379"},
     {"threads", T_INT, false, &cfg.threads, 0, 256, NULL, NULL, NULL, "0"},
     {"dir", T_STR, false, NULL, 0, 0, &s_dir, NULL, NULL, "./data"},
@@ -87,11 +91,11 @@ static const cfg_entry table[] = {
     {"databases", T_INT, false, &databases_dummy, 1, 1, NULL, NULL, NULL, "1"},
     /* Persistence (docs/PERSISTENCE.md). save: "<seconds> <changes> ...",
      * or "" for no schedule. */
-    {"save", T_STR, true, NULL, 0, 0, &s_save, NULL, NULL, "3600 1 300 100 60 10000"},
+    {"save", T_WORDS, true, NULL, 0, 0, &s_save, NULL, NULL, "3600 1 300 100 60 10000"},
     {"appendonly", T_ENUM, false, &cfg.appendonly, 0, 0, NULL, yesno, NULL, "yes"},
     {"appendfsync", T_ENUM, true, &cfg.appendfsync, 0, 0, NULL, fsyncs, NULL, "everysec"},
     /* Replication (docs/REPLICATION.md). replicaof: "<host> <port>" or "". */
-    {"replicaof", T_STR, false, NULL, 0, 0, &s_replicaof, NULL, NULL, ""},
+    {"replicaof", T_WORDS, false, NULL, 0, 0, &s_replicaof, NULL, NULL, ""},
     {"masterauth", T_STR, true, NULL, 0, 0, &s_masterauth, NULL, NULL, ""},
     {"masteruser", T_STR, true, NULL, 0, 0, &s_masteruser, NULL, NULL, ""},
     {"replica-read-only", T_ENUM, true, &cfg.replica_read_only, 0, 0, NULL, yesonly, NULL, "yes"},
@@ -122,6 +126,9 @@ static const cfg_entry table[] = {
      NULL, "10"},
 };
 #define NTABLE (sizeof(table) / sizeof(table[0]))
+
+/* Every setting's default as config_format prints it, for CONFIG REWRITE. */
+static char *deflt_fmt[NTABLE];
 
 static const cfg_entry *find(const char *name)
 {
@@ -187,9 +194,7 @@ static bool apply_entry(const cfg_entry *c, int argc, const char *const *argv, c
         }
         return set_obuf(argc, argv, lens, err, errlen);
     }
-    if (c->type == T_STR && (str_eq_ci(c->name, strlen(c->name), "bind") ||
-                             str_eq_ci(c->name, strlen(c->name), "save") ||
-                             str_eq_ci(c->name, strlen(c->name), "replicaof"))) {
+    if (c->type == T_WORDS) {
         /* "bind a b c", "save 3600 1 300 100": several words, kept
          * space-separated. */
         size_t total = 1;
@@ -289,6 +294,7 @@ static bool apply_entry(const cfg_entry *c, int argc, const char *const *argv, c
             return false;
         }
         return true;
+    case T_WORDS:
     case T_OBUF: break;
     }
     return false;
@@ -317,7 +323,7 @@ void config_init(void)
         char err[256];
         if (c->type == T_FIXED)
             continue;
-        if (c->type == T_STR) {
+        if (c->type == T_STR || c->type == T_WORDS) {
             *c->str = strdup(c->deflt);
             continue;
         }
@@ -327,6 +333,11 @@ void config_init(void)
             abort();
     }
     s_config_file = strdup("");
+    for (size_t i = 0; i < NTABLE; i++) {
+        char v[512];
+        config_format(table[i].name, v, sizeof(v));
+        deflt_fmt[i] = strdup(v);
+    }
 }
 
 void config_free(void)
@@ -340,6 +351,10 @@ void config_free(void)
         *all[i] = NULL;
     }
     pthread_mutex_unlock(&str_lock);
+    for (size_t i = 0; i < NTABLE; i++) {
+        free(deflt_fmt[i]);
+        deflt_fmt[i] = NULL;
+    }
 }
 
 bool config_load_file(const char *path, char *err, size_t errlen)
@@ -412,6 +427,7 @@ bool config_format(const char *name, char *out, size_t outlen)
     case T_DOUBLE: snprintf(out, outlen, "%g", atomic_load(&cfg.bf_error_rate)); break;
     case T_ENUM: snprintf(out, outlen, "%s", c->enums[atomic_load(c->num)]); break;
     case T_STR:
+    case T_WORDS:
         pthread_mutex_lock(&str_lock);
         snprintf(out, outlen, "%s", *c->str ? *c->str : "");
         pthread_mutex_unlock(&str_lock);
@@ -442,7 +458,7 @@ char *config_get_str(const char *name)
         v = strdup(s_config_file ? s_config_file : "");
     } else {
         const cfg_entry *c = find(name);
-        if (c && c->type == T_STR)
+        if (c && (c->type == T_STR || c->type == T_WORDS))
             v = strdup(*c->str ? *c->str : "");
     }
     pthread_mutex_unlock(&str_lock);
@@ -480,4 +496,220 @@ bool config_check_password(const char *p, size_t len)
         diff |= (unsigned char)(p[i] ^ s_requirepass[n ? i % n : 0]);
     pthread_mutex_unlock(&str_lock);
     return n > 0 && diff == 0;
+}
+
+/* ---- CONFIG REWRITE ---- */
+
+typedef struct sbuf {
+    char *p;
+    size_t len, cap;
+    bool failed;
+} sbuf;
+
+static void sb_add(sbuf *b, const char *s, size_t n)
+{
+    if (b->failed)
+        return;
+    if (b->len + n + 1 > b->cap) {
+        size_t cap = b->cap ? b->cap : 4096;
+        while (cap < b->len + n + 1)
+            cap *= 2;
+        char *p = realloc(b->p, cap);
+        if (p == NULL) {
+            b->failed = true;
+            return;
+        }
+        b->p = p;
+        b->cap = cap;
+    }
+    memcpy(b->p + b->len, s, n);
+    b->len += n;
+    b->p[b->len] = '\0';
+}
+
+static void sb_str(sbuf *b, const char *s) { sb_add(b, s, strlen(s)); }
+
+/* A value the loader reads back as one word: quoted, with escapes, when it
+ * is empty or holds blanks, quotes or unprintable bytes. */
+static void sb_word(sbuf *b, const char *v)
+{
+    bool plain = v[0] != '\0';
+    for (const char *p = v; *p; p++)
+        if (*p <= ' ' || *p == '"' || *p == '\'' || *p == '\\' || (unsigned char)*p >= 0x7f)
+            plain = false;
+    if (plain) {
+        sb_str(b, v);
+        return;
+    }
+    sb_str(b, "\"");
+    for (const unsigned char *p = (const unsigned char *)v; *p; p++) {
+        char esc[8];
+        if (*p == '"' || *p == '\\')
+            snprintf(esc, sizeof(esc), "\\%c", *p);
+        else if (*p < ' ' || *p >= 0x7f)
+            snprintf(esc, sizeof(esc), "\\x%02x", *p);
+        else
+            snprintf(esc, sizeof(esc), "%c", *p);
+        sb_str(b, esc);
+    }
+    sb_str(b, "\"");
+}
+
+/* "name value" as the loader reads it back. */
+static void sb_setting(sbuf *b, const cfg_entry *c)
+{
+    char v[512];
+    config_format(c->name, v, sizeof(v));
+    if (c->type == T_MEM) {
+        /* As Redis writes sizes: in the largest unit that divides them. */
+        long long n = atomic_load(c->num);
+        static const char *const units[] = {"gb", "mb", "kb"};
+        for (int u = 0; u < 3 && n > 0; u++) {
+            long long m = 1LL << (10 * (3 - u));
+            if (n % m == 0) {
+                snprintf(v, sizeof(v), "%lld%s", n / m, units[u]);
+                break;
+            }
+        }
+    }
+    sb_str(b, c->name);
+    sb_str(b, " ");
+    if ((c->type == T_WORDS || c->type == T_OBUF) && v[0] != '\0')
+        sb_str(b, v); /* several words */
+    else
+        sb_word(b, v);
+    sb_str(b, "\n");
+}
+
+#define REWRITE_SIGNATURE "# Generated by CONFIG REWRITE"
+
+static bool write_file(const char *path, const char *data, size_t len, char *err, size_t errlen)
+{
+    /* A new file renamed over the old one: a crash leaves one or the other. */
+    size_t plen = strlen(path) + 32;
+    char *tmp = malloc(plen);
+    if (tmp == NULL) {
+        snprintf(err, errlen, "out of memory");
+        return false;
+    }
+    snprintf(tmp, plen, "%s.rewrite-%d", path, (int)getpid());
+    struct stat st;
+    mode_t mode = stat(path, &st) == 0 ? st.st_mode & 07777 : 0644;
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
+    bool ok = fd >= 0;
+    for (size_t off = 0; ok && off < len;) {
+        ssize_t n = write(fd, data + off, len - off);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            ok = false;
+        else
+            off += (size_t)n;
+    }
+    ok = ok && fchmod(fd, mode) == 0 && fsync(fd) == 0;
+    int saved = errno;
+    if (fd >= 0 && close(fd) != 0 && ok) {
+        ok = false;
+        saved = errno;
+    }
+    if (ok && rename(tmp, path) != 0) {
+        ok = false;
+        saved = errno;
+    }
+    if (!ok) {
+        unlink(tmp);
+        snprintf(err, errlen, "%s", strerror(saved));
+    }
+    free(tmp);
+    return ok;
+}
+
+int config_rewrite(char *err, size_t errlen)
+{
+    static pthread_mutex_t rewrite_lock = PTHREAD_MUTEX_INITIALIZER;
+    char *path = config_get_str("config-file");
+    if (path == NULL || path[0] == '\0') {
+        free(path);
+        return CONFIG_REWRITE_NO_FILE;
+    }
+    pthread_mutex_lock(&rewrite_lock);
+    bool done[NTABLE] = {false};
+    bool signature = false;
+    sbuf out = {0};
+    FILE *f = fopen(path, "r");
+    int ret = CONFIG_REWRITE_OK;
+    if (f == NULL && errno != ENOENT) {
+        snprintf(err, errlen, "%s", strerror(errno));
+        ret = CONFIG_REWRITE_ERROR;
+        goto end;
+    }
+    resp_parser p;
+    resp_parser_init(&p);
+    char *line = NULL;
+    size_t cap = 0;
+    ssize_t n;
+    while (f && (n = getline(&line, &cap, f)) >= 0) {
+        size_t len = (size_t)n;
+        while (len && (line[len - 1] == '\n' || line[len - 1] == '\r'))
+            len--;
+        line[len] = '\0';
+        size_t i = 0;
+        while (i < len && (line[i] == ' ' || line[i] == '\t'))
+            i++;
+        if (strcmp(line + i, REWRITE_SIGNATURE) == 0)
+            signature = true;
+        const cfg_entry *c = NULL;
+        if (i < len && line[i] != '#') {
+            char *copy = strndup(line, len);
+            if (copy && resp_split_line(&p, copy, len) && p.argc > 0) {
+                char name[128];
+                snprintf(name, sizeof(name), "%.*s", (int)p.argv[0].len, copy + p.argv[0].off);
+                c = find(name);
+            }
+            free(copy);
+        }
+        if (c == NULL) {
+            /* Comments, blank lines and lines of no setting stay as they were. */
+            sb_add(&out, line, len);
+            sb_str(&out, "\n");
+            continue;
+        }
+        size_t k = (size_t)(c - table);
+        /* A setting's first line takes its current value, in place; later
+         * lines of the same setting go. */
+        if (!done[k])
+            sb_setting(&out, c);
+        done[k] = true;
+    }
+    free(line);
+    resp_parser_free(&p);
+    if (f)
+        fclose(f);
+    /* Settings off their defaults and not in the file yet go at the end. */
+    for (size_t k = 0; k < NTABLE; k++) {
+        if (done[k])
+            continue;
+        char v[512];
+        config_format(table[k].name, v, sizeof(v));
+        if (strcmp(v, deflt_fmt[k] ? deflt_fmt[k] : "") == 0)
+            continue;
+        if (!signature) {
+            if (out.len && out.p[out.len - 1] != '\n')
+                sb_str(&out, "\n");
+            sb_str(&out, REWRITE_SIGNATURE "\n");
+            signature = true;
+        }
+        sb_setting(&out, &table[k]);
+    }
+    if (out.failed) {
+        snprintf(err, errlen, "out of memory");
+        ret = CONFIG_REWRITE_ERROR;
+    } else if (!write_file(path, out.p ? out.p : "", out.len, err, errlen)) {
+        ret = CONFIG_REWRITE_ERROR;
+    }
+end:
+    free(out.p);
+    pthread_mutex_unlock(&rewrite_lock);
+    free(path);
+    return ret;
 }

@@ -59,6 +59,14 @@ bool config_apply(const char *name, int argc, const char *const *argv, const siz
 /* Read a redis.conf-style file. */
 bool config_load_file(const char *path, char *err, size_t errlen);
 
+/* CONFIG REWRITE: the config file the server started with, its comments
+ * and unknown lines kept, each setting's first line given its current
+ * value (later lines of it dropped), and settings off their defaults that
+ * the file lacks appended. Iterates the settings table, so a new setting
+ * needs nothing here. */
+enum { CONFIG_REWRITE_OK = 0, CONFIG_REWRITE_NO_FILE = 1, CONFIG_REWRITE_ERROR = 2 };
+int config_rewrite(char *err, size_t errlen);
+
 /* Current value as CONFIG GET prints it; returns false for an unknown name. */
 bool config_format(const char *name, char *out, size_t outlen);
 

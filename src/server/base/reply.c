@@ -219,6 +219,8 @@ void reply_map(reply *r, long long n)
         prefixed_ll(r, '*', n * 2);
 }
 
+void reply_push(reply *r, long long n) { prefixed_ll(r, r->proto == 3 ? '>' : '*', n); }
+
 void reply_set(reply *r, long long n) { prefixed_ll(r, r->proto == 3 ? '~' : '*', n); }
 
 void reply_verbatim(reply *r, const char *s, size_t n)

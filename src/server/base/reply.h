@@ -46,6 +46,8 @@ void reply_null(reply *r);
 void reply_array(reply *r, long long n);
 void reply_map(reply *r, long long n); /* n key/value pairs */
 void reply_set(reply *r, long long n);
+/* Out-of-band data (Pub/Sub messages): >n in RESP3, an array in RESP2. */
+void reply_push(reply *r, long long n);
 void reply_verbatim(reply *r, const char *s, size_t n); /* "txt" in RESP3 */
 void reply_wrong_arity(reply *r, const char *cmdname);
 

@@ -34,6 +34,17 @@ typedef struct cmd_ctx {
 #define CMD_FAST (1u << 3)
 #define CMD_NOAUTH (1u << 4) /* allowed before AUTH */
 #define CMD_ADMIN (1u << 5)
+/* Shown by COMMAND as Redis shows them. */
+#define CMD_PUBSUB (1u << 6)
+#define CMD_NOSCRIPT (1u << 7)
+#define CMD_LOADING (1u << 8)
+#define CMD_STALE (1u << 9)
+#define CMD_SKIP_SLOWLOG (1u << 10)
+#define CMD_ALLOW_BUSY (1u << 11)
+/* The host's own, not shown: allowed to a RESP2 client with subscriptions;
+ * run at once inside MULTI instead of being queued. */
+#define CMD_SUBCTX (1u << 16)
+#define CMD_TXCTL (1u << 17)
 
 typedef bool (*command_proc)(cmd_ctx *c);
 /* Requests "CMD key item" pipelined on one key, run as one call and
@@ -95,6 +106,17 @@ bool clientCommand(cmd_ctx *c);
 bool configCommand(cmd_ctx *c);
 bool memoryCommand(cmd_ctx *c);
 bool timeCommand(cmd_ctx *c);
+bool subscribeCommand(cmd_ctx *c);
+bool unsubscribeCommand(cmd_ctx *c);
+bool psubscribeCommand(cmd_ctx *c);
+bool punsubscribeCommand(cmd_ctx *c);
+bool publishCommand(cmd_ctx *c);
+bool pubsubCommand(cmd_ctx *c);
+bool multiCommand(cmd_ctx *c);
+bool execCommand(cmd_ctx *c);
+bool discardCommand(cmd_ctx *c);
+bool watchCommand(cmd_ctx *c);
+bool unwatchCommand(cmd_ctx *c);
 bool flushallCommand(cmd_ctx *c);
 bool lastsaveCommand(cmd_ctx *c);
 bool saveCommand(cmd_ctx *c);

@@ -95,6 +95,7 @@ client *client_create(worker *w, int fd)
     c->ctime_ms = now_ms();
     atomic_store(&c->last_ms, c->ctime_ms);
     atomic_store(&c->lastcmd, "NULL");
+    atomic_store(&c->multi_n, -1);
 
     c->next = w->clients;
     if (w->clients)
@@ -128,6 +129,7 @@ static void on_closed(uv_handle_t *h)
     free(c->name);
     free(c->lib_name);
     free(c->lib_ver);
+    multi_reset(c);
     free(c);
     atomic_fetch_sub(&srv.connected, 1);
 }
@@ -139,6 +141,7 @@ void client_close(client *c)
     c->closing = true;
     commit_forget(c);
     wait_forget(c);
+    pubsub_client_gone(c);
     worker *w = c->w;
     if (c->prev)
         c->prev->next = c->next;
@@ -381,6 +384,7 @@ static void run_batch(client *c, const command *cmd, char *start)
     c->cx.hits = c->cx.misses = 0;
     size_t failed = cmd->batch(&c->cx, key, klen, c->bitems, c->blens, n);
     if (write) {
+        watch_touch_key(key, klen);
         commit_write_end(c->w);
         wal_release(held);
     }
@@ -423,6 +427,8 @@ static void process_input(client *c)
             c->cx.argc = (int)argc;
             const command *cmd = c->cmd;
             if (argc == 3 && cmd && c->authenticated && !c->parser.inline_req && cmd->batch &&
+                /* Queued or refused one by one by the dispatcher. */
+                !client_in_multi(c) && !pubsub_restricted(c) &&
                 str_eq_ci(c->cx.argv[0], c->cx.argvlen[0], cmd->name) &&
                 /* Refusals are the dispatcher's to answer. */
                 !((cmd->flags & CMD_DENYOOM) && server_over_maxmemory()) &&
@@ -594,6 +600,52 @@ void client_cron(client *c, int64_t now)
         drop_over_limit(c);
 }
 
+int client_type(client *c)
+{
+    int t = atomic_load_explicit(&c->ctype, memory_order_relaxed);
+    if (t == CLIENT_TYPE_NORMAL && pubsub_count(c) > 0)
+        return CLIENT_TYPE_PUBSUB;
+    return t;
+}
+
+const char *client_type_name(int type)
+{
+    static const char *const names[] = {"normal", "slave", "pubsub", "master"};
+    return type >= 0 && type <= CLIENT_TYPE_MASTER ? names[type] : "normal";
+}
+
+int client_type_by_name(const char *s, size_t len)
+{
+    if (str_eq_ci(s, len, "normal"))
+        return CLIENT_TYPE_NORMAL;
+    if (str_eq_ci(s, len, "slave") || str_eq_ci(s, len, "replica"))
+        return CLIENT_TYPE_REPLICA;
+    if (str_eq_ci(s, len, "pubsub"))
+        return CLIENT_TYPE_PUBSUB;
+    if (str_eq_ci(s, len, "master"))
+        return CLIENT_TYPE_MASTER;
+    return -1;
+}
+
+/* CLIENT LIST's flags: S replica, M master, P subscriptions, x in MULTI;
+ * N for none of them. */
+static void client_flags(client *c, char *out)
+{
+    char *p = out;
+    int t = atomic_load_explicit(&c->ctype, memory_order_relaxed);
+    if (t == CLIENT_TYPE_REPLICA)
+        *p++ = 'S';
+    if (t == CLIENT_TYPE_MASTER)
+        *p++ = 'M';
+    if (pubsub_count(c) > 0)
+        *p++ = 'P';
+    if (client_in_multi(c))
+        *p++ = 'x';
+    if (p == out)
+        *p++ = 'N';
+    *p = '\0';
+}
+
 void client_info_line(client *c, char *out, size_t outlen)
 {
     int64_t now = now_ms();
@@ -603,14 +655,19 @@ void client_info_line(client *c, char *out, size_t outlen)
     size_t q = atomic_load_explicit(&c->qbuf_used, memory_order_relaxed);
     size_t o = atomic_load_explicit(&c->obuf_used, memory_order_relaxed);
     const char *cmd = atomic_load_explicit(&c->lastcmd, memory_order_relaxed);
+    char flags[8];
+    client_flags(c, flags);
     snprintf(out, outlen,
-             "id=%llu addr=%s laddr=%s fd=%d name=%s age=%lld idle=%lld flags=N db=0 sub=0 "
-             "psub=0 ssub=0 multi=-1 qbuf=%zu qbuf-free=0 argv-mem=0 multi-mem=0 rbs=%d rbp=0 "
+             "id=%llu addr=%s laddr=%s fd=%d name=%s age=%lld idle=%lld flags=%s db=0 sub=%d "
+             "psub=%d ssub=0 multi=%d qbuf=%zu qbuf-free=0 argv-mem=0 multi-mem=0 rbs=%d rbp=0 "
              "obl=0 oll=0 omem=%zu tot-mem=%zu events=r cmd=%s user=default redir=-1 resp=%d "
              "lib-name=%s lib-ver=%s",
              (unsigned long long)c->id, c->addr, c->laddr, c->fd, name,
              (long long)((now - c->ctime_ms) / 1000),
-             (long long)((now - atomic_load_explicit(&c->last_ms, memory_order_relaxed)) / 1000), q,
+             (long long)((now - atomic_load_explicit(&c->last_ms, memory_order_relaxed)) / 1000),
+             flags, atomic_load_explicit(&c->nchans, memory_order_relaxed),
+             atomic_load_explicit(&c->npats, memory_order_relaxed),
+             atomic_load_explicit(&c->multi_n, memory_order_relaxed), q,
              READ_CHUNK, o, sizeof(client) + q + o, cmd,
              atomic_load_explicit(&c->resp, memory_order_relaxed), libn, libv);
 }

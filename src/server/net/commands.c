@@ -24,15 +24,25 @@
 #define F CMD_FAST
 #define N CMD_NOAUTH
 #define A CMD_ADMIN
+/* As Redis flags them: pubsub, noscript, loading, stale, skip_slowlog,
+ * allow_busy; the host's own: allowed in RESP2 subscribed mode (SC), run at
+ * once inside MULTI (TX). */
+#define PS CMD_PUBSUB
+#define NS CMD_NOSCRIPT
+#define LS (CMD_LOADING | CMD_STALE)
+#define SS CMD_SKIP_SLOWLOG
+#define AB CMD_ALLOW_BUSY
+#define SC CMD_SUBCTX
+#define TX CMD_TXCTL
 
 static command table[] = {
     /* connection and server */
-    {"ping", pingCommand, -1, F, 0, 0, 0, "connection", 0, false, NULL},
+    {"ping", pingCommand, -1, F | SC, 0, 0, 0, "connection", 0, false, NULL},
     {"echo", echoCommand, 2, F, 0, 0, 0, "connection", 0, false, NULL},
     {"hello", helloCommand, -1, F | N, 0, 0, 0, "connection", 0, false, NULL},
     {"auth", authCommand, -2, F | N, 0, 0, 0, "connection", 0, false, NULL},
     {"select", selectCommand, 2, F, 0, 0, 0, "connection", 0, false, NULL},
-    {"quit", quitCommand, -1, F | N, 0, 0, 0, "connection", 0, false, NULL},
+    {"quit", quitCommand, -1, F | N | SC | TX, 0, 0, 0, "connection", 0, false, NULL},
     {"client", clientCommand, -2, 0, 0, 0, 0, "connection", 0, false, NULL},
     {"dbsize", dbsizeCommand, 1, R | F, 0, 0, 0, "server", 0, false, NULL},
     {"shutdown", shutdownCommand, -1, A, 0, 0, 0, "server", 0, false, NULL},
@@ -48,12 +58,26 @@ static command table[] = {
     {"bgsave", bgsaveCommand, -1, A, 0, 0, 0, "server", 0, false, NULL},
     {"bgrewriteaof", bgrewriteaofCommand, 1, A, 0, 0, 0, "server", 0, false, NULL},
     /* replication (t_repl.c) */
-    {"replicaof", replicaofCommand, 3, A, 0, 0, 0, "server", 0, false, NULL},
-    {"slaveof", replicaofCommand, 3, A, 0, 0, 0, "server", 0, false, NULL},
-    {"role", roleCommand, 1, F, 0, 0, 0, "server", 0, false, NULL},
-    {"wait", waitCommand, 3, 0, 0, 0, 0, "generic", 0, false, NULL},
-    {"replconf", replconfCommand, -1, A, 0, 0, 0, "server", 0, false, NULL},
-    {"psync", psyncCommand, -3, A, 0, 0, 0, "server", 0, false, NULL},
+    {"replicaof", replicaofCommand, 3, A | NS | CMD_STALE, 0, 0, 0, "server", 0, false, NULL},
+    {"slaveof", replicaofCommand, 3, A | NS | CMD_STALE, 0, 0, 0, "server", 0, false, NULL},
+    {"role", roleCommand, 1, F | NS | LS, 0, 0, 0, "server", 0, false, NULL},
+    {"wait", waitCommand, 3, NS, 0, 0, 0, "generic", 0, false, NULL},
+    {"replconf", replconfCommand, -1, A | NS | LS, 0, 0, 0, "server", 0, false, NULL},
+    {"psync", psyncCommand, -3, A | NS, 0, 0, 0, "server", 0, false, NULL},
+    /* Pub/Sub (pubsub.c) */
+    {"subscribe", subscribeCommand, -2, PS | NS | LS | SC, 0, 0, 0, "pubsub", 0, false, NULL},
+    {"unsubscribe", unsubscribeCommand, -1, PS | NS | LS | SC, 0, 0, 0, "pubsub", 0, false, NULL},
+    {"psubscribe", psubscribeCommand, -2, PS | NS | LS | SC, 0, 0, 0, "pubsub", 0, false, NULL},
+    {"punsubscribe", punsubscribeCommand, -1, PS | NS | LS | SC, 0, 0, 0, "pubsub", 0, false,
+     NULL},
+    {"publish", publishCommand, 3, PS | LS | F, 0, 0, 0, "pubsub", 0, false, NULL},
+    {"pubsub", pubsubCommand, -2, PS | LS, 0, 0, 0, "pubsub", 0, false, NULL},
+    /* transactions (multi.c) */
+    {"multi", multiCommand, 1, NS | LS | F | AB | TX, 0, 0, 0, "transaction", 0, false, NULL},
+    {"exec", execCommand, 1, NS | LS | SS | TX, 0, 0, 0, "transaction", 0, false, NULL},
+    {"discard", discardCommand, 1, NS | LS | F | AB | TX, 0, 0, 0, "transaction", 0, false, NULL},
+    {"watch", watchCommand, -2, NS | LS | F | AB | TX, 1, -1, 1, "transaction", 0, false, NULL},
+    {"unwatch", unwatchCommand, 1, NS | LS | F | AB, 0, 0, 0, "transaction", 0, false, NULL},
     /* keyspace */
     {"del", delCommand, -2, W, 1, -1, 1, "generic", 0, false, NULL},
     {"unlink", delCommand, -2, W | F, 1, -1, 1, "generic", 0, false, NULL},
@@ -103,8 +127,10 @@ void commands_init(void)
         /* Answers that depend on the data (and so on log records): every
          * command on keys, every write, and the server's readers (DBSIZE,
          * MEMORY). PING, INFO, CLIENT, CONFIG do not wait for the log. */
+        const char *g = table[i].group;
         table[i].touches_keys =
-            (strcmp(table[i].group, "connection") != 0 && strcmp(table[i].group, "server") != 0) ||
+            (strcmp(g, "connection") != 0 && strcmp(g, "server") != 0 && strcmp(g, "pubsub") != 0 &&
+             strcmp(g, "transaction") != 0) ||
             (table[i].flags & (CMD_WRITE | CMD_READONLY)) || table[i].first_key > 0;
         unsigned h = name_hash(table[i].name, strlen(table[i].name));
         while (htab[h])
@@ -177,6 +203,17 @@ static const char *repl_refusal(bool write)
     return NULL;
 }
 
+/* A request refused before it runs; inside MULTI it also dooms the
+ * transaction (EXECABORT), as in Redis. */
+static void rejected(client *c, cmd_stat *st)
+{
+    if (st)
+        stat_add(&st->rejected, 1);
+    stat_add(&c->w->errors, 1);
+    if (client_in_multi(c))
+        c->multi_dirty = true;
+}
+
 void command_dispatch(client *c)
 {
     worker *w = c->w;
@@ -187,27 +224,24 @@ void command_dispatch(client *c)
     stat_add(&w->commands, 1);
     if (cmd == NULL) {
         reply_unknown(c);
-        stat_add(&w->errors, 1);
+        rejected(c, NULL);
         return;
     }
     c->cmd = cmd;
     cmd_stat *st = &w->stats[cmd->id];
     if ((cmd->arity > 0 && c->cx.argc != cmd->arity) || c->cx.argc < -cmd->arity) {
         reply_wrong_arity(&c->cx.out, cmd->name);
-        stat_add(&st->rejected, 1);
-        stat_add(&w->errors, 1);
+        rejected(c, st);
         return;
     }
     if (!c->authenticated && !(cmd->flags & CMD_NOAUTH)) {
         reply_error(&c->cx.out, "NOAUTH Authentication required.");
-        stat_add(&st->rejected, 1);
-        stat_add(&w->errors, 1);
+        rejected(c, st);
         return;
     }
     if ((cmd->flags & CMD_DENYOOM) && server_over_maxmemory()) {
         reply_oom(&c->cx);
-        stat_add(&st->rejected, 1);
-        stat_add(&w->errors, 1);
+        rejected(c, st);
         return;
     }
     /* As Redis after an AOF write error: writes (and PING) are refused
@@ -215,19 +249,37 @@ void command_dispatch(client *c)
     if (((cmd->flags & CMD_WRITE) || cmd->proc == pingCommand) && !wal_write_ok()) {
         reply_errorf(&c->cx.out, "MISCONF Errors writing to the AOF file: %s",
                      strerror(wal_last_errno()));
-        stat_add(&st->rejected, 1);
-        stat_add(&w->errors, 1);
+        rejected(c, st);
         return;
     }
     if (repl_checks_data() && (cmd->flags & (CMD_WRITE | CMD_READONLY))) {
         const char *why = repl_refusal(cmd->flags & CMD_WRITE);
         if (why) {
             reply_error(&c->cx.out, why);
-            stat_add(&st->rejected, 1);
-            stat_add(&w->errors, 1);
+            rejected(c, st);
             return;
         }
     }
+    if (pubsub_restricted(c) && !(cmd->flags & CMD_SUBCTX)) {
+        reply_errorf(&c->cx.out,
+                     "ERR Can't execute '%s': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / "
+                     "QUIT / RESET are allowed in this context",
+                     cmd->name);
+        rejected(c, st);
+        return;
+    }
+    if (client_in_multi(c) && !(cmd->flags & CMD_TXCTL)) {
+        multi_queue(c, cmd);
+        return;
+    }
+    command_call(c, cmd);
+}
+
+void command_call(client *c, const command *cmd)
+{
+    worker *w = c->w;
+    cmd_stat *st = &w->stats[cmd->id];
+    c->cmd = cmd;
     atomic_store_explicit(&c->lastcmd, cmd->name, memory_order_relaxed);
     c->cx.hits = c->cx.misses = 0;
     bool write = cmd->flags & CMD_WRITE;
@@ -250,6 +302,9 @@ void command_dispatch(client *c)
     bool ok = cmd->proc(&c->cx);
     int64_t dt = mono_us() - t0;
     if (write) {
+        /* Inside the write gate: an EXEC that checks its watches after this
+         * sees the change. */
+        watch_touch_keys(cmd, &c->cx);
         commit_write_end(w);
         wal_release(held);
     }
@@ -288,20 +343,23 @@ void command_account(client *c, const command *cmd, uint64_t n, uint64_t failed,
 
 static void reply_flags(cmd_ctx *c, const command *cmd)
 {
-    const char *names[8];
+    /* In Redis's order. */
+    static const struct {
+        unsigned flag;
+        const char *name;
+    } known[] = {
+        {CMD_WRITE, "write"},         {CMD_READONLY, "readonly"},
+        {CMD_DENYOOM, "denyoom"},     {CMD_ADMIN, "admin"},
+        {CMD_PUBSUB, "pubsub"},       {CMD_NOSCRIPT, "noscript"},
+        {CMD_LOADING, "loading"},     {CMD_STALE, "stale"},
+        {CMD_SKIP_SLOWLOG, "skip_slowlog"}, {CMD_FAST, "fast"},
+        {CMD_NOAUTH, "no_auth"},      {CMD_ALLOW_BUSY, "allow_busy"},
+    };
+    const char *names[sizeof(known) / sizeof(known[0])];
     int n = 0;
-    if (cmd->flags & CMD_WRITE)
-        names[n++] = "write";
-    if (cmd->flags & CMD_READONLY)
-        names[n++] = "readonly";
-    if (cmd->flags & CMD_DENYOOM)
-        names[n++] = "denyoom";
-    if (cmd->flags & CMD_ADMIN)
-        names[n++] = "admin";
-    if (cmd->flags & CMD_FAST)
-        names[n++] = "fast";
-    if (cmd->flags & CMD_NOAUTH)
-        names[n++] = "no_auth";
+    for (size_t i = 0; i < sizeof(known) / sizeof(known[0]); i++)
+        if (cmd->flags & known[i].flag)
+            names[n++] = known[i].name;
     reply_set(&c->out, n);
     for (int i = 0; i < n; i++)
         reply_simple(&c->out, names[i]);

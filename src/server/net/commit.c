@@ -113,10 +113,56 @@ void commit_worker_close(worker *w)
     uv_close((uv_handle_t *)&cw->async, closed);
 }
 
+/* EXEC runs its queued commands alone among writers: while a worker owns
+ * the gate, write commands of the other workers wait in commit_write_begin
+ * before they take any key lock. Each side publishes first and then looks
+ * (the writer its odd count, the owner its index; both seq_cst), so either
+ * the writer sees the owner and backs off, or the owner sees the writer
+ * and waits for it to end. */
+static _Atomic int gate_owner = -1;
+static pthread_mutex_t gate_lock = PTHREAD_MUTEX_INITIALIZER;
+
 void commit_write_begin(worker *w)
 {
-    if (cws)
-        atomic_fetch_add_explicit(&cws[w->idx].writing, 1, memory_order_seq_cst);
+    if (cws == NULL)
+        return;
+    _Atomic uint64_t *mine = &cws[w->idx].writing;
+    for (;;) {
+        atomic_fetch_add_explicit(mine, 1, memory_order_seq_cst);
+        int owner = atomic_load_explicit(&gate_owner, memory_order_seq_cst);
+        if (owner < 0 || owner == w->idx)
+            return;
+        atomic_fetch_add_explicit(mine, 1, memory_order_seq_cst);
+        for (unsigned spins = 0; atomic_load_explicit(&gate_owner, memory_order_seq_cst) >= 0;
+             spins++)
+            if (spins > 64)
+                sched_yield();
+    }
+}
+
+void commit_exclusive_begin(worker *w)
+{
+    if (cws == NULL)
+        return;
+    pthread_mutex_lock(&gate_lock);
+    atomic_store_explicit(&gate_owner, w->idx, memory_order_seq_cst);
+    for (int i = 0; i < ncws; i++) {
+        if (i == w->idx)
+            continue;
+        for (unsigned spins = 0;
+             atomic_load_explicit(&cws[i].writing, memory_order_seq_cst) & 1; spins++)
+            if (spins > 64)
+                sched_yield();
+    }
+}
+
+void commit_exclusive_end(worker *w)
+{
+    (void)w;
+    if (cws == NULL)
+        return;
+    atomic_store_explicit(&gate_owner, -1, memory_order_seq_cst);
+    pthread_mutex_unlock(&gate_lock);
 }
 
 void commit_write_end(worker *w)

@@ -14,6 +14,10 @@ void commit_worker_close(struct worker *w);
  * workers get their log records before commit_write_end. */
 void commit_write_begin(struct worker *w);
 void commit_write_end(struct worker *w);
+/* Around EXEC's queued commands: no write command of another worker runs
+ * in between (they wait in commit_write_begin). */
+void commit_exclusive_begin(struct worker *w);
+void commit_exclusive_end(struct worker *w);
 /* After a client's requests that touched keys ran: true if its replies
  * must wait for the log (appendfsync always and a record its answers may
  * depend on is not durable yet). */

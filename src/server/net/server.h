@@ -19,6 +19,8 @@
  *   t_hll.c     PF* over libbloomery's HyperLogLog
  *   t_keys.c    DEL, EXISTS, TYPE, KEYS, SCAN, RENAME, EXPIRE family ...
  *   t_server.c  PING, HELLO, AUTH, INFO, CLIENT, CONFIG, MEMORY, SHUTDOWN ...
+ *   pubsub.c    SUBSCRIBE, PUBLISH ...: channels shared by every worker
+ *   multi.c     MULTI, EXEC, DISCARD, WATCH: queued commands run as one request
  */
 #ifndef BLOOMERYD_SERVER_H
 #define BLOOMERYD_SERVER_H
@@ -42,6 +44,15 @@
 
 struct worker;
 struct command;
+struct ps_entry;
+struct multi_cmd;
+struct multi_watch;
+
+/* What CLIENT LIST/KILL TYPE call a client. A client's own type is NORMAL
+ * unless the replication code marks the link: REPLICA for a replica
+ * connected to us, MASTER for our link to our master. PUBSUB is not stored:
+ * a NORMAL client with subscriptions is one (client_type()). */
+enum { CLIENT_TYPE_NORMAL, CLIENT_TYPE_REPLICA, CLIENT_TYPE_PUBSUB, CLIENT_TYPE_MASTER };
 
 typedef struct client {
     cmd_ctx cx; /* first: client_of() */
@@ -86,6 +97,31 @@ typedef struct client {
     char *name;               /* guarded by clients_lock */
     char *lib_name, *lib_ver; /* guarded by clients_lock */
 
+    _Atomic int ctype; /* CLIENT_TYPE_NORMAL, _REPLICA or _MASTER; set by replication */
+
+    /* Pub/Sub (pubsub.c): the entries subscribed to, changed by the owning
+     * worker under pubsub's lock; counts readable by CLIENT LIST. */
+    struct ps_entry **chans, **pats;
+    size_t capchans, cappats;
+    _Atomic int nchans, npats;
+    bool ps_used; /* ever subscribed: close must clean up */
+    /* Messages published from other workers wait here until this worker's
+     * loop moves them to cx.out (under w->mbox_lock). */
+    char *mbox;
+    size_t mlen, mcap;
+    bool mqueued;
+    struct client *mprev, *mnext;
+
+    /* MULTI (multi.c): queued commands; multi_n is -1 outside MULTI and is
+     * read by CLIENT LIST. */
+    struct multi_cmd *mq;
+    size_t mqcap;
+    _Atomic int multi_n;
+    bool multi_dirty;  /* a command was refused while queueing: EXECABORT */
+    bool in_exec;      /* running queued commands */
+    struct multi_watch *watched;
+    size_t nwatched, capwatched;
+
     struct client *prev, *next;   /* worker's list */
     struct client *gprev, *gnext; /* global registry, clients_lock */
 
@@ -116,9 +152,11 @@ typedef struct worker {
     int idx;
     pthread_t thread;
     uv_loop_t loop;
-    uv_async_t wake; /* new connections, kills, stop */
+    uv_async_t wake; /* new connections, kills, stop, Pub/Sub messages */
     uv_timer_t cron; /* timeouts, output-buffer soft limits */
     pthread_mutex_t inbox_lock;
+    pthread_mutex_t mbox_lock;  /* Pub/Sub messages from other workers */
+    struct client *mbox_head;   /* clients with a non-empty mailbox */
     int *inbox; /* accepted fds waiting to be adopted */
     size_t ninbox, capinbox;
     _Atomic bool stopping;
@@ -188,11 +226,52 @@ void wait_block(client *c, uint64_t lsn, unsigned n, long long timeout_ms);
 void wait_forget(client *c);
 void wait_cron(worker *w, int64_t now);
 
+/* CLIENT_TYPE_* of a client, for CLIENT LIST/KILL (any thread). */
+int client_type(client *c);
+const char *client_type_name(int type);
+/* CLIENT_TYPE_* from a name (normal, master, replica, slave, pubsub), -1 if
+ * none. */
+int client_type_by_name(const char *s, size_t len);
+
+/* ---- pubsub.c ---- */
+/* Channels and patterns the client is subscribed to. */
+static inline int pubsub_count(client *c)
+{
+    return atomic_load_explicit(&c->nchans, memory_order_relaxed) +
+           atomic_load_explicit(&c->npats, memory_order_relaxed);
+}
+/* RESP2 clients with subscriptions may run only the commands flagged
+ * CMD_SUBCTX. */
+static inline bool pubsub_restricted(client *c)
+{
+    return c->cx.out.proto == 2 && pubsub_count(c) > 0;
+}
+/* On close: unsubscribe everything, drop undelivered messages. */
+void pubsub_client_gone(client *c);
+/* From the worker's wake: move messages from other workers into replies. */
+void pubsub_drain(worker *w);
+void pubsub_stats(uint64_t *channels, uint64_t *patterns, uint64_t *clients);
+
+/* ---- multi.c ---- */
+static inline bool client_in_multi(client *c)
+{
+    return atomic_load_explicit(&c->multi_n, memory_order_relaxed) >= 0;
+}
+/* Queue the request in c->cx.argv (already checked by the dispatcher). */
+void multi_queue(client *c, const command *cmd);
+void multi_reset(client *c); /* leave MULTI and forget watched keys */
+/* After a write command's change: WATCHers of its keys must fail EXEC. */
+void watch_touch_keys(const command *cmd, cmd_ctx *cx);
+void watch_touch_key(const char *key, size_t klen);
+void watch_touch_all(void);
+
 /* ---- commands.c: bloomeryd's side of the command table ---- */
 /* A write refused because the memory to log it is not there
  * (wal_reserve): it changed nothing. */
 #define LOG_OOM_ERROR "OOM command not allowed when there is not enough memory to log it"
 void command_dispatch(client *c);
+/* Run an already checked command (dispatch, and EXEC for each queued one). */
+void command_call(client *c, const command *cmd);
 /* Account n calls of cmd, failed of which failed, that took usec in total
  * (batched execution). */
 void command_account(client *c, const command *cmd, uint64_t n, uint64_t failed, uint64_t usec);

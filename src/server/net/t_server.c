@@ -20,6 +20,13 @@ bool pingCommand(cmd_ctx *c)
         reply_wrong_arity(&c->out, "ping");
         return false;
     }
+    if (pubsub_restricted(client_of(c))) {
+        /* Subscribed RESP2 clients read every reply as a message. */
+        reply_array(&c->out, 2);
+        reply_bulk_str(&c->out, "pong");
+        reply_bulk(&c->out, c->argc == 2 ? c->argv[1] : "", c->argc == 2 ? c->argvlen[1] : 0);
+        return true;
+    }
     if (c->argc == 2)
         reply_bulk(&c->out, c->argv[1], c->argvlen[1]);
     else
@@ -306,6 +313,8 @@ static bool client_kill(cmd_ctx *c)
         return false;
     }
     bool have_id = false, have_addr = false, have_laddr = false, skipme = true;
+    int type = -1;
+    long long maxage = 0;
     uint64_t id = 0;
     char addr[128] = "", laddr[128] = "";
     for (int i = 2; i < c->argc; i += 2) {
@@ -333,12 +342,22 @@ static bool client_kill(cmd_ctx *c)
                 reply_syntax_error(c);
                 return false;
             }
-        } else if (arg_eq(c, i, "type") || arg_eq(c, i, "user") || arg_eq(c, i, "maxage")) {
-            /* Accepted filters that match nothing special here: every client
-             * is a normal client of the default user. */
-            if (arg_eq(c, i, "type") && !arg_eq(c, i + 1, "normal")) {
-                reply_int(&c->out, 0);
-                return true;
+        } else if (arg_eq(c, i, "type")) {
+            type = client_type_by_name(c->argv[i + 1], c->argvlen[i + 1]);
+            if (type < 0) {
+                reply_errorf(&c->out, "ERR Unknown client type '%.*s'", vl, c->argv[i + 1]);
+                return false;
+            }
+        } else if (arg_eq(c, i, "user")) {
+            /* The default user is the only one. */
+            if (!arg_eq(c, i + 1, "default")) {
+                reply_errorf(&c->out, "ERR No such user '%.*s'", vl, c->argv[i + 1]);
+                return false;
+            }
+        } else if (arg_eq(c, i, "maxage")) {
+            if (!str_to_ll(c->argv[i + 1], c->argvlen[i + 1], &maxage)) {
+                reply_syntax_error(c);
+                return false;
             }
         } else {
             reply_syntax_error(c);
@@ -346,9 +365,15 @@ static bool client_kill(cmd_ctx *c)
         }
     }
     int n = 0;
+    int64_t now = now_ms();
     pthread_mutex_lock(&clients_lock);
     for (client *o = all_clients; o; o = o->gnext) {
         if (have_id && o->id != id)
+            continue;
+        if (type >= 0 && client_type(o) != type)
+            continue;
+        /* Connected longer than maxage seconds. */
+        if (maxage > 0 && (now - o->ctime_ms) / 1000 < maxage)
             continue;
         if (have_addr && strcmp(o->addr, addr) != 0)
             continue;
@@ -366,6 +391,11 @@ static bool client_kill(cmd_ctx *c)
         n++;
     }
     pthread_mutex_unlock(&clients_lock);
+    /* A replica's link to its master is a thread, not a client: TYPE
+     * master drops it, and it reconnects (a partial resync), as in Redis. */
+    if (type == CLIENT_TYPE_MASTER && !have_id && !have_addr && !have_laddr &&
+        repl_drop_master_link())
+        n++;
     reply_int(&c->out, n);
     return true;
 }
@@ -410,11 +440,21 @@ bool clientCommand(cmd_ctx *c)
         pthread_mutex_unlock(&clients_lock);
         reply_ok(r);
     } else if (arg_eq(c, 1, "list")) {
-        if (c->argc > 2 && !(c->argc >= 4 && (arg_eq(c, 2, "type") || arg_eq(c, 2, "id")))) {
+        if (c->argc > 2 && !(c->argc == 4 && arg_eq(c, 2, "type")) &&
+            !(c->argc >= 4 && arg_eq(c, 2, "id"))) {
             reply_syntax_error(c);
             return false;
         }
         bool by_id = c->argc >= 4 && arg_eq(c, 2, "id");
+        int type = -1;
+        if (c->argc == 4 && arg_eq(c, 2, "type")) {
+            type = client_type_by_name(c->argv[3], c->argvlen[3]);
+            if (type < 0) {
+                reply_errorf(r, "ERR Unknown client type '%.*s'",
+                             (int)(c->argvlen[3] < 127 ? c->argvlen[3] : 127), c->argv[3]);
+                return false;
+            }
+        }
         size_t cap = 4096, len = 0;
         char *out = malloc(cap);
         if (out == NULL) {
@@ -425,6 +465,8 @@ bool clientCommand(cmd_ctx *c)
          * client listed while the lock is held is alive. */
         pthread_mutex_lock(&clients_lock);
         for (client *o = all_clients; o; o = o->gnext) {
+            if (type >= 0 && client_type(o) != type)
+                continue;
             if (by_id) {
                 bool want = false;
                 for (int i = 3; i < c->argc; i++) {
@@ -480,11 +522,12 @@ bool clientCommand(cmd_ctx *c)
             "    Assign the name <name> to the current connection.",
             "SETINFO <LIB-NAME|LIB-VER> <value>",
             "    Set client library name or version.",
-            "LIST [TYPE normal] [ID id ...]",
+            "LIST [TYPE (NORMAL|MASTER|REPLICA|PUBSUB)] [ID id ...]",
             "    Return information about client connections.",
             "INFO",
             "    Return information about the current client connection.",
             "KILL <ip:port> | KILL [ID id] [ADDR ip:port] [LADDR ip:port] [SKIPME yes|no]",
+            "     [TYPE (NORMAL|MASTER|REPLICA|PUBSUB)] [USER default] [MAXAGE seconds]",
             "    Kill connections.",
         };
         size_t n = sizeof(help) / sizeof(help[0]);
@@ -575,8 +618,19 @@ bool configCommand(cmd_ctx *c)
         atomic_store(&ks_stat_expired, 0);
         reply_ok(r);
     } else if (arg_eq(c, 1, "rewrite") && c->argc == 2) {
-        reply_error(r, "ERR CONFIG REWRITE is not supported by this server");
-        return false;
+        char err[256];
+        int rc = config_rewrite(err, sizeof(err));
+        if (rc == CONFIG_REWRITE_NO_FILE) {
+            reply_error(r, "ERR The server is running without a config file");
+            return false;
+        }
+        if (rc != CONFIG_REWRITE_OK) {
+            server_log(LOG_WARNING, "CONFIG REWRITE failed: %s", err);
+            reply_errorf(r, "ERR Rewriting config file: %s", err);
+            return false;
+        }
+        server_log(LOG_NOTICE, "CONFIG REWRITE executed with success.");
+        reply_ok(r);
     } else {
         reply_errorf(r,
                      "ERR unknown subcommand or wrong number of arguments for '%.*s'. Try "
@@ -744,12 +798,16 @@ bool infoCommand(cmd_ctx *c)
                   srv.nworkers > 1, srv.nworkers, srv.executable, cfgfile ? cfgfile : "");
         free(cfgfile);
     }
+    uint64_t ps_channels, ps_patterns, ps_clients;
+    pubsub_stats(&ps_channels, &ps_patterns, &ps_clients);
     if (want_section(c, "clients", true)) {
         SECTION("Clients");
+        /* pubsub_clients: Redis 7.2 and later. */
         sb_printf(&b,
                   "connected_clients:%llu\r\ncluster_connections:0\r\nmaxclients:%lld\r\n"
-                  "blocked_clients:0\r\ntracking_clients:0\r\n",
-                  (unsigned long long)atomic_load(&srv.connected), atomic_load(&cfg.maxclients));
+                  "blocked_clients:0\r\ntracking_clients:0\r\npubsub_clients:%llu\r\n",
+                  (unsigned long long)atomic_load(&srv.connected), atomic_load(&cfg.maxclients),
+                  (unsigned long long)ps_clients);
     }
     if (want_section(c, "memory", true)) {
         uint64_t used = ks_used_memory(), maxm = server_maxmemory(), rss = rss_bytes();
@@ -780,7 +838,8 @@ bool infoCommand(cmd_ctx *c)
                   "instantaneous_ops_per_sec:%llu\r\ntotal_net_input_bytes:%llu\r\n"
                   "total_net_output_bytes:%llu\r\nrejected_connections:%llu\r\n"
                   "expired_keys:%llu\r\nevicted_keys:0\r\nkeyspace_hits:%llu\r\n"
-                  "keyspace_misses:%llu\r\ntotal_error_replies:%llu\r\n",
+                  "keyspace_misses:%llu\r\npubsub_channels:%llu\r\npubsub_patterns:%llu\r\n"
+                  "pubsubshard_channels:0\r\ntotal_error_replies:%llu\r\n",
                   (unsigned long long)atomic_load(&srv.total_connections),
                   (unsigned long long)sum_worker(offsetof(worker, commands)),
                   (unsigned long long)atomic_load(&srv.ops_sec),
@@ -790,6 +849,7 @@ bool infoCommand(cmd_ctx *c)
                   (unsigned long long)atomic_load(&ks_stat_expired),
                   (unsigned long long)sum_worker(offsetof(worker, hits)),
                   (unsigned long long)sum_worker(offsetof(worker, misses)),
+                  (unsigned long long)ps_channels, (unsigned long long)ps_patterns,
                   (unsigned long long)sum_worker(offsetof(worker, errors)));
     }
     if (want_section(c, "replication", true)) {

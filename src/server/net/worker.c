@@ -63,6 +63,7 @@ static void on_wake(uv_async_t *a)
         if (atomic_load_explicit(&c->kill, memory_order_relaxed))
             client_close(c);
     }
+    pubsub_drain(w);
 }
 
 static void on_cron(uv_timer_t *t)
@@ -97,6 +98,7 @@ int workers_start(int n)
         if (w->stats == NULL || uv_loop_init(&w->loop) != 0)
             return -1;
         pthread_mutex_init(&w->inbox_lock, NULL);
+        pthread_mutex_init(&w->mbox_lock, NULL);
         uv_async_init(&w->loop, &w->wake, on_wake);
         w->wake.data = w;
         uv_timer_init(&w->loop, &w->cron);
@@ -123,6 +125,7 @@ void workers_stop(void)
         pthread_join(w->thread, NULL);
         uv_loop_close(&w->loop);
         pthread_mutex_destroy(&w->inbox_lock);
+        pthread_mutex_destroy(&w->mbox_lock);
         free(w->inbox);
         free(w->stats);
     }

@@ -56,6 +56,9 @@ bool repl_replicaof(const char *host, int port, bool *already, char *err, size_t
 /* REPLICAOF NO ONE: become a master, continuing the log under a new
  * replication id (the old one stays acceptable up to this offset). */
 void repl_promote(void);
+/* CLIENT KILL TYPE master: drop the link to the master (it reconnects);
+ * false when there is none. */
+bool repl_drop_master_link(void);
 
 /* ---- master side ---- */
 

@@ -54,6 +54,7 @@ static struct {
     int64_t down_since_ms;
     _Atomic int64_t last_io_ms;
     _Atomic bool syncing;
+    _Atomic bool drop; /* CLIENT KILL TYPE master */
 } L = {.lock = PTHREAD_MUTEX_INITIALIZER, .down_since_ms = 0};
 
 static void set_link(int state)
@@ -277,6 +278,7 @@ static bool finish_load(repl_conn *c)
 static void follow(repl_conn *c, uint64_t pending_start)
 {
     uint8_t *batch = NULL;
+    int64_t last_ack = mono_us();
     long long timeout_ms = atomic_load(&cfg.repl_timeout) * 1000;
     if (pending_start && wal_assigned_lsn() + 1 >= pending_start) {
         bool ok = finish_load(c);
@@ -289,7 +291,11 @@ static void follow(repl_conn *c, uint64_t pending_start)
         send_ack(c);
     }
     while (!atomic_load(&L.stop)) {
-        if (c->in.len == c->pos && !rc_poll_in(c, 1000, -1)) {
+        if (atomic_exchange(&L.drop, false)) {
+            snprintf(c->err, sizeof(c->err), "link dropped by CLIENT KILL");
+            goto out;
+        }
+        if (c->in.len == c->pos && !rc_poll_in(c, 100, -1)) {
             if (c->err[0])
                 goto out;
             if (now_ms() - atomic_load(&L.last_io_ms) > timeout_ms) {
@@ -297,8 +303,11 @@ static void follow(repl_conn *c, uint64_t pending_start)
                          timeout_ms / 1000);
                 goto out;
             }
-            if (!send_ack(c))
-                goto out;
+            if (mono_us() - last_ack >= 1000000) {
+                if (!send_ack(c))
+                    goto out;
+                last_ack = mono_us();
+            }
             continue;
         }
         free(batch);
@@ -468,3 +477,11 @@ void replica_link_status(repl_status *s)
 }
 
 bool replica_link_up(void) { return atomic_load(&L.link) == REPL_LINK_CONNECTED; }
+
+bool repl_drop_master_link(void)
+{
+    if (!L.running || atomic_load(&L.link) != REPL_LINK_CONNECTED)
+        return false;
+    atomic_store(&L.drop, true);
+    return true;
+}
