@@ -348,3 +348,28 @@ def test_a_dropped_link_resumes_from_the_log_without_moving_chunks(start_server)
     caught_up(master, replica)
     assert info(m)["bloomery_sync_full"] == 1
     assert all(r.execute_command("BF.MEXISTS", "k", *range(2000)))
+
+
+def test_loadchunk_restores_replicate_also_across_a_full_resync(start_server):
+    master, replica = start_server(), start_server()
+    m, r = master.client(), replica.client()
+    m.execute_command("BF.RESERVE", "src", 0.001, 300000)
+    m.execute_command("BF.MADD", "src", *range(20000))
+    m.execute_command("CF.RESERVE", "csrc", 10000)
+    m.execute_command("CF.INSERT", "csrc", "ITEMS", *range(2000))
+    bf, cf = scandump(m, "BF", "src"), scandump(m, "CF", "csrc")
+    assert len(bf) > 1
+    # A restore begun before the replica's full resync: the snapshot it
+    # gets holds the restore in progress and the log from its first chunk.
+    m.execute_command("BF.LOADCHUNK", "dst", *bf[0])
+    m.execute_command("SAVE")
+    replicate(replica, master)
+    for it, data in bf[1:]:
+        m.execute_command("BF.LOADCHUNK", "dst", it, data)
+    for it, data in cf:
+        m.execute_command("CF.LOADCHUNK", "cdst", it, data)
+    caught_up(master, replica)
+    assert scandump(r, "BF", "dst") == bf
+    assert scandump(r, "CF", "cdst") == cf
+    assert all(r.execute_command("BF.MEXISTS", "dst", *range(20000)))
+    assert r.execute_command("CF.COUNT", "cdst", 5) == m.execute_command("CF.COUNT", "cdst", 5)
