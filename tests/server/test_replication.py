@@ -373,3 +373,21 @@ def test_loadchunk_restores_replicate_also_across_a_full_resync(start_server):
     assert scandump(r, "CF", "cdst") == cf
     assert all(r.execute_command("BF.MEXISTS", "dst", *range(20000)))
     assert r.execute_command("CF.COUNT", "cdst", 5) == m.execute_command("CF.COUNT", "cdst", 5)
+
+
+def test_masterauth_and_announced_address(start_server):
+    master = start_server("--requirepass", "s3cret")
+    m = master.client(password="s3cret")
+    m.execute_command("BF.ADD", "k", "a")
+    replica = start_server("--replica-announce-ip", "10.1.2.3", "--replica-announce-port", 7777)
+    r = replica.client()
+    r.execute_command("REPLICAOF", "127.0.0.1", master.port)
+    # Without the password the link never comes up.
+    wait_for(lambda: "NOAUTH" in replica.output() or "AUTH" in replica.output(),
+             "the replica's failed handshake in its log")
+    assert info(r)["master_link_status"] == "down"
+    r.config_set("masterauth", "s3cret")
+    wait_for(lambda: info(r)["master_link_status"] == "up", "the link with masterauth")
+    assert r.execute_command("BF.EXISTS", "k", "a") == 1
+    slave = info(m)["slave0"]
+    assert slave["ip"] == "10.1.2.3" and slave["port"] == 7777
