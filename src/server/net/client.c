@@ -650,7 +650,7 @@ void client_info_line(client *c, char *out, size_t outlen)
              (long long)((now - atomic_load_explicit(&c->last_ms, memory_order_relaxed)) / 1000),
              flags, atomic_load_explicit(&c->nchans, memory_order_relaxed),
              atomic_load_explicit(&c->npats, memory_order_relaxed),
-             atomic_load_explicit(&c->multi_n, memory_order_relaxed), q,
-             READ_CHUNK, o, sizeof(client) + q + o, cmd,
-             atomic_load_explicit(&c->resp, memory_order_relaxed), libn, libv);
+             atomic_load_explicit(&c->multi_n, memory_order_relaxed), q, READ_CHUNK, o,
+             sizeof(client) + q + o, cmd, atomic_load_explicit(&c->resp, memory_order_relaxed),
+             libn, libv);
 }

@@ -60,8 +60,7 @@ static command table[] = {
     {"subscribe", subscribeCommand, -2, PS | NS | LS | SC, 0, 0, 0, "pubsub", 0, false, NULL},
     {"unsubscribe", unsubscribeCommand, -1, PS | NS | LS | SC, 0, 0, 0, "pubsub", 0, false, NULL},
     {"psubscribe", psubscribeCommand, -2, PS | NS | LS | SC, 0, 0, 0, "pubsub", 0, false, NULL},
-    {"punsubscribe", punsubscribeCommand, -1, PS | NS | LS | SC, 0, 0, 0, "pubsub", 0, false,
-     NULL},
+    {"punsubscribe", punsubscribeCommand, -1, PS | NS | LS | SC, 0, 0, 0, "pubsub", 0, false, NULL},
     {"publish", publishCommand, 3, PS | LS | F, 0, 0, 0, "pubsub", 0, false, NULL},
     {"pubsub", pubsubCommand, -2, PS | LS, 0, 0, 0, "pubsub", 0, false, NULL},
     /* transactions (multi.c) */
@@ -153,10 +152,10 @@ void commands_init(void)
          * command on keys, every write, and the server's readers (DBSIZE,
          * MEMORY). PING, INFO, CLIENT, CONFIG do not wait for the log. */
         const char *g = table[i].group;
-        table[i].touches_keys =
-            (strcmp(g, "connection") != 0 && strcmp(g, "server") != 0 && strcmp(g, "pubsub") != 0 &&
-             strcmp(g, "transaction") != 0) ||
-            (table[i].flags & (CMD_WRITE | CMD_READONLY)) || table[i].first_key > 0;
+        table[i].touches_keys = (strcmp(g, "connection") != 0 && strcmp(g, "server") != 0 &&
+                                 strcmp(g, "pubsub") != 0 && strcmp(g, "transaction") != 0) ||
+                                (table[i].flags & (CMD_WRITE | CMD_READONLY)) ||
+                                table[i].first_key > 0;
         unsigned h = name_hash(table[i].name, strlen(table[i].name));
         while (htab[h])
             h = (h + 1) & ((1u << HBITS) - 1);
@@ -349,12 +348,10 @@ static void reply_flags(cmd_ctx *c, const command *cmd)
         unsigned flag;
         const char *name;
     } known[] = {
-        {CMD_WRITE, "write"},         {CMD_READONLY, "readonly"},
-        {CMD_DENYOOM, "denyoom"},     {CMD_ADMIN, "admin"},
-        {CMD_PUBSUB, "pubsub"},       {CMD_NOSCRIPT, "noscript"},
-        {CMD_LOADING, "loading"},     {CMD_STALE, "stale"},
-        {CMD_SKIP_SLOWLOG, "skip_slowlog"}, {CMD_FAST, "fast"},
-        {CMD_NOAUTH, "no_auth"},      {CMD_ALLOW_BUSY, "allow_busy"},
+        {CMD_WRITE, "write"},     {CMD_READONLY, "readonly"}, {CMD_DENYOOM, "denyoom"},
+        {CMD_ADMIN, "admin"},     {CMD_PUBSUB, "pubsub"},     {CMD_NOSCRIPT, "noscript"},
+        {CMD_LOADING, "loading"}, {CMD_STALE, "stale"},       {CMD_SKIP_SLOWLOG, "skip_slowlog"},
+        {CMD_FAST, "fast"},       {CMD_NOAUTH, "no_auth"},    {CMD_ALLOW_BUSY, "allow_busy"},
     };
     const char *names[sizeof(known) / sizeof(known[0])];
     int n = 0;

@@ -149,8 +149,8 @@ void commit_exclusive_begin(worker *w)
     for (int i = 0; i < ncws; i++) {
         if (i == w->idx)
             continue;
-        for (unsigned spins = 0;
-             atomic_load_explicit(&cws[i].writing, memory_order_seq_cst) & 1; spins++)
+        for (unsigned spins = 0; atomic_load_explicit(&cws[i].writing, memory_order_seq_cst) & 1;
+             spins++)
             if (spins > 64)
                 sched_yield();
     }

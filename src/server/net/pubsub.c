@@ -475,7 +475,8 @@ bool pubsubCommand(cmd_ctx *x)
 {
     reply *r = &x->out;
     if (arg_eq(x, 1, "channels") && x->argc <= 3) {
-        reply_names(x, &channels, x->argc == 3 ? x->argv[2] : NULL, x->argc == 3 ? x->argvlen[2] : 0);
+        reply_names(x, &channels, x->argc == 3 ? x->argv[2] : NULL,
+                    x->argc == 3 ? x->argvlen[2] : 0);
     } else if (arg_eq(x, 1, "numsub")) {
         reply_array(r, (long long)(x->argc - 2) * 2);
         for (int i = 2; i < x->argc; i++) {

@@ -117,8 +117,8 @@ typedef struct client {
     struct multi_cmd *mq;
     size_t mqcap;
     _Atomic int multi_n;
-    bool multi_dirty;  /* a command was refused while queueing: EXECABORT */
-    bool in_exec;      /* running queued commands */
+    bool multi_dirty; /* a command was refused while queueing: EXECABORT */
+    bool in_exec;     /* running queued commands */
     struct multi_watch *watched;
     size_t nwatched, capwatched;
 
@@ -144,9 +144,9 @@ typedef struct worker {
     uv_async_t wake; /* new connections, kills, stop, Pub/Sub messages */
     uv_timer_t cron; /* timeouts, output-buffer soft limits */
     pthread_mutex_t inbox_lock;
-    pthread_mutex_t mbox_lock;  /* Pub/Sub messages from other workers */
-    struct client *mbox_head;   /* clients with a non-empty mailbox */
-    int *inbox; /* accepted fds waiting to be adopted */
+    pthread_mutex_t mbox_lock; /* Pub/Sub messages from other workers */
+    struct client *mbox_head;  /* clients with a non-empty mailbox */
+    int *inbox;                /* accepted fds waiting to be adopted */
     size_t ninbox, capinbox;
     _Atomic bool stopping;
     client *clients;
