@@ -90,6 +90,25 @@ def test_rewritten_file_starts_a_server_with_the_same_settings(start_server):
     d.close()
 
 
+def test_rewrite_writes_a_setting_under_one_name(server, start_server):
+    """Redis's older names (slave-priority for replica-priority) share their
+    setting: the rewrite writes it once, under the current name, in the
+    place of a line that used the older one. Runs where both names exist."""
+    c = server.client()
+    if not c.config_get("slave-priority") or not c.config_get("replica-priority"):
+        c.close()
+        pytest.skip("no setting with an older name in this build")
+    c.close()
+    s = start_server(config="# x\nslave-priority 50\n")
+    d = s.client()
+    d.config_set("replica-priority", "60")
+    assert d.execute_command("CONFIG", "REWRITE") == b"OK"
+    lines = open(os.path.join(s.dir, "test.conf")).read().splitlines()
+    assert lines[:2] == ["# x", "replica-priority 60"]
+    assert not any(ln.startswith("slave-") for ln in lines)
+    d.close()
+
+
 def test_rewrite_error_is_reported(start_server):
     s = start_server(config="# x\n")
     # The new file is renamed over the old one: a directory in its place

@@ -140,6 +140,22 @@ def test_watch(server, r):
         r.execute_command("MULTI")
         r.execute_command("PING")
         assert r.execute_command("EXEC") is None, change
+    # A watched key that expires (no write sees it go) fails EXEC too.
+    other.execute_command("BF.ADD", "w", "h")
+    other.execute_command("PEXPIRE", "w", "500")
+    r.execute_command("WATCH", "w")
+    deadline = time.time() + 20
+    while other.execute_command("EXISTS", "w"):
+        assert time.time() < deadline
+        time.sleep(0.02)
+    r.execute_command("MULTI")
+    r.execute_command("PING")
+    assert r.execute_command("EXEC") is None
+    # A key missing at WATCH and still missing: EXEC runs.
+    r.execute_command("WATCH", "w")
+    r.execute_command("MULTI")
+    r.execute_command("PING")
+    assert r.execute_command("EXEC") == [b"PONG"]
     # A pipelined batch of adds (run as one library call) counts too: the
     # connection's previous command was BF.ADD, so the pipeline is batched.
     raw = server.raw()

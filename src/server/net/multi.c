@@ -20,8 +20,10 @@
  * missed change, sometimes a needless retry); a write naming no key
  * (FLUSHALL) bumps an epoch that every watch sees. EXEC compares the
  * versions after taking the gate, so no write slips between the check and
- * the queued commands. Code that changes keys without a command (the
- * replication stream, say) must call watch_touch_key/watch_touch_all.
+ * the queued commands. A watched key that existed and has expired since
+ * (no write saw it go) fails EXEC too, as in Redis: EXEC looks it up again.
+ * Code that changes keys without a command (the replication stream, say)
+ * must call watch_touch_key/watch_touch_all.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -41,6 +43,8 @@ typedef struct multi_cmd {
 typedef struct multi_watch {
     uint32_t slot;
     uint64_t version, epoch;
+    char *key; /* set when the key existed at WATCH */
+    size_t klen;
 } multi_watch;
 
 #define WATCH_SLOTS (1u << 16)
@@ -74,6 +78,14 @@ void watch_touch_keys(const command *cmd, cmd_ctx *cx)
         watch_touch_key(cx->argv[i], cx->argvlen[i]);
 }
 
+static bool key_exists(const char *key, size_t klen)
+{
+    ks_ref ref;
+    bool found = ks_open(&ref, key, klen, false) != NULL;
+    ks_close(&ref);
+    return found;
+}
+
 static bool watches_hold(client *c)
 {
     for (size_t i = 0; i < c->nwatched; i++) {
@@ -81,8 +93,19 @@ static bool watches_hold(client *c)
         if (atomic_load_explicit(&versions[w->slot], memory_order_seq_cst) != w->version ||
             atomic_load_explicit(&epoch, memory_order_seq_cst) != w->epoch)
             return false;
+        if (w->key && !key_exists(w->key, w->klen))
+            return false;
     }
     return true;
+}
+
+static void forget_watches(client *c)
+{
+    for (size_t i = 0; i < c->nwatched; i++)
+        free(c->watched[i].key);
+    free(c->watched);
+    c->watched = NULL;
+    c->nwatched = c->capwatched = 0;
 }
 
 static void free_queue(client *c)
@@ -103,9 +126,7 @@ void multi_reset(client *c)
     c->mqcap = 0;
     atomic_store_explicit(&c->multi_n, -1, memory_order_relaxed);
     c->multi_dirty = false;
-    free(c->watched);
-    c->watched = NULL;
-    c->nwatched = c->capwatched = 0;
+    forget_watches(c);
 }
 
 void multi_queue(client *c, const command *cmd)
@@ -210,9 +231,7 @@ bool execCommand(cmd_ctx *x)
     c->mq = NULL;
     c->mqcap = 0;
     atomic_store_explicit(&c->multi_n, -1, memory_order_relaxed);
-    free(c->watched);
-    c->watched = NULL;
-    c->nwatched = c->capwatched = 0;
+    forget_watches(c);
 
     int argc = x->argc;
     const char **argv = x->argv;
@@ -265,11 +284,22 @@ bool watchCommand(cmd_ctx *x)
     uint64_t ep = atomic_load_explicit(&epoch, memory_order_seq_cst);
     for (int i = 1; i < x->argc; i++) {
         uint32_t slot = key_slot(x->argv[i], x->argvlen[i]);
-        c->watched[c->nwatched++] = (multi_watch){
+        multi_watch w = {
             .slot = slot,
             .version = atomic_load_explicit(&versions[slot], memory_order_seq_cst),
             .epoch = ep,
         };
+        /* After the version: a write between the two is caught by it. */
+        if (key_exists(x->argv[i], x->argvlen[i])) {
+            w.key = malloc(x->argvlen[i] ? x->argvlen[i] : 1);
+            if (w.key == NULL) {
+                reply_oom(x);
+                return false;
+            }
+            memcpy(w.key, x->argv[i], x->argvlen[i]);
+            w.klen = x->argvlen[i];
+        }
+        c->watched[c->nwatched++] = w;
     }
     reply_ok(&x->out);
     return true;
@@ -278,9 +308,7 @@ bool watchCommand(cmd_ctx *x)
 bool unwatchCommand(cmd_ctx *x)
 {
     client *c = client_of(x);
-    free(c->watched);
-    c->watched = NULL;
-    c->nwatched = c->capwatched = 0;
+    forget_watches(c);
     reply_ok(&x->out);
     return true;
 }
