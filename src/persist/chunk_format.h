@@ -31,6 +31,14 @@ static inline bool chunk_hash_eq(chunk_hash a, chunk_hash b)
 {
     return a.lo == b.lo && a.hi == b.hi;
 }
+/* Order of hashes for qsort/bsearch over arrays of chunk_hash. */
+static inline int chunk_hash_cmp(const void *a, const void *b)
+{
+    const chunk_hash *x = a, *y = b;
+    if (x->hi != y->hi)
+        return x->hi < y->hi ? -1 : 1;
+    return x->lo < y->lo ? -1 : x->lo > y->lo;
+}
 /* 32 lowercase hex digits, high half first, and a NUL. */
 void chunk_hash_hex(chunk_hash h, char out[33]);
 bool chunk_hash_from_hex(const char *s, chunk_hash *h);

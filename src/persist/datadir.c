@@ -68,6 +68,34 @@ size_t datadir_list(const char *dir, const char *suffix, uint64_t **out)
     return n;
 }
 
+bool datadir_write_file(const char *path, const void *p, size_t len)
+{
+    char tmp[DATADIR_PATH_MAX + 8];
+    snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    bool ok = fd >= 0;
+    const uint8_t *b = p;
+    for (size_t done = 0; ok && done < len;) {
+        ssize_t w = write(fd, b + done, len - done);
+        if (w < 0 && errno == EINTR)
+            continue;
+        ok = w > 0;
+        if (ok)
+            done += (size_t)w;
+    }
+    ok = ok && fdatasync(fd) == 0;
+    int e = errno;
+    if (fd >= 0)
+        close(fd);
+    ok = ok && rename(tmp, path) == 0;
+    if (!ok) {
+        e = errno ? errno : e;
+        unlink(tmp);
+        errno = e;
+    }
+    return ok;
+}
+
 bool datadir_read_file(const char *path, uint8_t **out, size_t *len)
 {
     int fd = open(path, O_RDONLY | O_CLOEXEC);

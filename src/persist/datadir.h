@@ -30,6 +30,9 @@ bool datadir_parse_name(const char *name, const char *suffix, uint64_t *num);
 /* Numbers of the files "<16 hex digits><suffix>" in dir, ascending; the
  * caller frees *out. 0 when dir can't be read. */
 size_t datadir_list(const char *dir, const char *suffix, uint64_t **out);
+/* Write p to path through "<path>.tmp": written, fdatasynced, renamed
+ * (the caller syncs the directory). false with errno set. */
+bool datadir_write_file(const char *path, const void *p, size_t len);
 /* Whole file into a malloc'd buffer; false (errno set) on failure. */
 bool datadir_read_file(const char *path, uint8_t **out, size_t *len);
 

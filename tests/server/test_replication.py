@@ -252,13 +252,13 @@ def test_a_replica_rotates_windows_only_by_its_masters_records(start_server):
     master, replica = start_server(), start_server()
     m, r = master.client(), replica.client()
     replicate(replica, master)
-    m.execute_command("BF.RESERVE", "w", 0.01, 1000, "WINDOW", 1, "SLICES", 2)
+    m.execute_command("BF.RESERVE", "w", 0.01, 1000, "WINDOW", 3600, "SLICES", 2)
     m.execute_command("BF.ADD", "w", "a")
     caught_up(master, replica)
     before = window_info(r, "w")
-    # The replica's clock jumps an hour ahead: its cron does not rotate
+    # The replica's clock jumps two hours ahead: its cron does not rotate
     # the window (its readers count the item as older than the window).
-    r.config_set("debug-clock-offset-ms", 3600 * 1000)
+    r.config_set("debug-clock-offset-ms", 7200 * 1000)
     # A cron round of the replica that runs the window rotations runs its
     # save schedule after them: a scheduled snapshot shows one has passed.
     seq = r.info("persistence")["bloomery_snapshot_seq"]
@@ -269,7 +269,7 @@ def test_a_replica_rotates_windows_only_by_its_masters_records(start_server):
     r.config_set("debug-clock-offset-ms", 0)
     assert r.execute_command("BF.EXISTS", "w", "a") == 1
     # The master's clock moves: it rotates and the replica follows it.
-    m.config_set("debug-clock-offset-ms", 3600 * 1000)
+    m.config_set("debug-clock-offset-ms", 7200 * 1000)
     wait_for(lambda: window_info(m, "w") != before, "the master to rotate")
     caught_up(master, replica)
     assert window_info(r, "w") == window_info(m, "w")

@@ -175,7 +175,7 @@ static bool sync_dir(const char *path)
 bool persist_resync_install(const char *dir, const uint8_t *index, size_t len, uint64_t seq,
                             uint64_t log_from, char *err, size_t errlen)
 {
-    char sdir[4200], ldir[4200], path[4300], tmp[4400];
+    char sdir[4200], ldir[4200], path[4300];
     snprintf(sdir, sizeof(sdir), "%s/snapshots", dir);
     snprintf(ldir, sizeof(ldir), "%s/log", dir);
     /* The chunk files just received first, then nothing of the old state
@@ -199,24 +199,8 @@ bool persist_resync_install(const char *dir, const uint8_t *index, size_t len, u
         return false;
     }
     snprintf(path, sizeof(path), "%s/%016" PRIx64 ".index", sdir, seq);
-    snprintf(tmp, sizeof(tmp), "%s.tmp", path);
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    bool ok = fd >= 0;
-    for (size_t off = 0; ok && off < len;) {
-        ssize_t w = write(fd, index + off, len - off);
-        if (w < 0 && errno == EINTR)
-            continue;
-        ok = w > 0;
-        if (ok)
-            off += (size_t)w;
-    }
-    ok = ok && fdatasync(fd) == 0;
-    if (fd >= 0)
-        close(fd);
-    ok = ok && rename(tmp, path) == 0 && sync_dir(sdir);
-    if (!ok) {
+    if (!datadir_write_file(path, index, len) || !sync_dir(sdir)) {
         snprintf(err, errlen, "writing %s: %s", path, strerror(errno));
-        unlink(tmp);
         return false;
     }
     return wal_open(dir, log_from, err, errlen);

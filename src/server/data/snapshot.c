@@ -756,16 +756,6 @@ static void *writer_main(void *arg)
     return NULL;
 }
 
-static int cmp_hash(const void *a, const void *b)
-{
-    const chunk_hash *x = a, *y = b;
-    if (x->hi != y->hi)
-        return x->hi < y->hi ? -1 : 1;
-    if (x->lo != y->lo)
-        return x->lo < y->lo ? -1 : 1;
-    return 0;
-}
-
 /* Delete older indexes and chunk files no index references any more. */
 static void collect_garbage(snapshot *s)
 {
@@ -791,7 +781,7 @@ static void collect_garbage(snapshot *s)
         for (uint64_t c = 0; c < s->keys[i].nchunks; c++)
             if (s->keys[i].chunks[c].out.where == SNAP_CHUNK_FILE)
                 refs[nref++] = s->keys[i].chunks[c].out.hash;
-    qsort(refs, nref, sizeof(*refs), cmp_hash);
+    qsort(refs, nref, sizeof(*refs), chunk_hash_cmp);
     snprintf(dir, sizeof(dir), "%s/chunks", data_dir);
     DIR *d = opendir(dir);
     if (d) {
@@ -801,7 +791,7 @@ static void collect_garbage(snapshot *s)
             if (strlen(de->d_name) != 36 || strcmp(de->d_name + 32, ".zst") != 0 ||
                 !chunk_hash_from_hex(de->d_name, &h))
                 continue;
-            if (bsearch(&h, refs, nref, sizeof(*refs), cmp_hash))
+            if (bsearch(&h, refs, nref, sizeof(*refs), chunk_hash_cmp))
                 continue;
             snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
             unlink(path);

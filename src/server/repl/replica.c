@@ -126,18 +126,6 @@ static bool send_ack(repl_conn *c)
     return rc_send_cmd(c, 3, a);
 }
 
-typedef struct wanted {
-    chunk_hash hash;
-} wanted;
-
-static int cmp_hash(const void *a, const void *b)
-{
-    const chunk_hash *x = a, *y = b;
-    if (x->hi != y->hi)
-        return x->hi < y->hi ? -1 : 1;
-    return x->lo < y->lo ? -1 : x->lo > y->lo;
-}
-
 /* Receive one chunk file, verify it and store it under its name. */
 static bool store_chunk(repl_conn *c, chunk_hash h)
 {
@@ -153,27 +141,13 @@ static bool store_chunk(repl_conn *c, chunk_hash h)
         return false;
     }
     free(raw);
-    char hex[33], path[4400], tmp[4500];
+    char hex[33], path[4400];
     chunk_hash_hex(h, hex);
     snprintf(path, sizeof(path), "%s/chunks/%s.zst", repl_dir(), hex);
-    snprintf(tmp, sizeof(tmp), "%s.tmp.sync", path);
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    bool ok = fd >= 0;
-    for (size_t done = 0; ok && done < len;) {
-        ssize_t w = write(fd, buf + done, len - done);
-        if (w < 0 && errno == EINTR)
-            continue;
-        ok = w > 0;
-        if (ok)
-            done += (size_t)w;
-    }
-    if (fd >= 0)
-        close(fd);
-    ok = ok && rename(tmp, path) == 0;
-    if (!ok) {
-        snprintf(c->err, sizeof(c->err), "writing %.200s: %.200s", path, strerror(errno));
-        unlink(tmp);
-    }
+    /* Synced one by one: persist_resync_install syncs the directory. */
+    bool ok = datadir_write_file(path, buf, len);
+    if (!ok)
+        snprintf(c->err, sizeof(c->err), "writing %.200s: %s", path, strerror(errno));
     free(buf);
     return ok;
 }
@@ -202,10 +176,10 @@ static bool receive_snapshot(repl_conn *c, uint64_t offset, uint8_t **index, siz
     for (uint64_t i = 0; i < ix->nchunks; i++)
         if (ix->chunks[i].where == SNAP_CHUNK_FILE)
             want[n++] = ix->chunks[i].hash;
-    qsort(want, n, sizeof(*want), cmp_hash);
+    qsort(want, n, sizeof(*want), chunk_hash_cmp);
     size_t k = 0, present = 0;
     for (size_t i = 0; i < n; i++) {
-        if (k && cmp_hash(&want[k - 1], &want[i]) == 0)
+        if (k && chunk_hash_cmp(&want[k - 1], &want[i]) == 0)
             continue;
         char hex[33], path[4400];
         chunk_hash_hex(want[i], hex);

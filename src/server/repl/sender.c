@@ -95,14 +95,6 @@ static bool send_bulk_header(sender *s, uint64_t n)
     return rc_send(&s->conn, h, (size_t)l);
 }
 
-static int cmp_hash(const void *a, const void *b)
-{
-    const chunk_hash *x = a, *y = b;
-    if (x->hi != y->hi)
-        return x->hi < y->hi ? -1 : 1;
-    return x->lo < y->lo ? -1 : x->lo > y->lo;
-}
-
 /* One chunk file, as stored (compressed), piece by piece. */
 static bool send_chunk_file(sender *s, chunk_hash h)
 {
@@ -177,7 +169,7 @@ static wal_reader *full_sync(sender *s, const char *id)
     for (uint64_t i = 0; i < ix->nchunks; i++)
         if (ix->chunks[i].where == SNAP_CHUNK_FILE)
             files[nfiles++] = ix->chunks[i].hash;
-    qsort(files, nfiles, sizeof(*files), cmp_hash);
+    qsort(files, nfiles, sizeof(*files), chunk_hash_cmp);
     uint8_t *want;
     size_t wlen;
     if (!rc_read_bulk(&s->conn, &want, &wlen, 16 * (nfiles + 1)))
@@ -185,7 +177,8 @@ static wal_reader *full_sync(sender *s, const char *id)
     bool ok = wlen % 16 == 0;
     for (size_t i = 0; ok && i < wlen / 16; i++) {
         chunk_hash h = {le_load(want + 16 * i, 8), le_load(want + 16 * i + 8, 8)};
-        ok = bsearch(&h, files, nfiles, sizeof(*files), cmp_hash) != NULL && send_chunk_file(s, h);
+        ok = bsearch(&h, files, nfiles, sizeof(*files), chunk_hash_cmp) != NULL &&
+             send_chunk_file(s, h);
     }
     free(want);
     if (!ok)
