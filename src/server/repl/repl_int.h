@@ -27,6 +27,7 @@ void replica_link_start(const char *host, int port);
 void replica_link_stop(void);
 void replica_link_status(repl_status *s);
 bool replica_link_up(void);
+uint64_t replica_applied_lsn(void);
 
 /* repl_state.c: the id of the history this server's log follows (what
  * PSYNC names); a full resync adopts the master's id, a partial one

@@ -190,7 +190,7 @@ void repl_get_status(repl_status *s)
     memset(s, 0, sizeof(*s));
     s->replica = repl_is_replica();
     repl_ids(s->replid, s->replid2, &s->second_offset);
-    s->offset = wal_assigned_lsn();
+    s->offset = s->replica ? replica_applied_lsn() : wal_assigned_lsn();
     if (s->replica)
         replica_link_status(s);
     senders_status(s);

@@ -55,6 +55,9 @@ static struct {
     _Atomic int64_t last_io_ms;
     _Atomic bool syncing;
     _Atomic bool drop; /* CLIENT KILL TYPE master */
+    /* The last record applied (a record is logged, then applied): what
+     * INFO and ROLE report, so an offset shown means its change shows. */
+    _Atomic uint64_t applied;
 } L = {.lock = PTHREAD_MUTEX_INITIALIZER, .down_since_ms = 0};
 
 static void set_link(int state)
@@ -222,6 +225,7 @@ static bool apply_record(repl_conn *c, const uint8_t *p, const wal_record *rec, 
     if (ok) {
         replay_apply(rec, op);
         atomic_fetch_add_explicit(&persist_dirty, 1, memory_order_relaxed);
+        atomic_store(&L.applied, rec->lsn);
     }
     pthread_mutex_unlock(&snapshot_apply_lock);
     if (!ok)
@@ -238,11 +242,13 @@ static bool finish_load(repl_conn *c)
     repl_set_loading(false);
     persist_resync_end();
     atomic_store(&L.syncing, false);
-    if (!ok)
+    if (!ok) {
         snprintf(c->err, sizeof(c->err), "loading the master's snapshot: %.200s", err);
-    else
+    } else {
+        atomic_store(&L.applied, next - 1);
         server_log(LOG_NOTICE, "MASTER <-> REPLICA sync: finished with success at LSN %" PRIu64,
                    next - 1);
+    }
     return ok;
 }
 
@@ -253,6 +259,8 @@ static void follow(repl_conn *c, uint64_t pending_start)
 {
     uint8_t *batch = NULL;
     int64_t last_ack = mono_us();
+    if (pending_start == 0)
+        atomic_store(&L.applied, wal_assigned_lsn());
     long long timeout_ms = atomic_load(&cfg.repl_timeout) * 1000;
     if (pending_start && wal_assigned_lsn() + 1 >= pending_start) {
         bool ok = finish_load(c);
@@ -458,4 +466,9 @@ bool repl_drop_master_link(void)
         return false;
     atomic_store(&L.drop, true);
     return true;
+}
+
+uint64_t replica_applied_lsn(void)
+{
+    return L.running ? atomic_load(&L.applied) : wal_assigned_lsn();
 }
