@@ -88,13 +88,16 @@ class Cluster:
 
 
 def caught_up(master, replica):
+    """The replica follows master and applied every record the master had
+    when this was called (writes may go on meanwhile)."""
     m, r = master.client(), replica.client()
+    target = wait_for(lambda: (m.info("replication")["master_repl_offset"],),
+                      "the master's offset")[0]
 
     def done():
-        mi, ri = m.info("replication"), r.info("replication")
+        ri = r.info("replication")
         return (ri.get("role") == "slave" and ri.get("master_port") == master.port and
-                ri.get("master_link_status") == "up" and
-                ri["slave_repl_offset"] >= mi["master_repl_offset"])
+                ri.get("master_link_status") == "up" and ri["slave_repl_offset"] >= target)
     wait_for(done, "replica %d to catch up with %d" % (replica.port, master.port))
 
 
