@@ -299,7 +299,7 @@ def test_a_replica_behind_the_log_kept_gets_a_full_resync(start_server):
     master, replica = start_server(), start_server()
     m, r = master.client(), replica.client()
     replicate(replica, master)
-    batch = 2000 if QUICK else 10000
+    batch = 5000 if QUICK else 10000
     os.kill(replica.proc.pid, signal.SIGSTOP)
     try:
         # Far more log than the sockets hold, so the master's sender waits
