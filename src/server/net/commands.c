@@ -68,8 +68,7 @@ static command table[] = {
     {"subscribe", subscribeCommand, -2, PS | NS | LS | SC, 0, 0, 0, "pubsub", 0, false, NULL},
     {"unsubscribe", unsubscribeCommand, -1, PS | NS | LS | SC, 0, 0, 0, "pubsub", 0, false, NULL},
     {"psubscribe", psubscribeCommand, -2, PS | NS | LS | SC, 0, 0, 0, "pubsub", 0, false, NULL},
-    {"punsubscribe", punsubscribeCommand, -1, PS | NS | LS | SC, 0, 0, 0, "pubsub", 0, false,
-     NULL},
+    {"punsubscribe", punsubscribeCommand, -1, PS | NS | LS | SC, 0, 0, 0, "pubsub", 0, false, NULL},
     {"publish", publishCommand, 3, PS | LS | F, 0, 0, 0, "pubsub", 0, false, NULL},
     {"pubsub", pubsubCommand, -2, PS | LS, 0, 0, 0, "pubsub", 0, false, NULL},
     /* transactions (multi.c) */
@@ -128,10 +127,10 @@ void commands_init(void)
          * command on keys, every write, and the server's readers (DBSIZE,
          * MEMORY). PING, INFO, CLIENT, CONFIG do not wait for the log. */
         const char *g = table[i].group;
-        table[i].touches_keys =
-            (strcmp(g, "connection") != 0 && strcmp(g, "server") != 0 && strcmp(g, "pubsub") != 0 &&
-             strcmp(g, "transaction") != 0) ||
-            (table[i].flags & (CMD_WRITE | CMD_READONLY)) || table[i].first_key > 0;
+        table[i].touches_keys = (strcmp(g, "connection") != 0 && strcmp(g, "server") != 0 &&
+                                 strcmp(g, "pubsub") != 0 && strcmp(g, "transaction") != 0) ||
+                                (table[i].flags & (CMD_WRITE | CMD_READONLY)) ||
+                                table[i].first_key > 0;
         unsigned h = name_hash(table[i].name, strlen(table[i].name));
         while (htab[h])
             h = (h + 1) & ((1u << HBITS) - 1);
@@ -163,6 +162,17 @@ static void stat_add(_Atomic uint64_t *v, uint64_t d)
      * stores, no locked instruction. */
     atomic_store_explicit(v, atomic_load_explicit(v, memory_order_relaxed) + d,
                           memory_order_relaxed);
+}
+
+const uint64_t cmd_lat_bounds_us[CMD_LAT_BUCKETS - 1] = {10,   25,   50,    100,    250,    500,
+                                                         1000, 2500, 10000, 100000, 1000000};
+
+static void lat_add(cmd_stat *st, uint64_t usec, uint64_t n)
+{
+    int b = 0;
+    while (b < CMD_LAT_BUCKETS - 1 && usec > cmd_lat_bounds_us[b])
+        b++;
+    stat_add(&st->lat[b], n);
 }
 
 static void reply_unknown(client *c)
@@ -311,6 +321,7 @@ void command_call(client *c, const command *cmd)
     c->touched_keys |= cmd->touches_keys;
     stat_add(&st->calls, 1);
     stat_add(&st->usec, (uint64_t)dt);
+    lat_add(st, (uint64_t)dt, 1);
     worker_count_hits(w, c->cx.hits, c->cx.misses);
     if (!ok) {
         stat_add(&st->failed, 1);
@@ -332,6 +343,9 @@ void command_account(client *c, const command *cmd, uint64_t n, uint64_t failed,
     stat_add(&w->commands, n);
     stat_add(&w->stats[cmd->id].calls, n);
     stat_add(&w->stats[cmd->id].usec, usec);
+    /* A batch is timed as a whole: each of its calls gets the average. */
+    if (n)
+        lat_add(&w->stats[cmd->id], usec / n, n);
     if (failed) {
         stat_add(&w->stats[cmd->id].failed, failed);
         stat_add(&w->errors, failed);
@@ -348,12 +362,10 @@ static void reply_flags(cmd_ctx *c, const command *cmd)
         unsigned flag;
         const char *name;
     } known[] = {
-        {CMD_WRITE, "write"},         {CMD_READONLY, "readonly"},
-        {CMD_DENYOOM, "denyoom"},     {CMD_ADMIN, "admin"},
-        {CMD_PUBSUB, "pubsub"},       {CMD_NOSCRIPT, "noscript"},
-        {CMD_LOADING, "loading"},     {CMD_STALE, "stale"},
-        {CMD_SKIP_SLOWLOG, "skip_slowlog"}, {CMD_FAST, "fast"},
-        {CMD_NOAUTH, "no_auth"},      {CMD_ALLOW_BUSY, "allow_busy"},
+        {CMD_WRITE, "write"},     {CMD_READONLY, "readonly"}, {CMD_DENYOOM, "denyoom"},
+        {CMD_ADMIN, "admin"},     {CMD_PUBSUB, "pubsub"},     {CMD_NOSCRIPT, "noscript"},
+        {CMD_LOADING, "loading"}, {CMD_STALE, "stale"},       {CMD_SKIP_SLOWLOG, "skip_slowlog"},
+        {CMD_FAST, "fast"},       {CMD_NOAUTH, "no_auth"},    {CMD_ALLOW_BUSY, "allow_busy"},
     };
     const char *names[sizeof(known) / sizeof(known[0])];
     int n = 0;

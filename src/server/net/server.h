@@ -117,8 +117,8 @@ typedef struct client {
     struct multi_cmd *mq;
     size_t mqcap;
     _Atomic int multi_n;
-    bool multi_dirty;  /* a command was refused while queueing: EXECABORT */
-    bool in_exec;      /* running queued commands */
+    bool multi_dirty; /* a command was refused while queueing: EXECABORT */
+    bool in_exec;     /* running queued commands */
     struct multi_watch *watched;
     size_t nwatched, capwatched;
 
@@ -144,8 +144,14 @@ typedef struct client {
     struct client *blk_prev, *blk_next;
 } client;
 
+/* Latency buckets of a command's calls (upper bounds in microseconds; the
+ * last bucket is everything slower), for /metrics' histograms. */
+#define CMD_LAT_BUCKETS 12
+extern const uint64_t cmd_lat_bounds_us[CMD_LAT_BUCKETS - 1];
+
 typedef struct cmd_stat {
     _Atomic uint64_t calls, usec, rejected, failed;
+    _Atomic uint64_t lat[CMD_LAT_BUCKETS]; /* calls by latency bucket, not cumulative */
 } cmd_stat;
 
 typedef struct worker {
@@ -155,9 +161,9 @@ typedef struct worker {
     uv_async_t wake; /* new connections, kills, stop, Pub/Sub messages */
     uv_timer_t cron; /* timeouts, output-buffer soft limits */
     pthread_mutex_t inbox_lock;
-    pthread_mutex_t mbox_lock;  /* Pub/Sub messages from other workers */
-    struct client *mbox_head;   /* clients with a non-empty mailbox */
-    int *inbox; /* accepted fds waiting to be adopted */
+    pthread_mutex_t mbox_lock; /* Pub/Sub messages from other workers */
+    struct client *mbox_head;  /* clients with a non-empty mailbox */
+    int *inbox;                /* accepted fds waiting to be adopted */
     size_t ninbox, capinbox;
     _Atomic bool stopping;
     client *clients;

@@ -610,6 +610,8 @@ bool configCommand(cmd_ctx *c)
                 atomic_store(&w->stats[k].usec, 0);
                 atomic_store(&w->stats[k].rejected, 0);
                 atomic_store(&w->stats[k].failed, 0);
+                for (int b = 0; b < CMD_LAT_BUCKETS; b++)
+                    atomic_store(&w->stats[k].lat[b], 0);
             }
             atomic_store(&w->hits, 0);
             atomic_store(&w->misses, 0);
