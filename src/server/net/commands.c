@@ -51,6 +51,8 @@ static command table[] = {
     {"config", configCommand, -2, A, 0, 0, 0, "server", 0, false, NULL},
     {"memory", memoryCommand, -2, R, 2, 2, 1, "server", 0, false, NULL},
     {"time", timeCommand, 1, F, 0, 0, 0, "server", 0, false, NULL},
+    {"slowlog", slowlogCommand, -2, A | LS, 0, 0, 0, "server", 0, false, NULL},
+    {"latency", latencyCommand, -2, A | NS | LS, 0, 0, 0, "server", 0, false, NULL},
     {"flushall", flushallCommand, -1, W, 0, 0, 0, "server", 0, false, NULL},
     {"flushdb", flushallCommand, -1, W, 0, 0, 0, "server", 0, false, NULL},
     {"lastsave", lastsaveCommand, 1, F, 0, 0, 0, "server", 0, false, NULL},
