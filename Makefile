@@ -76,8 +76,10 @@ bench: all
 run: all
 	./scripts/run-server
 
+# PREFIX=/usr puts the configuration in /etc (GNUInstallDirs); DESTDIR
+# stages the files under another root.
 install: all
-	cmake --install $(BUILD)
+	cmake --install $(BUILD) $(if $(PREFIX),--prefix $(PREFIX))
 
 clean:
 	rm -rf $(BUILD) $(ASAN_BUILD) $(TSAN_BUILD) $(FUZZ_BUILD)
