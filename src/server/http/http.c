@@ -1,6 +1,6 @@
-/* The HTTP listener: libmicrohttpd parses the requests (and the Basic
- * credentials) on its own thread; this file checks the password and routes
- * to the pages. Only GET and HEAD of known paths are served. */
+/* The HTTP listener: libmicrohttpd parses the requests, their query
+ * strings, form bodies and Basic credentials, one thread per connection;
+ * this file checks the password and routes to the pages. */
 #include <microhttpd.h>
 #include <netdb.h>
 #include <stdio.h>
@@ -8,6 +8,7 @@
 #include <string.h>
 #include <sys/socket.h>
 
+#include "api_args.h"
 #include "config.h"
 #include "http.h"
 #include "log.h"
@@ -70,27 +71,156 @@ static enum MHD_Result deny(struct MHD_Connection *conn)
     return ret;
 }
 
+/* A form posted to the API: the fields it may have, each bounded. */
+enum { F_NAME, F_CAPACITY, F_ERROR_RATE, F_EXPIRY, F_LAYOUT, F_WINDOW, F_SLICES, F_SECONDS, NF };
+static const char *const field_names[NF] = {"name",   "capacity", "error_rate", "expiry",
+                                            "layout", "window",   "slices",     "seconds"};
+#define FIELD_MAX 1024
+
+typedef struct req_state {
+    struct MHD_PostProcessor *pp;
+    char field[NF][FIELD_MAX + 1];
+    size_t flen[NF];
+    bool too_long;
+} req_state;
+
+static enum MHD_Result on_field(void *cls, enum MHD_ValueKind kind, const char *key,
+                                const char *filename, const char *ctype, const char *enc,
+                                const char *data, uint64_t off, size_t size)
+{
+    (void)kind, (void)filename, (void)ctype, (void)enc, (void)off;
+    req_state *st = cls;
+    for (int i = 0; i < NF; i++) {
+        if (strcmp(key, field_names[i]) != 0)
+            continue;
+        /* A long value arrives in pieces, appended in order. */
+        if (size > FIELD_MAX - st->flen[i]) {
+            st->too_long = true;
+            return MHD_NO;
+        }
+        memcpy(st->field[i] + st->flen[i], data, size);
+        st->flen[i] += size;
+        st->field[i][st->flen[i]] = '\0';
+    }
+    return MHD_YES;
+}
+
+static void on_completed(void *cls, struct MHD_Connection *conn, void **state,
+                         enum MHD_RequestTerminationCode why)
+{
+    (void)cls, (void)conn, (void)why;
+    req_state *st = *state;
+    if (st == NULL)
+        return;
+    if (st->pp)
+        MHD_destroy_post_processor(st->pp);
+    free(st);
+    *state = NULL;
+}
+
+static enum MHD_Result send_json(struct MHD_Connection *conn, bool ok, textbuf *b)
+{
+    if (b->failed) {
+        tb_free(b);
+        return send_static(conn, MHD_HTTP_SERVICE_UNAVAILABLE, "out of memory\n");
+    }
+    return send_text(conn, ok ? MHD_HTTP_OK : MHD_HTTP_BAD_REQUEST, "application/json", b->p,
+                     b->len);
+}
+
+static const char *query(struct MHD_Connection *conn, const char *name)
+{
+    return MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, name);
+}
+
+static enum MHD_Result api_get(struct MHD_Connection *conn, const char *url)
+{
+    textbuf b = {0};
+    bool ok = true;
+    if (strcmp(url, "/api/filters") == 0)
+        api_filters(&b);
+    else if (strcmp(url, "/api/status") == 0)
+        api_status(&b);
+    else if (strcmp(url, "/api/calc") == 0)
+        ok = api_calc(query(conn, "capacity"), query(conn, "error_rate"), query(conn, "layout"),
+                      query(conn, "window"), query(conn, "slices"), &b);
+    else
+        return send_static(conn, MHD_HTTP_NOT_FOUND, "not found\n");
+    return send_json(conn, ok, &b);
+}
+
+static enum MHD_Result api_post(struct MHD_Connection *conn, const char *url, req_state *st)
+{
+    if (st->too_long)
+        return send_static(conn, MHD_HTTP_CONTENT_TOO_LARGE, "field too long\n");
+    textbuf b = {0};
+    bool ok;
+    const char *name = st->field[F_NAME];
+    size_t nlen = st->flen[F_NAME];
+    if (strcmp(url, "/api/filters") == 0) {
+        api_filter_form f = {name,
+                             nlen,
+                             st->field[F_CAPACITY],
+                             st->field[F_ERROR_RATE],
+                             st->field[F_EXPIRY],
+                             st->field[F_LAYOUT],
+                             st->field[F_WINDOW],
+                             st->field[F_SLICES]};
+        ok = api_create(&f, &b);
+    } else if (strcmp(url, "/api/filters/delete") == 0) {
+        ok = api_delete(name, nlen, &b);
+    } else if (strcmp(url, "/api/filters/expire") == 0) {
+        ok = api_expire(name, nlen, st->field[F_SECONDS], &b);
+    } else {
+        return send_static(conn, MHD_HTTP_NOT_FOUND, "not found\n");
+    }
+    return send_json(conn, ok, &b);
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
                                   const char *method, const char *version, const char *upload_data,
                                   size_t *upload_size, void **state)
 {
     (void)cls;
     (void)version;
-    (void)upload_data;
-    static int first_call;
-    if (*state == NULL) {
+    bool get =
+        strcmp(method, MHD_HTTP_METHOD_GET) == 0 || strcmp(method, MHD_HTTP_METHOD_HEAD) == 0;
+    bool post = strcmp(method, MHD_HTTP_METHOD_POST) == 0;
+    req_state *st = *state;
+    if (st == NULL) {
         /* Headers only so far: answer once the request is complete. */
-        *state = &first_call;
+        st = calloc(1, sizeof(*st));
+        if (st == NULL)
+            return MHD_NO;
+        *state = st;
+        /* Forms only (urlencoded or multipart); any other body is
+         * refused below. */
+        if (post && strncmp(url, "/api/", 5) == 0)
+            st->pp = MHD_create_post_processor(conn, 4096, on_field, st);
         return MHD_YES;
     }
     if (*upload_size) {
-        *upload_size = 0; /* no route takes a body */
+        if (st->pp && !st->too_long)
+            MHD_post_process(st->pp, upload_data, *upload_size);
+        *upload_size = 0;
         return MHD_YES;
     }
     if (!authorized(conn))
         return deny(conn);
-    bool get =
-        strcmp(method, MHD_HTTP_METHOD_GET) == 0 || strcmp(method, MHD_HTTP_METHOD_HEAD) == 0;
+    if (strncmp(url, "/api/", 5) == 0) {
+        if (get)
+            return api_get(conn, url);
+        if (!post)
+            return send_static(conn, MHD_HTTP_METHOD_NOT_ALLOWED, "method not allowed\n");
+        /* A header a page of another site cannot send without asking
+         * (CORS preflight, never granted): a browser holding the password
+         * cannot be made to post by another page. */
+        if (MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "X-Bloomery-Console") == NULL)
+            return send_static(conn, MHD_HTTP_FORBIDDEN, "X-Bloomery-Console header required\n");
+        if (st->pp == NULL)
+            return send_static(conn, MHD_HTTP_UNSUPPORTED_MEDIA_TYPE, "a form body is required\n");
+        return api_post(conn, url, st);
+    }
     if (strcmp(url, "/metrics") == 0) {
         if (!get)
             return send_static(conn, MHD_HTTP_METHOD_NOT_ALLOWED, "method not allowed\n");
@@ -101,7 +231,23 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         }
         return send_text(conn, MHD_HTTP_OK, "text/plain; version=0.0.4; charset=utf-8", b.p, b.len);
     }
-    return send_static(conn, MHD_HTTP_NOT_FOUND, "not found\n");
+    const http_asset *a = http_asset_find(url);
+    if (a == NULL)
+        return send_static(conn, MHD_HTTP_NOT_FOUND, "not found\n");
+    if (!get)
+        return send_static(conn, MHD_HTTP_METHOD_NOT_ALLOWED, "method not allowed\n");
+    struct MHD_Response *r =
+        MHD_create_response_from_buffer(a->len, (void *)a->data, MHD_RESPMEM_PERSISTENT);
+    if (r == NULL)
+        return MHD_NO;
+    MHD_add_response_header(r, "Content-Type", a->type);
+    MHD_add_response_header(r, "X-Content-Type-Options", "nosniff");
+    MHD_add_response_header(r, "X-Frame-Options", "DENY");
+    MHD_add_response_header(r, "Content-Security-Policy",
+                            "default-src 'self'; frame-ancestors 'none'");
+    enum MHD_Result ret = MHD_queue_response(conn, MHD_HTTP_OK, r);
+    MHD_destroy_response(r);
+    return ret;
 }
 
 static void on_mhd_error(void *cls, const char *fmt, va_list ap)
@@ -132,13 +278,17 @@ bool http_start(char *err, size_t errlen)
         free(bind);
         return false;
     }
-    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG;
+    /* A thread per connection: a console request waits for its command
+     * (and the log, under appendfsync always) without holding up a scrape. */
+    unsigned flags =
+        MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION | MHD_USE_ERROR_LOG;
     if (ai->ai_family == AF_INET6)
         flags |= MHD_USE_IPv6;
     daemon_ = MHD_start_daemon(
         flags, (uint16_t)port, NULL, NULL, on_request, NULL, MHD_OPTION_SOCK_ADDR, ai->ai_addr,
         MHD_OPTION_CONNECTION_LIMIT, (unsigned)HTTP_MAX_CONNECTIONS, MHD_OPTION_CONNECTION_TIMEOUT,
-        (unsigned)HTTP_TIMEOUT_S, MHD_OPTION_EXTERNAL_LOGGER, on_mhd_error, NULL, MHD_OPTION_END);
+        (unsigned)HTTP_TIMEOUT_S, MHD_OPTION_EXTERNAL_LOGGER, on_mhd_error, NULL,
+        MHD_OPTION_NOTIFY_COMPLETED, on_completed, NULL, MHD_OPTION_END);
     freeaddrinfo(ai);
     if (daemon_ == NULL) {
         snprintf(err, errlen, "cannot listen for HTTP on %s:%lld", bind ? bind : "", port);

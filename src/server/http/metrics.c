@@ -2,9 +2,7 @@
  * lists every series). Counters are summed over the workers' own
  * statistics; per-key series come from the keyspace's scan in small steps,
  * each holding one stripe's read lock briefly, and stop after
- * metrics-max-key-series keys. The values' statistics (the FPR estimate
- * reads a whole filter) are taken after the stripe is unlocked, on a
- * reference to the value. */
+ * metrics-max-key-series keys (filters.c). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,8 +13,6 @@
 #include "server.h"
 #include "snapshot.h"
 #include "util.h"
-
-#define SCAN_STEP 64
 
 static void help(textbuf *b, const char *name, const char *type, const char *text)
 {
@@ -193,60 +189,8 @@ static void replication_series(textbuf *b)
 
 /* ---- per key ---- */
 
-typedef struct key_ref {
-    char *key;
-    size_t klen;
-    kv_obj *obj; /* retained */
-    int64_t expire_ms;
-} key_ref;
-
-typedef struct key_batch {
-    key_ref *v;
-    size_t n, cap, limit;
-    uint64_t by_type[32];
-    bool over; /* a key was left out: the limit was reached */
-} key_batch;
-
-static void visit(void *ctx, const kv_entry *e)
+static void key_series(textbuf *b, const filter_row *r)
 {
-    key_batch *kb = ctx;
-    const value_type *t = e->obj->type;
-    for (size_t i = 0; i < types_count() && i < 32; i++)
-        if (type_at(i) == t)
-            kb->by_type[i]++;
-    if (t->stats == NULL)
-        return;
-    if (kb->n >= kb->limit) {
-        kb->over = true;
-        return;
-    }
-    if (kb->n == kb->cap) {
-        size_t cap = kb->cap ? kb->cap * 2 : 64;
-        key_ref *v = realloc(kb->v, cap * sizeof(*v));
-        if (v == NULL)
-            return;
-        kb->v = v;
-        kb->cap = cap;
-    }
-    char *k = malloc(e->klen ? e->klen : 1);
-    if (k == NULL)
-        return;
-    memcpy(k, e->key, e->klen);
-    /* A reference keeps the value alive after the stripe is unlocked, even
-     * if the key is deleted meanwhile. */
-    kv_obj_retain(e->obj);
-    kb->v[kb->n++] = (key_ref){k, e->klen, e->obj, e->expire_ms};
-}
-
-static void key_series(textbuf *b, const key_ref *r, int64_t now)
-{
-    kv_obj *o = r->obj;
-    value_stats s = {0};
-    if (o->type->locked)
-        pthread_mutex_lock(&o->lock);
-    o->type->stats(o, &s, true);
-    if (o->type->locked)
-        pthread_mutex_unlock(&o->lock);
     textbuf lbl = {0};
     tb_puts(&lbl, "{key=\"");
     tb_label(&lbl, r->key, r->klen);
@@ -255,48 +199,34 @@ static void key_series(textbuf *b, const key_ref *r, int64_t now)
         b->failed = true;
         return;
     }
+    const value_stats *s = &r->stats;
     tb_puts(b, "bloomery_filter_info{key=\"");
     tb_label(b, r->key, r->klen);
-    tb_printf(b, "\",type=\"%s\",layout=\"%s\"} 1\n", o->type->name, s.layout);
-    tb_printf(b, "bloomery_filter_capacity%s %llu\n", lbl.p, (unsigned long long)s.capacity);
-    tb_printf(b, "bloomery_filter_items%s %llu\n", lbl.p, (unsigned long long)s.items);
-    tb_printf(b, "bloomery_filter_bytes%s %llu\n", lbl.p, (unsigned long long)s.bytes);
-    tb_printf(b, "bloomery_filter_parts%s %llu\n", lbl.p, (unsigned long long)s.parts);
-    tb_printf(b, "bloomery_filter_fill_ratio%s %.17g\n", lbl.p,
-              s.capacity ? (double)s.items / (double)s.capacity : 0.0);
-    if (s.fpr >= 0 && isfinite(s.fpr))
-        tb_printf(b, "bloomery_filter_fpr_estimate%s %.17g\n", lbl.p, s.fpr);
-    double ttl = -1;
-    if (r->expire_ms)
-        ttl = r->expire_ms > now ? (double)(r->expire_ms - now) / 1000.0 : 0;
-    tb_printf(b, "bloomery_filter_ttl_seconds%s %.3f\n", lbl.p, ttl);
+    tb_printf(b, "\",type=\"%s\",layout=\"%s\"} 1\n", r->type->name, s->layout);
+    tb_printf(b, "bloomery_filter_capacity%s %llu\n", lbl.p, (unsigned long long)s->capacity);
+    tb_printf(b, "bloomery_filter_items%s %llu\n", lbl.p, (unsigned long long)s->items);
+    tb_printf(b, "bloomery_filter_bytes%s %llu\n", lbl.p, (unsigned long long)s->bytes);
+    tb_printf(b, "bloomery_filter_parts%s %llu\n", lbl.p, (unsigned long long)s->parts);
+    tb_printf(b, "bloomery_filter_fill_ratio%s %.17g\n", lbl.p, r->fill);
+    if (s->fpr >= 0 && isfinite(s->fpr))
+        tb_printf(b, "bloomery_filter_fpr_estimate%s %.17g\n", lbl.p, s->fpr);
+    tb_printf(b, "bloomery_filter_ttl_seconds%s %.3f\n", lbl.p, r->ttl_s);
     tb_free(&lbl);
-}
-
-static int by_key(const void *a, const void *b)
-{
-    const key_ref *x = a, *y = b;
-    size_t n = x->klen < y->klen ? x->klen : y->klen;
-    int c = memcmp(x->key, y->key, n);
-    return c ? c : (x->klen > y->klen) - (x->klen < y->klen);
 }
 
 static void keys_series(textbuf *b)
 {
-    key_batch kb = {0};
-    kb.limit = (size_t)atomic_load_explicit(&cfg.metrics_max_key_series, memory_order_relaxed);
-    uint64_t cursor = 0;
-    do
-        cursor = ks_scan(cursor, SCAN_STEP, visit, &kb);
-    while (cursor != 0);
+    filter_list fl;
+    filters_collect(
+        &fl, (size_t)atomic_load_explicit(&cfg.metrics_max_key_series, memory_order_relaxed));
     help(b, "bloomery_keys_by_type", "gauge", "Keys by value type.");
-    for (size_t i = 0; i < types_count() && i < 32; i++)
+    for (size_t i = 0; i < types_count() && i < FILTERS_MAX_TYPES; i++)
         tb_printf(b, "bloomery_keys_by_type{type=\"%s\"} %llu\n", type_at(i)->name,
-                  (unsigned long long)kb.by_type[i]);
+                  (unsigned long long)fl.by_type[i]);
     gauge(b, "bloomery_filter_series_truncated",
           "1 when filters were left out of the per-key series (metrics-max-key-series).",
-          kb.over ? 1 : 0);
-    help(b, "bloomery_filter_info", "gauge", "A filter: its TYPE reply and layout.");
+          fl.truncated ? 1 : 0);
+    help(b, "bloomery_filter_info", "gauge", "A filter: its type and layout.");
     help(b, "bloomery_filter_capacity", "gauge", "Items the filter was sized for.");
     help(b, "bloomery_filter_items", "gauge", "Items added (live items of a window).");
     help(b, "bloomery_filter_bytes", "gauge", "Bytes of the filter's arrays.");
@@ -306,18 +236,11 @@ static void keys_series(textbuf *b)
     help(b, "bloomery_filter_fpr_estimate", "gauge",
          "False-positive rate estimated from the filter's bits now.");
     help(b, "bloomery_filter_ttl_seconds", "gauge", "Seconds until the key expires (-1: never).");
-    /* The scan may return a key twice (a table that grew meanwhile); a
-     * series must appear once. */
-    if (kb.n)
-        qsort(kb.v, kb.n, sizeof(*kb.v), by_key);
-    int64_t now = now_ms();
-    for (size_t i = 0; i < kb.n; i++) {
-        if (i == 0 || by_key(&kb.v[i - 1], &kb.v[i]) != 0)
-            key_series(b, &kb.v[i], now);
-        kv_obj_free(kb.v[i].obj);
-        free(kb.v[i].key);
-    }
-    free(kb.v);
+    if (fl.failed)
+        b->failed = true;
+    for (size_t i = 0; i < fl.n; i++)
+        key_series(b, &fl.rows[i]);
+    filters_free(&fl);
 }
 
 bool metrics_render(textbuf *b)

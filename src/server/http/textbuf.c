@@ -1,5 +1,6 @@
 /* A growing text buffer; allocation failures are remembered, not fatal. */
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -68,4 +69,60 @@ void tb_free(textbuf *b)
 {
     free(b->p);
     *b = (textbuf){0};
+}
+
+/* Length of the valid UTF-8 sequence at s[0..n), 0 if there is none. */
+static size_t utf8_len(const unsigned char *s, size_t n)
+{
+    unsigned char c = s[0];
+    size_t len;
+    uint32_t min, cp;
+    if (c < 0x80)
+        return 1;
+    if ((c & 0xe0) == 0xc0) {
+        len = 2, min = 0x80, cp = c & 0x1f;
+    } else if ((c & 0xf0) == 0xe0) {
+        len = 3, min = 0x800, cp = c & 0x0f;
+    } else if ((c & 0xf8) == 0xf0) {
+        len = 4, min = 0x10000, cp = c & 0x07;
+    } else {
+        return 0;
+    }
+    if (n < len)
+        return 0;
+    for (size_t i = 1; i < len; i++) {
+        if ((s[i] & 0xc0) != 0x80)
+            return 0;
+        cp = (cp << 6) | (s[i] & 0x3f);
+    }
+    if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
+        return 0;
+    return len;
+}
+
+void tb_json_str(textbuf *b, const char *s, size_t n)
+{
+    const unsigned char *u = (const unsigned char *)s;
+    tb_add(b, "\"", 1);
+    for (size_t i = 0; i < n;) {
+        unsigned char c = u[i];
+        if (c == '"' || c == '\\') {
+            char esc[2] = {'\\', (char)c};
+            tb_add(b, esc, 2);
+            i++;
+        } else if (c < 0x20 || c == 0x7f) {
+            tb_printf(b, "\\u%04x", c);
+            i++;
+        } else {
+            size_t len = utf8_len(u + i, n - i);
+            if (len == 0) {
+                tb_puts(b, "\\ufffd");
+                i++;
+            } else {
+                tb_add(b, s + i, len);
+                i += len;
+            }
+        }
+    }
+    tb_add(b, "\"", 1);
 }
