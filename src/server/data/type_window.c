@@ -66,9 +66,8 @@ static const char *replay(const wal_op *op)
 
 static const uint8_t records[] = {WAL_WIN_CREATE, WAL_WIN_ADD, WAL_WIN_ROTATE, 0};
 
-static void stats(const kv_obj *o, value_stats *s, bool with_fpr)
+static void stats(const kv_obj *o, value_stats *s)
 {
-    (void)with_fpr;
     /* The windows' clock, as t_window.c reads it (tests shift it). */
     int64_t now = now_ms() + atomic_load_explicit(&cfg.debug_clock_offset_ms, memory_order_relaxed);
     s->layout = "window";

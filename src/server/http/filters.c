@@ -1,9 +1,10 @@
 /* The filters of the keyspace with their statistics, for /metrics and the
  * console. Keys are gathered with the keyspace's scan in small steps, each
- * holding one stripe's read lock briefly; the values' statistics (the FPR
- * estimate reads a whole filter) are taken after the stripe is unlocked, on
- * a reference that keeps the value alive even if its key is deleted
- * meanwhile. */
+ * holding one stripe's read lock briefly, with their cheap statistics
+ * (value_type.stats: a window's ring may rotate only while nobody holds
+ * the lock). The FPR estimate, which reads a whole filter, is taken after
+ * the stripe is unlocked, on a reference that keeps the value alive even if
+ * its key is deleted meanwhile. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -41,9 +42,15 @@ static void visit(void *ctx, const kv_entry *e)
         return;
     }
     memcpy(k, e->key, e->klen);
-    kv_obj_retain(e->obj);
-    fl->rows[fl->n++] = (filter_row){
-        .key = k, .klen = e->klen, .obj = e->obj, .type = t, .expire_ms = e->expire_ms};
+    kv_obj *o = e->obj;
+    filter_row *r = &fl->rows[fl->n++];
+    *r = (filter_row){.key = k, .klen = e->klen, .obj = o, .type = t, .expire_ms = e->expire_ms};
+    if (t->locked)
+        pthread_mutex_lock(&o->lock);
+    t->stats(o, &r->stats);
+    if (t->locked)
+        pthread_mutex_unlock(&o->lock);
+    kv_obj_retain(o);
 }
 
 static int by_key(const void *a, const void *b)
@@ -75,11 +82,13 @@ void filters_collect(filter_list *fl, size_t limit)
             continue;
         }
         kv_obj *o = r->obj;
-        if (o->type->locked)
-            pthread_mutex_lock(&o->lock);
-        o->type->stats(o, &r->stats, true);
-        if (o->type->locked)
-            pthread_mutex_unlock(&o->lock);
+        if (o->type->fpr) {
+            if (o->type->locked)
+                pthread_mutex_lock(&o->lock);
+            r->stats.fpr = o->type->fpr(o);
+            if (o->type->locked)
+                pthread_mutex_unlock(&o->lock);
+        }
         r->fill = r->stats.capacity ? (double)r->stats.items / (double)r->stats.capacity : 0;
         r->ttl_s = -1;
         if (r->expire_ms)
