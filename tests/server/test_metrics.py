@@ -16,7 +16,7 @@ import urllib.request
 
 import pytest
 
-from conftest import MODULE, free_port
+from conftest import MODULE, QUICK, free_port
 
 pytestmark = pytest.mark.skipif(bool(MODULE), reason="bloomeryd's own HTTP listener")
 
@@ -384,3 +384,54 @@ def test_redis_exporter_reads_bloomeryd(start_server):
     # bloomeryd answered every command the exporter sent.
     assert c.info("stats")["total_error_replies"] == 0
     c.close()
+
+
+def test_scrapes_while_filters_change(start_server):
+    """Scrapes and console reads while other clients create, fill, rotate
+    and delete filters: every page is valid and the server (under ASan in
+    the sanitizer run) stops cleanly."""
+    import threading
+    s = http_server(start_server, "--threads", 2)
+    stop = threading.Event()
+    errors = []
+
+    def churn(i):
+        c = s.client()
+        n = 0
+        try:
+            while not stop.is_set():
+                k = "churn%d-%d" % (i, n % 8)
+                c.delete(k)
+                if n % 3 == 0:
+                    c.execute_command("BF.RESERVE", k, 0.01, 1000, "WINDOW", 2, "SLICES", 2)
+                elif n % 3 == 1:
+                    c.execute_command("CF.RESERVE", k, 1000)
+                    c.execute_command("CF.ADD", k, "x")
+                else:
+                    c.execute_command("BF.RESERVE", k, 0.01, 100, "EXPANSION", 2)
+                c.execute_command("BF.MADD", k, *["i%d" % j for j in range(300)]) \
+                    if n % 3 != 1 else None
+                n += 1
+        except Exception as e:  # noqa: BLE001 - reported by the test
+            errors.append(e)
+        finally:
+            c.close()
+
+    threads = [threading.Thread(target=churn, args=(i,)) for i in range(2)]
+    for t in threads:
+        t.start()
+    try:
+        deadline = time.time() + (3 if QUICK else 8)
+        scrapes = 0
+        while time.time() < deadline:
+            parse(scrape(s))
+            st, _, body = get(s.http + "/api/filters")
+            assert st == 200
+            json.loads(body)
+            scrapes += 1
+    finally:
+        stop.set()
+        for t in threads:
+            t.join()
+    assert not errors, errors
+    assert scrapes > 5
