@@ -6,6 +6,7 @@ import json
 import os
 import shutil
 import tempfile
+import threading
 import time
 import urllib.error
 import urllib.parse
@@ -13,7 +14,8 @@ import urllib.request
 
 import pytest
 
-from conftest import MODULE
+from conftest import MODULE, free_port
+from powercut import faults  # noqa: F401 (a fixture)
 from test_metrics import basic, get, http_server, wait_for
 
 pytestmark = pytest.mark.skipif(bool(MODULE), reason="bloomeryd's own HTTP listener")
@@ -177,17 +179,43 @@ def test_status(start_server):
     c.close()
 
 
-def test_writes_are_logged_before_the_answer(start_server):
-    s = http_server(start_server, "--appendfsync", "always")
-    st, body = post(s, "/api/filters", {"name": "durable", "capacity": "100",
-                                        "error_rate": "0.01"})
+def test_no_answer_before_the_log_is_durable(faults, start_server):
+    """Under appendfsync always a change from the console is answered only
+    once its log record is synced, as a client's: with the log's sync held,
+    no answer comes, and a power cut then loses the unanswered change; once
+    answered, a change survives one."""
+    port = free_port()
+    s = start_server("--appendfsync", "always", "--http-port", port, **faults.server_kw())
+    s.http = "http://127.0.0.1:%d" % port
+    wait_for(lambda: get(s.http + "/api/status")[0] == 200, "the HTTP listener")
+    st, _ = post(s, "/api/filters", {"name": "kept", "capacity": "100", "error_rate": "0.01"})
     assert st == 200
-    datadir = s.datadir
-    s.kill()  # no final snapshot: only the log has it
-    again = start_server(datadir=datadir)
+    before = faults.blocked_count()
+    faults.set(fsync="block", match="/log/")
+    answers = []
+    t = threading.Thread(target=lambda: answers.append(post_or_error(s, {
+        "name": "unsynced", "capacity": "100", "error_rate": "0.01"})))
+    t.start()
+    faults.wait_blocked(before)
+    # The record is written and its sync held: the request must still wait.
+    t.join(timeout=1)
+    assert t.is_alive() and not answers
+    faults.crash(s)
+    t.join(timeout=60)
+    assert answers and answers[0][0] != 200, answers
+    faults.set()
+    again = start_server(**faults.server_kw())
     c = again.client()
-    assert c.exists("durable") == 1
+    assert c.exists("kept") == 1
+    assert c.exists("unsynced") == 0
     c.close()
+
+
+def post_or_error(s, fields):
+    try:
+        return post(s, "/api/filters", fields)
+    except OSError as e:  # the server was killed while the request waited
+        return (None, str(e))
 
 
 def test_protection(start_server):
