@@ -251,12 +251,15 @@ def test_listens_on_loopback_unless_configured(start_server):
     if addr is None:
         pytest.skip("no non-loopback IPv4 address")
     port = free_port()
-    start_server("--http-port", port)
+    s = start_server("--http-port", port)
     wait_for(lambda: connectable(port), "the HTTP listener")
     assert not connectable(port, addr)
+    assert "open to other hosts" not in s.output()
     port2 = free_port()
-    start_server("--http-port", port2, "--http-bind", "0.0.0.0")
+    s2 = start_server("--http-port", port2, "--http-bind", "0.0.0.0")
     wait_for(lambda: connectable(port2, addr), "the HTTP listener on every address")
+    # Open without a password: said in the log.
+    assert "open to other hosts and no requirepass" in s2.output()
 
 
 def test_replication_state(start_server):

@@ -2,7 +2,9 @@
  * strings, form bodies and Basic credentials, one thread per connection;
  * this file checks the password and routes to the pages. */
 #include <microhttpd.h>
+#include <arpa/inet.h>
 #include <netdb.h>
+#include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -289,13 +291,22 @@ bool http_start(char *err, size_t errlen)
         MHD_OPTION_CONNECTION_LIMIT, (unsigned)HTTP_MAX_CONNECTIONS, MHD_OPTION_CONNECTION_TIMEOUT,
         (unsigned)HTTP_TIMEOUT_S, MHD_OPTION_EXTERNAL_LOGGER, on_mhd_error, NULL,
         MHD_OPTION_NOTIFY_COMPLETED, on_completed, NULL, MHD_OPTION_END);
-    freeaddrinfo(ai);
     if (daemon_ == NULL) {
         snprintf(err, errlen, "cannot listen for HTTP on %s:%lld", bind ? bind : "", port);
+        freeaddrinfo(ai);
         free(bind);
         return false;
     }
     server_log(LOG_NOTICE, "HTTP (metrics, console) on %s:%lld", bind ? bind : "", port);
+    const struct sockaddr *sa = ai->ai_addr;
+    bool loopback = (sa->sa_family == AF_INET &&
+                     (ntohl(((const struct sockaddr_in *)sa)->sin_addr.s_addr) >> 24) == 127) ||
+                    (sa->sa_family == AF_INET6 &&
+                     IN6_IS_ADDR_LOOPBACK(&((const struct sockaddr_in6 *)sa)->sin6_addr));
+    if (!loopback && !config_requirepass_set())
+        server_log(LOG_WARNING, "The HTTP listener is open to other hosts and no requirepass is "
+                                "set: anyone who reaches it can create and delete filters.");
+    freeaddrinfo(ai);
     free(bind);
     return true;
 }

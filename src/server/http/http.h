@@ -9,6 +9,8 @@
  *   api.c      the console's JSON API (docs/CONSOLE.md)
  *   command.c  a command run through a worker, as a client's would be
  *   respread.c a RESP2 reply read into JSON (fuzzed)
+ *   api_args.c form fields into BF.RESERVE's arguments, the sizing
+ *              calculator (api_args.h; pure, fuzzed)
  *   assets.c   the console's files (generated from console/ at build time)
  *   textbuf.c  a growing text buffer the pages are built in
  */
