@@ -147,8 +147,8 @@ static void persistence_series(textbuf *b)
           "Time of the last successful snapshot.", (double)ss.last_save_s);
     gauge(b, "bloomery_snapshot_last_duration_seconds", "How long the last snapshot took.",
           (double)ss.last_duration_ms / 1000.0);
-    counter(b, "bloomery_snapshot_bytes_written_total", "Bytes written by the last snapshot.",
-            ss.bytes_written);
+    gauge(b, "bloomery_snapshot_last_bytes_written", "Bytes the last snapshot wrote.",
+          (double)ss.bytes_written);
     gauge(b, "bloomery_changes_since_last_snapshot", "Changes not yet in a snapshot.",
           (double)load(&persist_dirty));
 }
