@@ -10,7 +10,7 @@ FUZZ_BUILD  ?= build-fuzz
 JOBS        ?= $(shell nproc)
 FUZZ_SECONDS ?= 30
 
-.PHONY: all deps test test-release test-asan test-tsan test-server test-module test-node fuzz bench run clean install
+.PHONY: deb all deps test test-release test-asan test-tsan test-server test-module test-node fuzz bench run clean install
 
 all:
 	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release >/dev/null
@@ -76,8 +76,14 @@ bench: all
 run: all
 	./scripts/run-server
 
+# PREFIX=/usr puts the configuration in /etc (GNUInstallDirs); DESTDIR
+# stages the files under another root.
 install: all
-	cmake --install $(BUILD)
+	cmake --install $(BUILD) $(if $(PREFIX),--prefix $(PREFIX))
+
+# The Debian package of the committed tree, into build-deb/.
+deb:
+	./scripts/build-deb build-deb
 
 clean:
-	rm -rf $(BUILD) $(ASAN_BUILD) $(TSAN_BUILD) $(FUZZ_BUILD)
+	rm -rf build-deb $(BUILD) $(ASAN_BUILD) $(TSAN_BUILD) $(FUZZ_BUILD)

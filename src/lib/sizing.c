@@ -47,8 +47,9 @@ double bloomery_model_fpr_split(double bits_per_key, unsigned b, unsigned lane_b
     double miss = log1p(-1.0 / lane_bits); /* ln(1 - 1/w) */
     double hi = lambda + 12.0 * sqrt(lambda) + 40.0;
     double sum = 0.0;
+    int sign; /* lgamma writes the global signgam: a race between threads sizing filters */
     for (double i = 0; i <= hi; i += 1.0) {
-        double logpmf = -lambda + (i > 0 ? i * log(lambda) : 0.0) - lgamma(i + 1.0);
+        double logpmf = -lambda + (i > 0 ? i * log(lambda) : 0.0) - lgamma_r(i + 1.0, &sign);
         double lane_full = -expm1(i * miss); /* 1 - (1 - 1/w)^i */
         sum += exp(logpmf) * pow(lane_full, BLOOMERY_LANES);
     }

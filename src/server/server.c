@@ -21,12 +21,11 @@
 
 #include "log.h"
 #include "commit.h"
+#include "http.h"
 #include "persist.h"
 #include "repl.h"
 #include "server.h"
 #include "util.h"
-
-server_state srv;
 
 #define MAX_LISTENERS 16
 static int listen_fds[MAX_LISTENERS];
@@ -438,6 +437,11 @@ int main(int argc, char **argv)
         server_log(LOG_WARNING, "Could not start worker threads.");
         return 1;
     }
+    char herr[256];
+    if (!http_start(herr, sizeof(herr))) {
+        server_log(LOG_WARNING, "%s", herr);
+        return 1;
+    }
     for (int i = 0; i < nlisten; i++) {
         uv_poll_init(&main_loop, &listen_polls[i], listen_fds[i]);
         listen_polls[i].data = &listen_fds[i];
@@ -469,6 +473,7 @@ int main(int argc, char **argv)
 
     uv_run(&main_loop, UV_RUN_DEFAULT);
 
+    http_stop();
     workers_stop();
     repl_shutdown();
     persist_stop();

@@ -21,7 +21,7 @@ server_config cfg;
 
 static pthread_mutex_t str_lock = PTHREAD_MUTEX_INITIALIZER;
 static char *s_bind, *s_dir, *s_requirepass, *s_logfile, *s_config_file, *s_pidfile, *s_save;
-static char *s_replicaof, *s_masterauth, *s_masteruser, *s_announce_ip;
+static char *s_replicaof, *s_masterauth, *s_masteruser, *s_announce_ip, *s_http_bind;
 
 /* T_WORDS: a string of several words, kept space-separated ("save 3600 1"). */
 typedef enum { T_INT, T_MEM, T_DOUBLE, T_STR, T_WORDS, T_ENUM, T_OBUF, T_FIXED } cfg_type;
@@ -61,6 +61,11 @@ static const cfg_entry table[] = {
     {"maxmemory-policy", T_ENUM, true, &policy_dummy, 0, 0, NULL, policies, NULL, "noeviction"},
     {"maxclients", T_INT, true, &cfg.maxclients, 1, 1000000, NULL, NULL, NULL, "10000"},
     {"timeout", T_INT, true, &cfg.timeout, 0, 1LL << 31, NULL, NULL, NULL, "0"},
+    /* The HTTP listener (/metrics, the console): off unless a port is set. */
+    {"http-port", T_INT, false, &cfg.http_port, 0, 65535, NULL, NULL, NULL, "0"},
+    {"http-bind", T_STR, false, NULL, 0, 0, &s_http_bind, NULL, NULL, "127.0.0.1"},
+    {"metrics-max-key-series", T_INT, true, &cfg.metrics_max_key_series, 0, 1000000, NULL, NULL,
+     NULL, "1000"},
     /* Ranges and defaults as Redis 7. */
     {"proto-max-bulk-len", T_MEM, true, &cfg.proto_max_bulk_len, 1024 * 1024, LLONG_MAX, NULL, NULL,
      NULL, "512mb"},
@@ -345,7 +350,7 @@ void config_free(void)
     pthread_mutex_lock(&str_lock);
     char **all[] = {&s_bind,        &s_dir,        &s_requirepass, &s_logfile,
                     &s_config_file, &s_pidfile,    &s_save,        &s_replicaof,
-                    &s_masterauth,  &s_masteruser, &s_announce_ip};
+                    &s_masterauth,  &s_masteruser, &s_announce_ip, &s_http_bind};
     for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++) {
         free(*all[i]);
         *all[i] = NULL;

@@ -20,6 +20,8 @@ typedef struct server_config {
     _Atomic long long maxmemory;
     _Atomic long long maxclients;
     _Atomic long long timeout;
+    _Atomic long long http_port;              /* 0: no HTTP listener */
+    _Atomic long long metrics_max_key_series; /* keys described by /metrics */
     _Atomic long long proto_max_bulk_len;
     _Atomic long long proto_max_multibulk_len;
     _Atomic long long client_query_buffer_limit;
@@ -73,7 +75,7 @@ bool config_format(const char *name, char *out, size_t outlen);
 /* Names matching a glob pattern, in table order; fn called for each. */
 void config_match(const char *pat, size_t plen, void (*fn)(void *ctx, const char *name), void *ctx);
 
-/* Copy of a string setting ("bind", "dir", "requirepass", "logfile",
+/* Copy of a string setting ("bind", "dir", "requirepass", "logfile", "http-bind",
  * "config-file", "save"); caller frees. */
 char *config_get_str(const char *name);
 bool config_requirepass_set(void);

@@ -106,6 +106,8 @@ bool clientCommand(cmd_ctx *c);
 bool configCommand(cmd_ctx *c);
 bool memoryCommand(cmd_ctx *c);
 bool timeCommand(cmd_ctx *c);
+bool slowlogCommand(cmd_ctx *c);
+bool latencyCommand(cmd_ctx *c);
 bool subscribeCommand(cmd_ctx *c);
 bool unsubscribeCommand(cmd_ctx *c);
 bool psubscribeCommand(cmd_ctx *c);

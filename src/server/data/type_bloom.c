@@ -246,6 +246,19 @@ static const char *replay(const wal_op *op)
 
 static const uint8_t records[] = {WAL_CREATE, WAL_BF_ADD, WAL_BF_MERGE, 0};
 
+static void stats(const kv_obj *o, value_stats *s)
+{
+    const sbf_t *f = o->v;
+    s->layout = sbf_layout(f) == BLOOMERY_LAYOUT_CLASSIC ? "classic" : "blocked";
+    s->capacity = sbf_capacity(f);
+    s->items = sbf_count(f);
+    s->bytes = sbf_bytes(f);
+    s->parts = sbf_nlinks(f);
+    s->fpr = -1;
+}
+
+static double fpr(const kv_obj *o) { return sbf_fpr_estimate(o->v); }
+
 const value_type bloom_type = {
     .name = "Bloom filter",
     .type_reply = "MBbloom--",
@@ -258,4 +271,6 @@ const value_type bloom_type = {
     .adopt = adopt,
     .records = records,
     .replay = replay,
+    .stats = stats,
+    .fpr = fpr,
 };

@@ -63,6 +63,18 @@ static void set_write_hook(void *v, value_write_hook hook, void *ctx)
 
 static const uint8_t records[] = {WAL_CNT_ADD, WAL_CNT_DEL, 0};
 
+static void stats(const kv_obj *o, value_stats *s)
+{
+    s->layout = "counting";
+    s->capacity = cntbf_capacity(o->v);
+    s->items = cntbf_count(o->v);
+    s->bytes = cntbf_bytes(o->v);
+    s->parts = 1;
+    s->fpr = -1;
+}
+
+static double fpr(const kv_obj *o) { return cntbf_fpr_estimate(o->v); }
+
 const value_type counting_type = {
     .name = "counting filter",
     .type_reply = "MBbloom--",
@@ -75,4 +87,6 @@ const value_type counting_type = {
     .adopt = adopt,
     .records = records,
     .replay = replay,
+    .stats = stats,
+    .fpr = fpr,
 };

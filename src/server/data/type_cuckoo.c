@@ -5,6 +5,8 @@
  * WAL_CF_CREATE with the parameters, WAL_CF_OP with the items' cf_hash
  * values and the sub-filter limit the command applied.
  */
+#include <math.h>
+
 #include "config.h"
 #include "keyspace.h"
 #include "le.h"
@@ -87,6 +89,30 @@ static void set_write_hook(void *v, value_write_hook hook, void *ctx)
 
 static const uint8_t records[] = {WAL_CF_CREATE, WAL_CF_OP, 0};
 
+static void stats(const kv_obj *o, value_stats *s)
+{
+    const cf_t *c = o->v;
+    s->layout = "cuckoo";
+    s->parts = cf_nfilters(c);
+    s->capacity = cf_nbuckets(c) * cf_bucket_size(c);
+    s->items = cf_items(c);
+    s->bytes = cf_bytes(c);
+    s->fpr = -1;
+}
+
+static double fpr(const kv_obj *o)
+{
+    const cf_t *c = o->v;
+    uint64_t capacity = cf_nbuckets(c) * cf_bucket_size(c);
+    if (capacity == 0)
+        return -1;
+    /* A lookup compares 2 buckets of each sub-filter against a
+     * fingerprint of f bits; occupied slots are items / capacity of them. */
+    double load = (double)cf_items(c) / (double)capacity;
+    double slots = 2.0 * cf_bucket_size(c) * (double)cf_nfilters(c) * (load < 1 ? load : 1);
+    return 1 - pow(1 - ldexp(1, -(int)cf_fingerprint_bits(c)), slots);
+}
+
 const value_type cuckoo_type = {
     .name = "cuckoo filter",
     .type_reply = "MBbloomCF",
@@ -100,4 +126,6 @@ const value_type cuckoo_type = {
     .adopt = adopt,
     .records = records,
     .replay = replay,
+    .stats = stats,
+    .fpr = fpr,
 };

@@ -13,9 +13,11 @@
  * it went to, counting it whether or not the copy already had its bits
  * (win_add_hashed), so it ends in exactly the live state.
  */
+#include "config.h"
 #include "keyspace.h"
 #include "le.h"
 #include "types.h"
+#include "util.h"
 
 static void free_value(void *v) { win_free(v); }
 
@@ -64,6 +66,18 @@ static const char *replay(const wal_op *op)
 
 static const uint8_t records[] = {WAL_WIN_CREATE, WAL_WIN_ADD, WAL_WIN_ROTATE, 0};
 
+static void stats(const kv_obj *o, value_stats *s)
+{
+    /* The windows' clock, as t_window.c reads it (tests shift it). */
+    int64_t now = now_ms() + atomic_load_explicit(&cfg.debug_clock_offset_ms, memory_order_relaxed);
+    s->layout = "window";
+    s->capacity = win_capacity(o->v);
+    s->items = win_count(o->v, now);
+    s->bytes = win_bytes(o->v);
+    s->parts = win_slices(o->v);
+    s->fpr = -1; /* the library keeps no estimate for a ring of slices */
+}
+
 const value_type window_type = {
     .name = "windowed filter",
     .type_reply = "MBbloom--",
@@ -76,4 +90,5 @@ const value_type window_type = {
     .adopt = adopt,
     .records = records,
     .replay = replay,
+    .stats = stats,
 };

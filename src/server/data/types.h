@@ -27,6 +27,14 @@ struct ks_ref;
  * `region` of the value. */
 typedef void (*value_write_hook)(void *ctx, uint32_t region, uint64_t offset, uint64_t len);
 
+/* What the metrics and the console show of a filter (value_type.stats). */
+typedef struct value_stats {
+    const char *layout; /* blocked, classic, counting, window, cuckoo */
+    uint64_t capacity, items, bytes;
+    uint64_t parts; /* links of a chain, slices of a window, sub-filters of a cuckoo filter */
+    double fpr;     /* estimated false-positive rate now (value_type.fpr); < 0: none */
+} value_stats;
+
 typedef struct value_type {
     const char *name;       /* in messages: "cuckoo filter" */
     const char *type_reply; /* what TYPE answers */
@@ -59,6 +67,15 @@ typedef struct value_type {
      * replay: NULL when applied, else why the record was skipped. */
     const uint8_t *records;
     const char *(*replay)(const wal_op *op);
+    /* A filter's size and fill (fpr left at -1), read with the stripe
+     * locked (and o->lock held for a locked type): cheap. NULL: not
+     * reported per key. */
+    void (*stats)(const struct kv_obj *o, value_stats *s);
+    /* Its estimated false-positive rate now, which reads the whole value:
+     * may run on a retained value without the stripe lock (o->lock held for
+     * a locked type), as it reads only what concurrent adders change.
+     * NULL: no estimate. */
+    double (*fpr)(const struct kv_obj *o);
 } value_type;
 
 /* The registry: one line per type, X(name) for the descriptor name_type

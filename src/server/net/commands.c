@@ -51,6 +51,8 @@ static command table[] = {
     {"config", configCommand, -2, A, 0, 0, 0, "server", 0, false, NULL},
     {"memory", memoryCommand, -2, R, 2, 2, 1, "server", 0, false, NULL},
     {"time", timeCommand, 1, F, 0, 0, 0, "server", 0, false, NULL},
+    {"slowlog", slowlogCommand, -2, A | LS, 0, 0, 0, "server", 0, false, NULL},
+    {"latency", latencyCommand, -2, A | NS | LS, 0, 0, 0, "server", 0, false, NULL},
     {"flushall", flushallCommand, -1, W, 0, 0, 0, "server", 0, false, NULL},
     {"flushdb", flushallCommand, -1, W, 0, 0, 0, "server", 0, false, NULL},
     {"lastsave", lastsaveCommand, 1, F, 0, 0, 0, "server", 0, false, NULL},
@@ -162,6 +164,17 @@ static void stat_add(_Atomic uint64_t *v, uint64_t d)
      * stores, no locked instruction. */
     atomic_store_explicit(v, atomic_load_explicit(v, memory_order_relaxed) + d,
                           memory_order_relaxed);
+}
+
+const uint64_t cmd_lat_bounds_us[CMD_LAT_BUCKETS - 1] = {10,   25,   50,    100,    250,    500,
+                                                         1000, 2500, 10000, 100000, 1000000};
+
+static void lat_add(cmd_stat *st, uint64_t usec, uint64_t n)
+{
+    int b = 0;
+    while (b < CMD_LAT_BUCKETS - 1 && usec > cmd_lat_bounds_us[b])
+        b++;
+    stat_add(&st->lat[b], n);
 }
 
 static void reply_unknown(client *c)
@@ -310,6 +323,7 @@ void command_call(client *c, const command *cmd)
     c->touched_keys |= cmd->touches_keys;
     stat_add(&st->calls, 1);
     stat_add(&st->usec, (uint64_t)dt);
+    lat_add(st, (uint64_t)dt, 1);
     worker_count_hits(w, c->cx.hits, c->cx.misses);
     if (!ok) {
         stat_add(&st->failed, 1);
@@ -331,6 +345,9 @@ void command_account(client *c, const command *cmd, uint64_t n, uint64_t failed,
     stat_add(&w->commands, n);
     stat_add(&w->stats[cmd->id].calls, n);
     stat_add(&w->stats[cmd->id].usec, usec);
+    /* A batch is timed as a whole: each of its calls gets the average. */
+    if (n)
+        lat_add(&w->stats[cmd->id], usec / n, n);
     if (failed) {
         stat_add(&w->stats[cmd->id].failed, failed);
         stat_add(&w->errors, failed);

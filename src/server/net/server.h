@@ -144,8 +144,14 @@ typedef struct client {
     struct client *blk_prev, *blk_next;
 } client;
 
+/* Latency buckets of a command's calls (upper bounds in microseconds; the
+ * last bucket is everything slower), for /metrics' histograms. */
+#define CMD_LAT_BUCKETS 12
+extern const uint64_t cmd_lat_bounds_us[CMD_LAT_BUCKETS - 1];
+
 typedef struct cmd_stat {
     _Atomic uint64_t calls, usec, rejected, failed;
+    _Atomic uint64_t lat[CMD_LAT_BUCKETS]; /* calls by latency bucket, not cumulative */
 } cmd_stat;
 
 typedef struct worker {

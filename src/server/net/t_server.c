@@ -117,6 +117,45 @@ bool timeCommand(cmd_ctx *c)
     return true;
 }
 
+/* ---- SLOWLOG and LATENCY ----
+ * bloomeryd keeps neither a slow log nor latency events (its per-command
+ * latency histograms are in /metrics): both answer as Redis does with
+ * nothing recorded, so monitoring tools that ask get an empty answer, not an
+ * error. */
+
+bool slowlogCommand(cmd_ctx *c)
+{
+    if (arg_eq(c, 1, "len") && c->argc == 2) {
+        reply_int(&c->out, 0);
+    } else if (arg_eq(c, 1, "get") && c->argc <= 3) {
+        long long n;
+        if (c->argc == 3 && !arg_ll(c, 2, &n))
+            return false;
+        reply_array(&c->out, 0);
+    } else if (arg_eq(c, 1, "reset") && c->argc == 2) {
+        reply_ok(&c->out);
+    } else {
+        reply_errorf(&c->out, "ERR unknown subcommand or wrong number of arguments for '%.*s'",
+                     (int)(c->argvlen[1] < 64 ? c->argvlen[1] : 64), c->argv[1]);
+        return false;
+    }
+    return true;
+}
+
+bool latencyCommand(cmd_ctx *c)
+{
+    if ((arg_eq(c, 1, "latest") && c->argc == 2) || (arg_eq(c, 1, "history") && c->argc == 3)) {
+        reply_array(&c->out, 0);
+    } else if (arg_eq(c, 1, "reset")) {
+        reply_int(&c->out, 0);
+    } else {
+        reply_errorf(&c->out, "ERR unknown subcommand or wrong number of arguments for '%.*s'",
+                     (int)(c->argvlen[1] < 64 ? c->argvlen[1] : 64), c->argv[1]);
+        return false;
+    }
+    return true;
+}
+
 /* ---- AUTH and HELLO ---- */
 
 static const char *wrongpass = "WRONGPASS invalid username-password pair or user is disabled.";
@@ -610,6 +649,8 @@ bool configCommand(cmd_ctx *c)
                 atomic_store(&w->stats[k].usec, 0);
                 atomic_store(&w->stats[k].rejected, 0);
                 atomic_store(&w->stats[k].failed, 0);
+                for (int b = 0; b < CMD_LAT_BUCKETS; b++)
+                    atomic_store(&w->stats[k].lat[b], 0);
             }
             atomic_store(&w->hits, 0);
             atomic_store(&w->misses, 0);

@@ -20,6 +20,9 @@
 #include "server.h"
 #include "util.h"
 
+/* The server's state, shared by every layer above this one and main(). */
+server_state srv;
+
 static _Atomic unsigned next_worker;
 
 static void close_handle_cb(uv_handle_t *h) { (void)h; }

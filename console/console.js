@@ -1,0 +1,246 @@
+// The management console: reads /api/status and /api/filters, creates,
+// deletes and expires filters through the JSON API (docs/CONSOLE.md).
+// Fill and FPR history is sampled by this page and kept in localStorage
+// for an hour.
+"use strict";
+
+const HISTORY_MS = 3600 * 1000;
+const REFRESH_MS = 10000;
+let selected = null;
+let pending = null; // the action the confirmation dialog is for
+
+const $ = (id) => document.getElementById(id);
+
+function el(tag, attrs, ...children) {
+  const e = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) {
+    if (k === "class") e.className = v;
+    else if (k.startsWith("on")) e.addEventListener(k.slice(2), v);
+    else e.setAttribute(k, v);
+  }
+  for (const c of children) e.append(c instanceof Node ? c : String(c));
+  return e;
+}
+
+function bytes(n) {
+  const units = ["B", "KiB", "MiB", "GiB", "TiB"];
+  let i = 0;
+  while (n >= 1024 && i < units.length - 1) { n /= 1024; i++; }
+  return (i ? n.toFixed(1) : n) + " " + units[i];
+}
+
+function count(n) { return Number(n).toLocaleString("en-US"); }
+function pct(x) { return (100 * x).toFixed(x < 0.1 ? 2 : 1) + "%"; }
+function fpr(x) { return x === null ? "—" : x === 0 ? "0" : x.toExponential(2); }
+function duration(s) {
+  if (s < 0) return "none";
+  if (s < 120) return Math.round(s) + " s";
+  if (s < 7200) return Math.round(s / 60) + " min";
+  if (s < 172800) return (s / 3600).toFixed(1) + " h";
+  return (s / 86400).toFixed(1) + " d";
+}
+
+async function api(path, form) {
+  const opts = form
+    ? { method: "POST", body: new URLSearchParams(form),
+        headers: { "X-Bloomery-Console": "1" } }
+    : {};
+  const resp = await fetch(path, opts);
+  const body = await resp.json();
+  if (!resp.ok) throw new Error(body.error || resp.statusText);
+  return body;
+}
+
+function renderStatus(s) {
+  const list = $("status-list");
+  const when = (t) => (t ? new Date(t * 1000).toLocaleString() : "never");
+  const p = s.persistence, r = s.replication;
+  const items = [
+    ["Version", s.version],
+    ["Uptime", duration(s.uptime_s)],
+    ["Memory used", bytes(s.memory.used) + (s.memory.max ? " of " + bytes(s.memory.max) : "")],
+    ["Keys", count(s.keys)],
+    ["Clients", count(s.connected_clients)],
+    ["Log", p.log_enabled ? (p.log_write_ok ? "ok" : "WRITE ERROR") : "off"],
+    ["Last fsync", when(p.last_fsync_s)],
+    ["Pending log bytes", bytes(p.pending_bytes)],
+    ["Last snapshot", when(p.last_snapshot_s) + (p.last_snapshot_ok ? "" : " (last failed)")],
+    ["Changes since snapshot", count(p.changes_since_snapshot)],
+    ["Role", r.role + (r.role === "replica"
+      ? " of " + r.master + ":" + r.master_port + (r.link_up ? " (link up)" : " (link down)") : "")],
+    ["Replicas", r.replicas.length],
+  ];
+  list.replaceChildren(...items.map(([k, v]) =>
+    el("div", { "data-field": k }, el("dt", {}, k), el("dd", {}, v))));
+  $("node-summary").textContent = r.role + " · up " + duration(s.uptime_s);
+  const rt = $("replicas");
+  rt.classList.toggle("hidden", r.replicas.length === 0);
+  rt.tBodies[0].replaceChildren(...r.replicas.map((x) => el("tr", {},
+    el("td", {}, x.ip + ":" + x.port), el("td", {}, x.state),
+    el("td", { class: "num" }, x.lag_s), el("td", { class: "num" }, x.lag_records))));
+}
+
+function loadHistory() {
+  try { return JSON.parse(localStorage.getItem("bloomery-history") || "{}"); }
+  catch (e) { return {}; }
+}
+
+function record(filters) {
+  const h = loadHistory();
+  const now = Date.now();
+  const live = new Set();
+  for (const f of filters) {
+    live.add(f.name);
+    (h[f.name] = h[f.name] || []).push([now, f.fill, f.fpr]);
+  }
+  for (const k of Object.keys(h)) {
+    h[k] = h[k].filter((p) => now - p[0] <= HISTORY_MS);
+    if (!live.has(k) || h[k].length === 0) delete h[k];
+  }
+  try { localStorage.setItem("bloomery-history", JSON.stringify(h)); } catch (e) { /* full */ }
+  return h;
+}
+
+function confirmAction(text, withSeconds, action) {
+  pending = action;
+  $("confirm-text").textContent = text;
+  $("confirm-seconds-label").classList.toggle("hidden", !withSeconds);
+  $("confirm").showModal();
+}
+
+function renderFilters(data) {
+  const history = record(data.filters);
+  $("filters-note").textContent = data.filters.length === 0 ? "No filters yet."
+    : data.truncated ? "Showing the first " + data.filters.length +
+      " filters (metrics-max-key-series)." : "";
+  const rows = data.filters.map((f) => {
+    const bar = el("span", { class: "bar" + (f.fill > 0.9 ? " hot" : "") }, el("span"));
+    bar.firstChild.style.width = Math.min(100, 100 * f.fill) + "%";
+    const tr = el("tr", { "data-name": f.name, onclick: () => { selected = f.name; refresh(); } },
+      el("td", { class: "name" }, f.name),
+      el("td", {}, f.layout),
+      el("td", { class: "num" }, count(f.capacity)),
+      el("td", { class: "num items" }, count(f.items)),
+      el("td", { class: "num" }, bar, pct(f.fill)),
+      el("td", { class: "num" }, fpr(f.fpr)),
+      el("td", { class: "num" }, bytes(f.bytes)),
+      el("td", { class: "num" }, duration(f.ttl)),
+      el("td", {},
+        el("button", { class: "expire", onclick: (ev) => {
+          ev.stopPropagation();
+          confirmAction("Expire filter \u201c" + f.name + "\u201d?", true,
+            () => api("/api/filters/expire", { name: f.name, seconds: $("confirm-seconds").value }));
+        } }, "Expire"),
+        " ",
+        el("button", { class: "danger delete", onclick: (ev) => {
+          ev.stopPropagation();
+          confirmAction("Delete filter \u201c" + f.name + "\u201d? This cannot be undone.", false,
+            () => api("/api/filters/delete", { name: f.name }));
+        } }, "Delete")));
+    if (f.name === selected) tr.classList.add("selected");
+    return tr;
+  });
+  $("filter-table").tBodies[0].replaceChildren(...rows);
+  drawChart(selected && history[selected] ? history[selected] : null);
+}
+
+function drawChart(points) {
+  const box = $("chart-box");
+  box.classList.toggle("hidden", !points);
+  if (!points) return;
+  $("chart-title").textContent = selected + ": the last hour";
+  const svg = $("chart");
+  const W = 640, H = 200, L = 40, R = 50, T = 10, B = 20;
+  const now = Date.now();
+  const x = (t) => L + (W - L - R) * (1 - (now - t) / HISTORY_MS);
+  const yFill = (v) => T + (H - T - B) * (1 - Math.min(1, v));
+  const lo = -12; // FPR axis: 1e-12 .. 1
+  const yFpr = (v) => T + (H - T - B) * (Math.max(lo, Math.log10(Math.max(v, 1e-300))) / lo);
+  const ns = "http://www.w3.org/2000/svg";
+  const node = (tag, attrs, text) => {
+    const e = document.createElementNS(ns, tag);
+    for (const [k, v] of Object.entries(attrs)) e.setAttribute(k, v);
+    if (text !== undefined) e.textContent = text;
+    return e;
+  };
+  const parts = [
+    node("line", { class: "axis", x1: L, y1: H - B, x2: W - R, y2: H - B }),
+    node("line", { class: "axis", x1: L, y1: T, x2: L, y2: H - B }),
+    node("line", { class: "axis", x1: W - R, y1: T, x2: W - R, y2: H - B }),
+    node("text", { x: 4, y: T + 8 }, "100%"), node("text", { x: 10, y: H - B }, "0%"),
+    node("text", { x: W - R + 4, y: T + 8 }, "1"), node("text", { x: W - R + 4, y: H - B }, "1e-12"),
+    node("text", { x: L, y: H - 4 }, "-60 min"), node("text", { x: W - R - 20, y: H - 4 }, "now"),
+  ];
+  const line = (cls, f) => points.filter((p) => f(p) !== null)
+    .map((p, i) => (i ? "L" : "M") + x(p[0]).toFixed(1) + "," + f(p).toFixed(1)).join(" ");
+  parts.push(node("path", { class: "fill", d: line("fill", (p) => yFill(p[1])) || "M0,0" }));
+  parts.push(node("path", { class: "fpr",
+    d: line("fpr", (p) => (p[2] === null ? null : yFpr(p[2]))) || "M0,0" }));
+  // Each sample as a dot too: a single one has no line yet.
+  for (const p of points) {
+    parts.push(node("circle", { class: "fill", cx: x(p[0]), cy: yFill(p[1]), r: 2.5 }));
+    if (p[2] !== null)
+      parts.push(node("circle", { class: "fpr", cx: x(p[0]), cy: yFpr(p[2]), r: 2.5 }));
+  }
+  svg.replaceChildren(...parts);
+}
+
+async function refresh() {
+  try {
+    renderStatus(await api("/api/status"));
+    renderFilters(await api("/api/filters"));
+  } catch (e) {
+    $("node-summary").textContent = "cannot reach the server: " + e.message;
+  }
+}
+
+let sizingTimer = null;
+function updateSizing() {
+  clearTimeout(sizingTimer);
+  sizingTimer = setTimeout(async () => {
+    const q = new URLSearchParams({
+      capacity: $("f-capacity").value, error_rate: $("f-error").value,
+      layout: $("f-layout").value, window: $("f-window").value, slices: $("f-slices").value });
+    const out = $("sizing");
+    try {
+      const s = await api("/api/calc?" + q);
+      out.className = "sizing";
+      out.textContent = "Will allocate " + bytes(s.bytes) + " (" + s.bits_per_key.toFixed(2) +
+        " bits per key, " + s.layout + " layout); expected FPR at capacity " +
+        s.expected_fpr.toExponential(2) + ".";
+    } catch (e) {
+      out.className = "sizing error";
+      out.textContent = e.message;
+    }
+  }, 150);
+}
+
+document.addEventListener("DOMContentLoaded", () => {
+  for (const id of ["f-capacity", "f-error", "f-layout", "f-window", "f-slices"])
+    $(id).addEventListener("input", updateSizing);
+  updateSizing();
+  $("create-form").addEventListener("submit", async (ev) => {
+    ev.preventDefault();
+    const result = $("create-result");
+    const form = Object.fromEntries(new FormData(ev.target));
+    try {
+      await api("/api/filters", form);
+      result.className = "ok";
+      result.textContent = "Created \u201c" + form.name + "\u201d.";
+      selected = form.name;
+    } catch (e) {
+      result.className = "error";
+      result.textContent = e.message;
+    }
+    refresh();
+  });
+  $("confirm").addEventListener("close", async () => {
+    const action = pending;
+    pending = null;
+    if ($("confirm").returnValue !== "ok" || !action) return;
+    try { await action(); } catch (e) { $("node-summary").textContent = e.message; }
+    refresh();
+  });
+  refresh();
+  setInterval(refresh, REFRESH_MS);
+});

@@ -1,0 +1,109 @@
+/* The filters of the keyspace with their statistics, for /metrics and the
+ * console. Keys are gathered with the keyspace's scan in small steps, each
+ * holding one stripe's read lock briefly, with their cheap statistics
+ * (value_type.stats: a window's ring may rotate only while nobody holds
+ * the lock). The FPR estimate, which reads a whole filter, is taken after
+ * the stripe is unlocked, on a reference that keeps the value alive even if
+ * its key is deleted meanwhile. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "http.h"
+#include "util.h"
+
+#define SCAN_STEP 64
+
+static void visit(void *ctx, const kv_entry *e)
+{
+    filter_list *fl = ctx;
+    const value_type *t = e->obj->type;
+    for (size_t i = 0; i < types_count() && i < FILTERS_MAX_TYPES; i++)
+        if (type_at(i) == t)
+            fl->by_type[i]++;
+    if (t->stats == NULL)
+        return;
+    if (fl->n >= fl->limit) {
+        fl->truncated = true;
+        return;
+    }
+    if (fl->n == fl->cap) {
+        size_t cap = fl->cap ? fl->cap * 2 : 64;
+        filter_row *v = realloc(fl->rows, cap * sizeof(*v));
+        if (v == NULL) {
+            fl->failed = true;
+            return;
+        }
+        fl->rows = v;
+        fl->cap = cap;
+    }
+    char *k = malloc(e->klen ? e->klen : 1);
+    if (k == NULL) {
+        fl->failed = true;
+        return;
+    }
+    memcpy(k, e->key, e->klen);
+    kv_obj *o = e->obj;
+    filter_row *r = &fl->rows[fl->n++];
+    *r = (filter_row){.key = k, .klen = e->klen, .obj = o, .type = t, .expire_ms = e->expire_ms};
+    if (t->locked)
+        pthread_mutex_lock(&o->lock);
+    t->stats(o, &r->stats);
+    if (t->locked)
+        pthread_mutex_unlock(&o->lock);
+    kv_obj_retain(o);
+}
+
+static int by_key(const void *a, const void *b)
+{
+    const filter_row *x = a, *y = b;
+    size_t n = x->klen < y->klen ? x->klen : y->klen;
+    int c = memcmp(x->key, y->key, n);
+    return c ? c : (x->klen > y->klen) - (x->klen < y->klen);
+}
+
+void filters_collect(filter_list *fl, size_t limit)
+{
+    *fl = (filter_list){.limit = limit};
+    uint64_t cursor = 0;
+    do
+        cursor = ks_scan(cursor, SCAN_STEP, visit, fl);
+    while (cursor != 0);
+    /* The scan may return a key twice (a table that grew meanwhile): keep
+     * one row per key, in key order. */
+    if (fl->n)
+        qsort(fl->rows, fl->n, sizeof(*fl->rows), by_key);
+    size_t out = 0;
+    int64_t now = now_ms();
+    for (size_t i = 0; i < fl->n; i++) {
+        filter_row *r = &fl->rows[i];
+        if (out > 0 && by_key(&fl->rows[out - 1], r) == 0) {
+            kv_obj_free(r->obj);
+            free(r->key);
+            continue;
+        }
+        kv_obj *o = r->obj;
+        if (o->type->fpr) {
+            if (o->type->locked)
+                pthread_mutex_lock(&o->lock);
+            r->stats.fpr = o->type->fpr(o);
+            if (o->type->locked)
+                pthread_mutex_unlock(&o->lock);
+        }
+        r->fill = r->stats.capacity ? (double)r->stats.items / (double)r->stats.capacity : 0;
+        r->ttl_s = -1;
+        if (r->expire_ms)
+            r->ttl_s = r->expire_ms > now ? (double)(r->expire_ms - now) / 1000.0 : 0;
+        fl->rows[out++] = *r;
+    }
+    fl->n = out;
+}
+
+void filters_free(filter_list *fl)
+{
+    for (size_t i = 0; i < fl->n; i++) {
+        kv_obj_free(fl->rows[i].obj);
+        free(fl->rows[i].key);
+    }
+    free(fl->rows);
+    *fl = (filter_list){0};
+}

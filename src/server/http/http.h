@@ -1,0 +1,110 @@
+/* bloomeryd's HTTP listener (docs/CONSOLE.md): Prometheus metrics and the
+ * management console, off unless http-port is set. A layer above net/: it
+ * reads the workers' statistics and runs commands through the command table.
+ *
+ * Files, one concept each:
+ *   http.c     the listener (libmicrohttpd's thread), authentication, routes
+ *   metrics.c  /metrics in Prometheus's text format
+ *   filters.c  the filters of the keyspace and their statistics, bounded
+ *   api.c      the console's JSON API (docs/CONSOLE.md)
+ *   command.c  a command run through a worker, as a client's would be
+ *   respread.c a RESP2 reply read into JSON (fuzzed)
+ *   api_args.c form fields into BF.RESERVE's arguments, the sizing
+ *              calculator (api_args.h; pure, fuzzed)
+ *   assets.c   the console's files (generated from console/ at build time)
+ *   textbuf.c  a growing text buffer the pages are built in
+ */
+#ifndef BLOOMERYD_HTTP_H
+#define BLOOMERYD_HTTP_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "keyspace.h"
+
+/* Start listening on http-bind:http-port when http-port is not 0; false
+ * with err when the address cannot be used. */
+bool http_start(char *err, size_t errlen);
+void http_stop(void);
+
+typedef struct textbuf {
+    char *p;
+    size_t len, cap;
+    bool failed; /* out of memory: the text is incomplete */
+} textbuf;
+
+void tb_add(textbuf *b, const char *s, size_t n);
+void tb_puts(textbuf *b, const char *s);
+void tb_printf(textbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* s as a Prometheus label value: bytes outside printable ASCII, '%', '"'
+ * and '\\' as %XX, so any key name gives a valid, distinct label. */
+void tb_label(textbuf *b, const char *s, size_t n);
+void tb_free(textbuf *b);
+
+/* s as a JSON string, quotes included; bytes that are not UTF-8 become
+ * U+FFFD. */
+void tb_json_str(textbuf *b, const char *s, size_t n);
+
+/* ---- respread.c ---- */
+#define RESP_INCOMPLETE (-1)
+#define RESP_MALFORMED (-2)
+/* The RESP2 reply at p[0..n) appended to out as JSON; returns the bytes it
+ * took, RESP_INCOMPLETE (out unchanged) or RESP_MALFORMED. */
+long resp_reply_json(const char *p, size_t n, textbuf *out);
+
+/* ---- command.c ---- */
+/* Run one command as a client of a worker does (dispatch, authentication,
+ * the log's reservation, replies held until durable), its reply appended to
+ * out as JSON (resp_reply_json). false with err when it could not be run
+ * (no reply: the server is stopping, a timeout). */
+bool http_command(int argc, const char *const *argv, const size_t *lens, textbuf *out, char *err,
+                  size_t errlen);
+
+/* ---- api.c: bodies of the JSON API's answers; false: an error answer ---- */
+struct api_filter_form;
+void api_filters(textbuf *b);
+void api_status(textbuf *b);
+bool api_calc(const char *capacity, const char *error_rate, const char *layout, const char *window,
+              const char *slices, textbuf *b);
+bool api_create(const struct api_filter_form *f, textbuf *b);
+bool api_delete(const char *name, size_t len, textbuf *b);
+bool api_expire(const char *name, size_t len, const char *seconds, textbuf *b);
+
+/* ---- assets.c (generated): the console's files ---- */
+typedef struct http_asset {
+    const char *path; /* "/", "/console.js" */
+    const char *type; /* Content-Type */
+    const unsigned char *data;
+    size_t len;
+} http_asset;
+const http_asset *http_asset_find(const char *path);
+
+/* ---- filters.c ---- */
+#define FILTERS_MAX_TYPES 32
+typedef struct filter_row {
+    char *key;
+    size_t klen;
+    kv_obj *obj; /* retained */
+    const value_type *type;
+    int64_t expire_ms;
+    value_stats stats;
+    double fill;  /* items / capacity */
+    double ttl_s; /* -1: no expiry */
+} filter_row;
+typedef struct filter_list {
+    filter_row *rows;
+    size_t n, cap, limit;
+    uint64_t by_type[FILTERS_MAX_TYPES]; /* keys of each type_at(i), all of them */
+    bool truncated;                      /* filters past limit were left out */
+    bool failed;                         /* out of memory: rows are missing */
+} filter_list;
+/* At most limit filters, in key order, with their statistics. */
+void filters_collect(filter_list *fl, size_t limit);
+void filters_free(filter_list *fl);
+
+/* The whole /metrics page (malloc'd text in *out); false when out of
+ * memory. */
+bool metrics_render(textbuf *out);
+
+#endif

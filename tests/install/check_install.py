@@ -1,0 +1,159 @@
+#!/usr/bin/python3
+"""`make install` staged into a scratch root (DESTDIR): every file is there,
+the man pages render without warnings, the library is usable through its
+pkg-config file, the installed server starts on the installed
+configuration, and the systemd unit runs bloomeryd as its own user, with
+its data under /var/lib, hardened.
+
+Usage: check_install.py BUILD_DIR
+"""
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+failures = []
+
+
+def check(cond, what):
+    print(("ok   " if cond else "FAIL ") + what)
+    if not cond:
+        failures.append(what)
+    return cond
+
+
+def cache_value(build, name):
+    with open(os.path.join(build, "CMakeCache.txt")) as f:
+        for line in f:
+            if line.startswith(name + ":"):
+                return line.split("=", 1)[1].strip()
+    raise KeyError(name)
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def main(build):
+    build = os.path.abspath(build)
+    prefix = cache_value(build, "CMAKE_INSTALL_PREFIX")
+    root = tempfile.mkdtemp(prefix="bloomery-install-")
+    try:
+        run(build, prefix, root)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    print("%d passed, %d failed" % (0 if failures else 1, 1 if failures else 0))
+    return 1 if failures else 0
+
+
+def run(build, prefix, root):
+    subprocess.run(["cmake", "--install", build], check=True, stdout=subprocess.DEVNULL,
+                   env={**os.environ, "DESTDIR": root})
+    p = root + prefix
+    # GNUInstallDirs: the configuration goes to /etc for the prefix /usr.
+    etc = root + "/etc" if prefix == "/usr" else p + "/etc"
+    libdir = cache_value(build, "CMAKE_INSTALL_LIBDIR")
+    expect = {
+        "bin/bloomeryd": True, "bin/bloomery": True,
+        libdir + "/libbloomery.a": False, libdir + "/libbloomery.so.0": False,
+        libdir + "/libbloomery.so": False,
+        libdir + "/pkgconfig/bloomery.pc": False,
+        "include/bloomery/bloomery.h": False,
+        "share/man/man1/bloomeryd.1": False, "share/man/man1/bloomery.1": False,
+        "share/man/man5/bloomery.conf.5": False,
+        "lib/systemd/system/bloomeryd.service": False,
+        "lib/sysusers.d/bloomery.conf": False,
+    }
+    for rel, exe in expect.items():
+        path = os.path.join(p, rel)
+        ok = os.path.exists(path) and (not exe or os.access(path, os.X_OK))
+        check(ok, "installed %s" % rel)
+    conf = os.path.join(etc, "bloomery/bloomery.conf")
+    check(os.path.exists(conf), "installed the configuration in %s" % conf[len(root):])
+
+    for page in ("man1/bloomeryd.1", "man1/bloomery.1", "man5/bloomery.conf.5"):
+        r = subprocess.run(["groff", "-man", "-ww", "-z", os.path.join(p, "share/man", page)],
+                           capture_output=True, text=True)
+        check(r.returncode == 0 and r.stderr == "", "%s renders without warnings %s" %
+              (page, r.stderr.strip()))
+
+    # The library through its pkg-config file, from the staged tree.
+    env = {**os.environ, "PKG_CONFIG_PATH": os.path.join(p, libdir, "pkgconfig")}
+    flags = subprocess.run(["pkg-config", "--cflags", "--libs", "bloomery"], env=env,
+                           capture_output=True, text=True)
+    check(flags.returncode == 0, "pkg-config finds bloomery " + flags.stderr.strip())
+    src = os.path.join(root, "t.c")
+    with open(src, "w") as f:
+        f.write('#include <bloomery/bloomery.h>\n#include <stdio.h>\n'
+                'int main(void) { return bloomery_strerror(BLOOMERY_OK) ? 0 : 1; }\n')
+    exe = os.path.join(root, "t")
+    cc = subprocess.run(["cc", src, "-o", exe] + flags.stdout.split(), capture_output=True,
+                        text=True)
+    check(cc.returncode == 0, "a program builds against the installed library " + cc.stderr)
+    if cc.returncode == 0:
+        r = subprocess.run([exe], env={**os.environ,
+                                       "LD_LIBRARY_PATH": os.path.join(p, libdir)})
+        check(r.returncode == 0, "and runs on the installed shared library")
+
+    # The installed config holds the service's data directory and starts
+    # the installed server (on a scratch directory and port here).
+    with open(conf) as f:
+        text = f.read()
+    check(re.search(r"^dir /var/lib/bloomery$", text, re.M) is not None,
+          "the configuration's data directory is /var/lib/bloomery")
+    port = free_port()
+    data = os.path.join(root, "data")
+    srv = subprocess.Popen([os.path.join(p, "bin/bloomeryd"), conf, "--port", str(port),
+                            "--dir", data], stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    up = False
+    deadline = time.time() + 20
+    while time.time() < deadline and srv.poll() is None:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=1) as s:
+                s.sendall(b"PING\r\n")
+                up = s.recv(16) == b"+PONG\r\n"
+                break
+        except OSError:
+            time.sleep(0.05)
+    check(up, "the installed bloomeryd starts on the installed configuration")
+    srv.terminate()
+    srv.wait(timeout=60)
+    check(srv.returncode == 0, "and stops cleanly")
+
+    # The unit.
+    unit = os.path.join(p, "lib/systemd/system/bloomeryd.service")
+    with open(unit) as f:
+        u = f.read()
+    keys = dict(re.findall(r"^(\w+)=(.*)$", u, re.M))
+    check(keys.get("ExecStart") == "%s/bin/bloomeryd %s" % (
+        prefix, conf[len(root):]), "ExecStart runs the installed server on the installed "
+        "configuration: " + keys.get("ExecStart", ""))
+    check(keys.get("User") == "bloomery" and keys.get("Group") == "bloomery",
+          "runs as the bloomery user")
+    check(keys.get("StateDirectory") == "bloomery", "its data directory is /var/lib/bloomery")
+    with open(os.path.join(p, "lib/sysusers.d/bloomery.conf")) as f:
+        check(re.search(r"^u bloomery ", f.read(), re.M) is not None,
+              "sysusers.d creates the bloomery user")
+    for k, v in (("NoNewPrivileges", "true"), ("ProtectSystem", "strict"),
+                 ("ProtectHome", "true"), ("PrivateTmp", "true"), ("PrivateDevices", "true"),
+                 ("CapabilityBoundingSet", ""), ("MemoryDenyWriteExecute", "true")):
+        check(keys.get(k) == v, "hardened: %s=%s" % (k, v))
+    sa = shutil.which("systemd-analyze")
+    if sa:
+        r = subprocess.run([sa, "security", "--offline=yes", unit], capture_output=True,
+                           text=True)
+        m = re.search(r"Overall exposure level for bloomeryd.service: ([0-9.]+)", r.stdout)
+        check(m is not None and float(m.group(1)) <= 4.0,
+              "systemd-analyze security: exposure %s <= 4.0" % (m.group(1) if m else "?"))
+        check("Unknown" not in r.stderr and "Failed to parse" not in r.stderr,
+              "systemd parses the unit " + r.stderr.strip())
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1]))

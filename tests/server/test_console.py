@@ -1,0 +1,360 @@
+"""The management console (docs/CONSOLE.md): its JSON API runs the same
+commands as RESP clients through the same dispatch and log, and the page
+creates, lists, expires and deletes filters in a real browser (Debian's
+chromium, headless, through selenium and chromedriver)."""
+import json
+import os
+import shutil
+import tempfile
+import threading
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+
+import pytest
+
+from conftest import MODULE, free_port
+from powercut import faults  # noqa: F401 (a fixture)
+from test_metrics import basic, get, http_server, wait_for
+
+pytestmark = pytest.mark.skipif(bool(MODULE), reason="bloomeryd's own HTTP listener")
+
+# Where the browser test saves its screenshots: BLOOMERY_SCREENSHOTS=docs
+# regenerates the ones README.md shows; by default a scratch directory.
+SHOTS = os.environ.get("BLOOMERY_SCREENSHOTS") or tempfile.mkdtemp(prefix="bloomery-shots-")
+
+
+def post(s, path, fields, headers=None, console=True):
+    h = {"X-Bloomery-Console": "1"} if console else {}
+    h.update(headers or {})
+    req = urllib.request.Request(s.http + path, data=urllib.parse.urlencode(fields).encode(),
+                                 headers=h, method="POST")
+    try:
+        with urllib.request.urlopen(req, timeout=60) as resp:
+            return resp.status, json.loads(resp.read())
+    except urllib.error.HTTPError as e:
+        body = e.read()
+        try:
+            return e.code, json.loads(body)
+        except ValueError:
+            return e.code, body.decode()
+
+
+def get_json(s, path, headers=None):
+    status, _, body = get(s.http + path, headers)
+    return status, json.loads(body)
+
+
+def filters(s, headers=None):
+    status, body = get_json(s, "/api/filters", headers)
+    assert status == 200
+    return {f["name"]: f for f in body["filters"]}
+
+
+def test_create_list_expire_delete(start_server):
+    s = http_server(start_server)
+    c = s.client()
+    st, body = post(s, "/api/filters", {"name": "clicks", "capacity": "100000",
+                                        "error_rate": "0.001", "expiry": "3600"})
+    assert (st, body) == (200, {"reply": "OK"})
+    # The same command as a client's: the filter is there, with its TTL.
+    info = c.execute_command("BF.INFO", "clicks", "ALL")
+    fields = dict(zip(info[::2], info[1::2]))
+    assert fields[b"Capacity"] == 100000
+    assert 3590 < c.ttl("clicks") <= 3600
+    c.execute_command("BF.MADD", "clicks", *["i%d" % i for i in range(1000)])
+    f = filters(s)["clicks"]
+    assert f["capacity"] == 100000 and f["items"] == 1000
+    assert f["fill"] == 0.01 and f["bytes"] == fields[b"Bytes"]
+    assert 0 < f["fpr"] < 0.001 and 3590 < f["ttl"] <= 3600
+    assert f["layout"] == "blocked" and f["type"] == "Bloom filter"
+
+    # The command's own error, word for word.
+    st, body = post(s, "/api/filters", {"name": "clicks", "capacity": "10", "error_rate": "0.1"})
+    assert (st, body) == (400, {"error": "ERR item exists"})
+    st, body = post(s, "/api/filters", {"name": "x", "capacity": "10", "error_rate": "2"})
+    assert st == 400 and body["error"].startswith("ERR")
+    st, body = post(s, "/api/filters", {"name": "x"})
+    assert st == 400 and "required" in body["error"]
+
+    # Layouts, windows, counting.
+    for name, extra in (("c", {"layout": "classic"}), ("n", {"layout": "counting"}),
+                        ("w", {"window": "600", "slices": "3"})):
+        st, body = post(s, "/api/filters", dict(name=name, capacity="1000", error_rate="0.01",
+                                                **extra))
+        assert st == 200, body
+    got = filters(s)
+    assert got["c"]["layout"] == "classic"
+    assert got["n"]["layout"] == "counting"
+    assert got["w"]["layout"] == "window" and got["w"]["parts"] == 3
+
+    st, body = post(s, "/api/filters/expire", {"name": "c", "seconds": "100"})
+    assert (st, body) == (200, {"reply": 1})
+    assert 90 < c.ttl("c") <= 100
+    st, body = post(s, "/api/filters/delete", {"name": "clicks"})
+    assert (st, body) == (200, {"reply": 1})
+    assert c.exists("clicks") == 0
+    assert "clicks" not in filters(s)
+    st, body = post(s, "/api/filters/delete", {"name": "clicks"})
+    assert (st, body) == (200, {"reply": 0})
+
+    # Counted by the same dispatch as a client's commands.
+    stats = c.info("commandstats")
+    assert stats["cmdstat_bf.reserve"]["calls"] == 6
+    assert stats["cmdstat_bf.reserve"]["failed_calls"] == 2
+    assert stats["cmdstat_del"]["calls"] == 2
+    c.close()
+
+
+def test_binary_names_round_trip(start_server):
+    s = http_server(start_server)
+    c = s.client()
+    name = "caf\u00e9 \"q\" \\ \u2603"
+    st, _ = post(s, "/api/filters", {"name": name, "capacity": "100", "error_rate": "0.01"})
+    assert st == 200
+    assert c.exists(name.encode()) == 1
+    assert name in filters(s)
+    c.execute_command("BF.ADD", b"raw\xff\x00", "x")
+    # Bytes that are not UTF-8 are shown as U+FFFD.
+    assert "raw\ufffd\u0000" in filters(s)
+    c.close()
+
+
+def test_calculator_matches_what_is_allocated(start_server):
+    s = http_server(start_server)
+    c = s.client()
+    for layout, extra in (("blocked", {}), ("classic", {}), ("counting", {}),
+                          ("window", {"window": "3600", "slices": "6"})):
+        q = dict(capacity="1000000", error_rate="0.001", layout=layout, **extra)
+        st, calc = get_json(s, "/api/calc?" + urllib.parse.urlencode(q))
+        assert st == 200, calc
+        assert calc["layout"] == layout
+        assert calc["bits_per_key"] == calc["bytes"] * 8 / 1e6
+        # Classic filters are sized by RedisBloom's formula, a hair over p.
+        assert 0.0001 < calc["expected_fpr"] <= 0.00101
+        name = "sz-" + layout
+        st, body = post(s, "/api/filters", dict(name=name, **q))
+        assert st == 200, body
+        assert filters(s)[name]["bytes"] == calc["bytes"]
+    st, calc = get_json(s, "/api/calc?capacity=1e6&error_rate=0.01")
+    assert st == 200 and calc["layout"] == "blocked"
+    for bad in ("capacity=0&error_rate=0.01", "capacity=10&error_rate=1",
+                "capacity=abc&error_rate=0.1", "capacity=10&error_rate=0.1&layout=x",
+                "capacity=1.5&error_rate=0.1", "error_rate=0.1"):
+        st, body = get_json(s, "/api/calc?" + bad)
+        assert st == 400 and body["error"], bad
+    c.close()
+
+
+def test_status(start_server):
+    s = http_server(start_server)
+    c = s.client()
+    c.execute_command("BF.ADD", "k", "x")
+    c.execute_command("SAVE")
+    st, body = get_json(s, "/api/status")
+    assert st == 200
+    assert body["keys"] == 1 and body["uptime_s"] >= 0
+    assert body["memory"]["used"] > 0
+    assert body["persistence"]["log_enabled"] is True
+    assert body["persistence"]["changes_since_snapshot"] == 0
+    assert abs(body["persistence"]["last_snapshot_s"] - time.time()) < 60
+    assert body["replication"] == {"role": "master", "offset": body["replication"]["offset"],
+                                   "replicas": []}
+    replica = http_server(start_server, "--replicaof", "127.0.0.1 %d" % s.port)
+
+    def listed():
+        st, b = get_json(s, "/api/status")
+        r = b["replication"]["replicas"]
+        return r and r[0]["state"] == "online" and b
+    wait_for(listed, "the replica in the master's status")
+    rb = wait_for(lambda: (lambda b: b["replication"].get("link_up") and b)(
+        get_json(replica, "/api/status")[1]), "the replica's link")
+    assert rb["replication"]["role"] == "replica"
+    assert rb["replication"]["master_port"] == s.port
+    # A replica refuses writes from the console as from any client.
+    st, body = post(replica, "/api/filters", {"name": "z", "capacity": "10",
+                                              "error_rate": "0.1"})
+    assert st == 400 and body["error"].startswith("READONLY")
+    c.close()
+
+
+def test_no_answer_before_the_log_is_durable(faults, start_server):
+    """Under appendfsync always a change from the console is answered only
+    once its log record is synced, as a client's: with the log's sync held,
+    no answer comes, and a power cut then loses the unanswered change; once
+    answered, a change survives one."""
+    port = free_port()
+    s = start_server("--appendfsync", "always", "--http-port", port, **faults.server_kw())
+    s.http = "http://127.0.0.1:%d" % port
+    wait_for(lambda: get(s.http + "/api/status")[0] == 200, "the HTTP listener")
+    st, _ = post(s, "/api/filters", {"name": "kept", "capacity": "100", "error_rate": "0.01"})
+    assert st == 200
+    before = faults.blocked_count()
+    faults.set(fsync="block", match="/log/")
+    answers = []
+    t = threading.Thread(target=lambda: answers.append(post_or_error(s, {
+        "name": "unsynced", "capacity": "100", "error_rate": "0.01"})))
+    t.start()
+    faults.wait_blocked(before)
+    # The record is written and its sync held: the request must still wait.
+    t.join(timeout=1)
+    assert t.is_alive() and not answers
+    faults.crash(s)
+    t.join(timeout=60)
+    assert answers and answers[0][0] != 200, answers
+    faults.set()
+    again = start_server(**faults.server_kw())
+    c = again.client()
+    assert c.exists("kept") == 1
+    assert c.exists("unsynced") == 0
+    c.close()
+
+
+def post_or_error(s, fields):
+    try:
+        return post(s, "/api/filters", fields)
+    except OSError as e:  # the server was killed while the request waited
+        return (None, str(e))
+
+
+def test_protection(start_server):
+    s = http_server(start_server, "--requirepass", "pw")
+    assert get(s.http + "/")[0] == 401
+    assert get(s.http + "/api/filters")[0] == 401
+    st, _ = post(s, "/api/filters", {"name": "a", "capacity": "10", "error_rate": "0.1"})
+    assert st == 401
+    st, body = post(s, "/api/filters", {"name": "a", "capacity": "10", "error_rate": "0.1"},
+                    headers=basic("pw"))
+    assert (st, body) == (200, {"reply": "OK"})
+    # A page of another site cannot add the header: its posts are refused.
+    st, _ = post(s, "/api/filters/delete", {"name": "a"}, headers=basic("pw"), console=False)
+    assert st == 403
+    assert "a" in filters(s, basic("pw"))
+    # Not a form: refused.
+    req = urllib.request.Request(s.http + "/api/filters/delete", data=b'{"name":"a"}',
+                                 headers={**basic("pw"), "X-Bloomery-Console": "1",
+                                          "Content-Type": "application/json"}, method="POST")
+    with pytest.raises(urllib.error.HTTPError) as e:
+        urllib.request.urlopen(req, timeout=10)
+    assert e.value.code == 415
+    st, _ = post(s, "/api/filters", {"name": "x" * 5000, "capacity": "10", "error_rate": "0.1"},
+                 headers=basic("pw"))
+    assert st == 413
+
+
+def test_page_and_assets(start_server):
+    s = http_server(start_server)
+    st, hdrs, body = get(s.http + "/")
+    assert st == 200 and hdrs["Content-Type"].startswith("text/html")
+    assert "default-src 'self'" in hdrs["Content-Security-Policy"]
+    for path in ("/console.js", "/console.css"):
+        st, _, asset = get(s.http + path)
+        assert st == 200 and path.encode() in body
+        with open(os.path.join(os.path.dirname(__file__), "..", "..", "console",
+                               path[1:]), "rb") as f:
+            assert asset == f.read()
+
+
+# ---- in a browser ----
+
+def browser():
+    try:
+        from selenium import webdriver
+    except ImportError:
+        return None
+    if not shutil.which("chromium") or not shutil.which("chromedriver"):
+        return None
+    opts = webdriver.ChromeOptions()
+    opts.binary_location = shutil.which("chromium")
+    for a in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu",
+              "--window-size=1280,1400", "--user-data-dir=" + tempfile.mkdtemp()):
+        opts.add_argument(a)
+    service = webdriver.ChromeService(executable_path=shutil.which("chromedriver")) \
+        if hasattr(webdriver, "ChromeService") else None
+    from selenium.webdriver.chrome.service import Service
+    return webdriver.Chrome(service=service or Service(shutil.which("chromedriver")),
+                            options=opts)
+
+
+def test_console_in_chromium(start_server):
+    drv = browser()
+    if drv is None:
+        pytest.skip("chromium, chromedriver or python3-selenium is not installed")
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import Select, WebDriverWait
+    s = http_server(start_server)
+    c = s.client()
+    c.execute_command("BF.RESERVE", "logins:24h", 0.001, 50000, "WINDOW", 86400)
+    c.execute_command("BF.RESERVE", "emails", 0.01, 20000)
+    c.execute_command("BF.MADD", "emails", *["e%d" % i for i in range(15000)])
+    c.execute_command("CF.RESERVE", "sessions", 10000)
+    c.expire("emails", 7 * 86400)
+    try:
+        wait = WebDriverWait(drv, 30, poll_frequency=0.05)
+        drv.get(s.http + "/")
+        row = lambda name: drv.find_elements(By.CSS_SELECTOR, 'tr[data-name="%s"]' % name)
+        wait.until(lambda d: row("emails"))
+        card = c.execute_command("BF.CARD", "emails")  # a few adds were false positives
+        assert drv.find_element(By.CSS_SELECTOR, 'tr[data-name="emails"] td.items').text \
+            == "{:,}".format(card)
+        status = drv.find_element(By.ID, "status-list").text
+        assert "master" in status and "Uptime" in status
+
+        # The sizing calculator answers before anything is created.
+        name = drv.find_element(By.ID, "f-name")
+        name.send_keys("signups")
+        cap = drv.find_element(By.ID, "f-capacity")
+        cap.clear()
+        cap.send_keys("2000000")
+        err = drv.find_element(By.ID, "f-error")
+        err.clear()
+        err.send_keys("0.001")
+        Select(drv.find_element(By.ID, "f-layout")).select_by_value("classic")
+        drv.find_element(By.ID, "f-expiry").send_keys("86400")
+        q = urllib.parse.urlencode({"capacity": 2000000, "error_rate": 0.001,
+                                    "layout": "classic"})
+        calc = json.loads(get(s.http + "/api/calc?" + q)[2])
+        sizing = drv.find_element(By.ID, "sizing")
+        wait.until(lambda d: "%.2f bits per key" % calc["bits_per_key"] in sizing.text)
+        assert "classic" in sizing.text
+        assert c.exists("signups") == 0
+        drv.find_element(By.ID, "f-submit").click()
+        wait.until(lambda d: row("signups"))
+        assert c.type("signups") == b"MBbloom--"
+        assert 86000 < c.ttl("signups") <= 86400
+        c.execute_command("BF.MADD", "signups", *["s%d" % i for i in range(1000)])
+        drv.find_element(By.CSS_SELECTOR, 'tr[data-name="emails"]').click()
+        wait.until(lambda d: d.find_element(By.ID, "chart").find_elements(By.CSS_SELECTOR,
+                                                                          "path.fill"))
+        os.makedirs(SHOTS, exist_ok=True)
+        assert drv.save_screenshot(os.path.join(SHOTS, "console.png"))
+
+        # Delete, after a confirmation; cancelling keeps the filter.
+        drv.find_element(By.CSS_SELECTOR, 'tr[data-name="signups"] button.delete').click()
+        dialog = drv.find_element(By.ID, "confirm")
+        wait.until(lambda d: dialog.is_displayed())
+        assert "signups" in drv.find_element(By.ID, "confirm-text").text
+        assert drv.save_screenshot(os.path.join(SHOTS, "console-delete.png"))
+        drv.find_element(By.ID, "confirm-cancel").click()
+        wait.until(lambda d: not dialog.is_displayed())
+        assert c.exists("signups") == 1
+        drv.find_element(By.CSS_SELECTOR, 'tr[data-name="signups"] button.delete').click()
+        wait.until(lambda d: dialog.is_displayed())
+        drv.find_element(By.ID, "confirm-ok").click()
+        wait.until(lambda d: not row("signups"))
+        assert c.exists("signups") == 0
+
+        # Expire: the dialog asks for the seconds.
+        drv.find_element(By.CSS_SELECTOR, 'tr[data-name="sessions"] button.expire').click()
+        wait.until(lambda d: dialog.is_displayed())
+        secs = drv.find_element(By.ID, "confirm-seconds")
+        secs.clear()
+        secs.send_keys("500")
+        drv.find_element(By.ID, "confirm-ok").click()
+        wait.until(lambda d: 0 < c.ttl("sessions") <= 500)
+        logs = [e for e in drv.get_log("browser") if e["level"] == "SEVERE"]
+        assert not logs, logs
+    finally:
+        drv.quit()
+        c.close()
