@@ -45,12 +45,16 @@ static int run(RedisModuleCtx *ctx, RedisModuleString **argv, int argc, const co
     if ((cmd->arity > 0 && argc != cmd->arity) || argc < -cmd->arity) {
         reply_wrong_arity(&c.out, cmd->name);
     } else {
+        mh_win_begin();
         mh_begin(ctx, cmd->flags & CMD_WRITE);
         cmd->proc(&c);
         bool changed = mh_changed;
         mh_end();
-        if (changed && (cmd->flags & CMD_WRITE))
+        if (changed && (cmd->flags & CMD_WRITE)) {
+            mh_win_replicate(ctx, true);
             rm.ReplicateVerbatim(ctx);
+        }
+        mh_win_end();
     }
     mh_reply(ctx, &c.out);
     reply_free(&c.out);
@@ -191,7 +195,8 @@ int RedisModule_OnLoad(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
         rm.Log(ctx, "warning", "bloomery: maxmemory changes will not be seen until a restart");
     if (!mh_config_register(ctx))
         return RM_ERR;
-    if (!mh_rdb_register(ctx) || !mh_redisbloom_register(ctx) || !mh_loadchunk_register(ctx))
+    if (!mh_rdb_register(ctx) || !mh_redisbloom_register(ctx) || !mh_loadchunk_register(ctx) ||
+        !mh_window_register(ctx))
         return RM_ERR;
     for (size_t i = 0; i < sizeof(registrations) / sizeof(registrations[0]); i++)
         if (!register_command(ctx, &registrations[i]))
