@@ -21,6 +21,17 @@
 #define MODULE_NAME "bloomery"
 #define MODULE_VERSION 100 /* 0.1.0 */
 
+/* The keyspace event of a write that changed data, on its first key (the
+ * destination of a merge): the command's name in lower case, as
+ * RedisBloom names its events ("bf.add", "cf.insert", ...), in the generic
+ * class. */
+static void notify(RedisModuleCtx *ctx, const command *cmd, RedisModuleString **argv, int argc)
+{
+    if (cmd->first_key < 1 || cmd->first_key >= argc)
+        return;
+    rm.NotifyKeyspaceEvent(ctx, RM_NOTIFY_GENERIC, cmd->name, argv[cmd->first_key]);
+}
+
 /* Runs one command row: what bloomeryd's dispatcher does for it once
  * Redis has looked it up and applied its own refusals (ACL, OOM for
  * deny-oom, replicas' read-only, MULTI). */
@@ -53,6 +64,7 @@ static int run(RedisModuleCtx *ctx, RedisModuleString **argv, int argc, const co
         if (changed && (cmd->flags & CMD_WRITE)) {
             mh_win_replicate(ctx, true);
             rm.ReplicateVerbatim(ctx);
+            notify(ctx, cmd, argv, argc);
         }
         mh_win_end();
     }

@@ -36,6 +36,9 @@
 #define RM_CTX_FLAGS_LOADING (1 << 13)    /* an RDB or AOF file being loaded */
 #define RM_CTX_FLAGS_RESP3 (1 << 22)
 
+/* NotifyKeyspaceEvent's class for events of modules' own ('g' in
+ * notify-keyspace-events). */
+#define RM_NOTIFY_GENERIC (1 << 2)
 
 /* SetModuleOptions: rdb_load may fail (returns NULL) and Redis handles it. */
 #define RM_OPTIONS_HANDLE_IO_ERRORS (1 << 0)
@@ -137,6 +140,8 @@ typedef struct rm_type_methods {
     X(int, Replicate, (RedisModuleCtx * ctx, const char *cmd, const char *fmt, ...))               \
     X(int, AvoidReplicaTraffic, (void))                                                            \
     X(uint64_t, CreateTimer, (RedisModuleCtx * ctx, long long ms, rm_timer_fn fn, void *data))     \
+    X(int, NotifyKeyspaceEvent,                                                                    \
+      (RedisModuleCtx * ctx, int type, const char *event, RedisModuleString *key))                 \
     X(RedisModuleCallReply *, Call, (RedisModuleCtx * ctx, const char *cmd, const char *fmt, ...)) \
     X(int, CallReplyType, (RedisModuleCallReply * r))                                              \
     X(size_t, CallReplyLength, (RedisModuleCallReply * r))                                         \
