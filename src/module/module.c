@@ -37,10 +37,11 @@ static void notify(RedisModuleCtx *ctx, const command *cmd, RedisModuleString **
  * deny-oom, replicas' read-only, MULTI). */
 static int run(RedisModuleCtx *ctx, RedisModuleString **argv, int argc, const command *cmd)
 {
-    const char *small_argv[16];
-    size_t small_lens[16];
-    const char **av = argc <= 16 ? small_argv : malloc((size_t)argc * sizeof(*av));
-    size_t *lens = argc <= 16 ? small_lens : malloc((size_t)argc * sizeof(*lens));
+    /* Room for a 100-item BF.MADD without allocating. */
+    const char *small_argv[128];
+    size_t small_lens[128];
+    const char **av = argc <= 128 ? small_argv : malloc((size_t)argc * sizeof(*av));
+    size_t *lens = argc <= 128 ? small_lens : malloc((size_t)argc * sizeof(*lens));
     if (av == NULL || lens == NULL) {
         if (av != small_argv)
             free(av);
