@@ -79,7 +79,10 @@ static bool walk(walker *w, int depth)
             send_text(w, type, s, n);
         return true;
     case ':':
-        if (!parse_ll(s, n, &v))
+        /* Most integers are a check's 0 or 1. */
+        if (n == 1 && s[0] >= '0' && s[0] <= '9')
+            v = s[0] - '0';
+        else if (!parse_ll(s, n, &v))
             return false;
         if (w->ctx)
             rm.ReplyWithLongLong(w->ctx, v);
