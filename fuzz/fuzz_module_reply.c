@@ -1,5 +1,5 @@
 // fuzz-sources: src/module/reply.c src/module/rm_api.c src/server/base/reply.c
-// fuzz-sources: -Isrc/module -Isrc/server/base
+// fuzz-sources: src/server/base/util.c -Isrc/module -Isrc/server/base
 /* Fuzz target: arbitrary bytes as a handler's reply buffer, sent through
  * the module's translator (src/module/reply.c) to a stand-in for Redis's
  * reply calls. Either the buffer is refused and exactly one error is sent,

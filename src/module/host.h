@@ -8,6 +8,7 @@
 #define BLOOMERY_MODULE_HOST_H
 
 #include <stdbool.h>
+#include <stdint.h>
 
 #include "keyspace.h"
 #include "reply_send.h"
@@ -56,6 +57,18 @@ RedisModuleCtx *mh_ctx(void);
 
 /* Set by the log calls: the command changed data and must be replicated. */
 extern bool mh_changed;
+
+/* Windows' clock and rotations (window_repl.c). A command calls
+ * mh_win_begin before its handler, mh_win_replicate before replicating
+ * itself (the rotations it performed, then the instant it ran at) and
+ * mh_win_end after; the log host notes each rotation. */
+void mh_win_begin(void);
+void mh_win_note_rotation(const char *key, size_t klen, int64_t start, bool early);
+void mh_win_replicate(RedisModuleCtx *ctx, bool command);
+void mh_win_end(void);
+/* Register BLOOMERY.WINCLOCK, BLOOMERY.WINROTATE and the rotation timer
+ * (OnLoad). */
+bool mh_window_register(RedisModuleCtx *ctx);
 
 /* The module types' AOF rewrite (aof.c). */
 void mh_aof_rewrite(RedisModuleIO *io, RedisModuleString *key, void *value);

@@ -5,10 +5,9 @@
  * change for the save points.
  *
  * Verbatim is exact for every command whose effect depends only on the
- * key's value and the arguments: every command but the adds and checks of
- * a windowed filter, whose rotations follow the clock of the server that
- * runs them (a replica rotates on its own clock). Replicating effects
- * instead is a later step (docs/MODULE.md).
+ * key's value and the arguments. A window's also depends on the clock:
+ * its rotations are noted here and replicated as explicit effects ahead
+ * of the command, with the instant it ran at (window_repl.c).
  */
 #include "host.h"
 #include "persist.h"
@@ -89,7 +88,7 @@ void wal_log_win_add(const char *key, size_t klen, const win_t *w, int64_t now_m
 
 void wal_log_win_rotate(const char *key, size_t klen, int64_t start_ms, bool early)
 {
-    (void)key, (void)klen, (void)start_ms, (void)early;
+    mh_win_note_rotation(key, klen, start_ms, early);
     changed();
 }
 

@@ -21,15 +21,27 @@
 #define MODULE_NAME "bloomery"
 #define MODULE_VERSION 100 /* 0.1.0 */
 
+/* The keyspace event of a write that changed data, on its first key (the
+ * destination of a merge): the command's name in lower case, as
+ * RedisBloom names its events ("bf.add", "cf.insert", ...), in the generic
+ * class. */
+static void notify(RedisModuleCtx *ctx, const command *cmd, RedisModuleString **argv, int argc)
+{
+    if (cmd->first_key < 1 || cmd->first_key >= argc)
+        return;
+    rm.NotifyKeyspaceEvent(ctx, RM_NOTIFY_GENERIC, cmd->name, argv[cmd->first_key]);
+}
+
 /* Runs one command row: what bloomeryd's dispatcher does for it once
  * Redis has looked it up and applied its own refusals (ACL, OOM for
  * deny-oom, replicas' read-only, MULTI). */
 static int run(RedisModuleCtx *ctx, RedisModuleString **argv, int argc, const command *cmd)
 {
-    const char *small_argv[16];
-    size_t small_lens[16];
-    const char **av = argc <= 16 ? small_argv : malloc((size_t)argc * sizeof(*av));
-    size_t *lens = argc <= 16 ? small_lens : malloc((size_t)argc * sizeof(*lens));
+    /* Room for a 100-item BF.MADD without allocating. */
+    const char *small_argv[128];
+    size_t small_lens[128];
+    const char **av = argc <= 128 ? small_argv : malloc((size_t)argc * sizeof(*av));
+    size_t *lens = argc <= 128 ? small_lens : malloc((size_t)argc * sizeof(*lens));
     if (av == NULL || lens == NULL) {
         if (av != small_argv)
             free(av);
@@ -45,12 +57,17 @@ static int run(RedisModuleCtx *ctx, RedisModuleString **argv, int argc, const co
     if ((cmd->arity > 0 && argc != cmd->arity) || argc < -cmd->arity) {
         reply_wrong_arity(&c.out, cmd->name);
     } else {
+        mh_win_begin();
         mh_begin(ctx, cmd->flags & CMD_WRITE);
         cmd->proc(&c);
         bool changed = mh_changed;
         mh_end();
-        if (changed && (cmd->flags & CMD_WRITE))
+        if (changed && (cmd->flags & CMD_WRITE)) {
+            mh_win_replicate(ctx, true);
             rm.ReplicateVerbatim(ctx);
+            notify(ctx, cmd, argv, argc);
+        }
+        mh_win_end();
     }
     mh_reply(ctx, &c.out);
     reply_free(&c.out);
@@ -191,7 +208,8 @@ int RedisModule_OnLoad(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
         rm.Log(ctx, "warning", "bloomery: maxmemory changes will not be seen until a restart");
     if (!mh_config_register(ctx))
         return RM_ERR;
-    if (!mh_rdb_register(ctx) || !mh_redisbloom_register(ctx) || !mh_loadchunk_register(ctx))
+    if (!mh_rdb_register(ctx) || !mh_redisbloom_register(ctx) || !mh_loadchunk_register(ctx) ||
+        !mh_window_register(ctx))
         return RM_ERR;
     for (size_t i = 0; i < sizeof(registrations) / sizeof(registrations[0]); i++)
         if (!register_command(ctx, &registrations[i]))

@@ -31,7 +31,14 @@
 #define RM_NO_EXPIRE (-1)
 
 /* GetContextFlags bits. */
+#define RM_CTX_FLAGS_SLAVE (1 << 3)
+#define RM_CTX_FLAGS_REPLICATED (1 << 12) /* sent by the master */
+#define RM_CTX_FLAGS_LOADING (1 << 13)    /* an RDB or AOF file being loaded */
 #define RM_CTX_FLAGS_RESP3 (1 << 22)
+
+/* NotifyKeyspaceEvent's class for events of modules' own ('g' in
+ * notify-keyspace-events). */
+#define RM_NOTIFY_GENERIC (1 << 2)
 
 /* SetModuleOptions: rdb_load may fail (returns NULL) and Redis handles it. */
 #define RM_OPTIONS_HANDLE_IO_ERRORS (1 << 0)
@@ -55,6 +62,7 @@ typedef struct RedisModuleCommand RedisModuleCommand;
 typedef struct RedisModuleScanCursor RedisModuleScanCursor;
 
 typedef int (*rm_cmd_fn)(RedisModuleCtx *ctx, RedisModuleString **argv, int argc);
+typedef void (*rm_timer_fn)(RedisModuleCtx *ctx, void *data);
 typedef void (*rm_scan_fn)(RedisModuleCtx *ctx, RedisModuleString *name, RedisModuleKey *k,
                            void *arg);
 
@@ -129,6 +137,11 @@ typedef struct rm_type_methods {
     X(int, ReplyWithBool, (RedisModuleCtx * ctx, int b))                                           \
     X(int, ReplyWithDouble, (RedisModuleCtx * ctx, double d))                                      \
     X(int, ReplicateVerbatim, (RedisModuleCtx * ctx))                                              \
+    X(int, Replicate, (RedisModuleCtx * ctx, const char *cmd, const char *fmt, ...))               \
+    X(int, AvoidReplicaTraffic, (void))                                                            \
+    X(uint64_t, CreateTimer, (RedisModuleCtx * ctx, long long ms, rm_timer_fn fn, void *data))     \
+    X(int, NotifyKeyspaceEvent,                                                                    \
+      (RedisModuleCtx * ctx, int type, const char *event, RedisModuleString *key))                 \
     X(RedisModuleCallReply *, Call, (RedisModuleCtx * ctx, const char *cmd, const char *fmt, ...)) \
     X(int, CallReplyType, (RedisModuleCallReply * r))                                              \
     X(size_t, CallReplyLength, (RedisModuleCallReply * r))                                         \

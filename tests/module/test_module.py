@@ -390,7 +390,9 @@ def build_values(c):
     c.execute_command("BF.RESERVE", "blocked", "0.01", "1000")
     c.execute_command("BF.RESERVE", "classic", "0.01", "100", "LAYOUT", "CLASSIC")
     c.execute_command("BF.RESERVE", "counting", "0.01", "100", "COUNTING")
-    c.execute_command("BF.RESERVE", "window", "0.01", "100", "WINDOW", "3600")
+    # Room for the items in its current slice: a full slice is rotated by
+    # the module's timer, which would change the value under the tests.
+    c.execute_command("BF.RESERVE", "window", "0.01", "2000", "WINDOW", "3600")
     c.execute_command("BF.RESERVE", "large", "0.0001", "3000000")
     c.execute_command("CF.RESERVE", "cuckoo", "100")
     items = ["item%d" % i for i in range(300)]

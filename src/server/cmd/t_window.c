@@ -3,9 +3,10 @@
  * BF.ADD, BF.MADD, BF.INSERT, BF.EXISTS, BF.MEXISTS, BF.CARD and BF.INFO
  * dispatch here from bf_*.c when the key holds a window.
  *
- * Clock: the server's wall clock in ms (plus debug-clock-offset-ms, for
- * tests), read once per command, so a command's due check and its adds use
- * the same instant.
+ * Clock: the host's (wal_window_clock_ms: the wall clock in ms plus
+ * debug-clock-offset-ms, for tests; inside Redis, a replica's is its
+ * master's), read once per command, so a command's due check and its adds
+ * use the same instant.
  *
  * Rotation: before adding, a command asks win_rotation_due(); when a slice
  * is due (its time is up, or it holds its share of the capacity) the
@@ -37,10 +38,7 @@
 /* A window reopened for its rotations. */
 static const ck_kind window_kind = {.types = {&window_type}, .not_found = "ERR not found"};
 
-static int64_t window_now(void)
-{
-    return now_ms() + atomic_load_explicit(&cfg.debug_clock_offset_ms, memory_order_relaxed);
-}
+static int64_t window_now(void) { return wal_window_clock_ms(); }
 
 typedef struct rot_ctx {
     const char *key;

@@ -149,6 +149,10 @@ void wal_log_win_create(const char *key, size_t klen, const wal_window *w);
 void wal_log_win_add(const char *key, size_t klen, const win_t *w, int64_t now_ms,
                      const char *const *items, const size_t *lens, size_t n, const uint8_t *isnew);
 void wal_log_win_rotate(const char *key, size_t klen, int64_t start_ms, bool early);
+/* The clock windows run on, in ms: the wall clock plus
+ * debug-clock-offset-ms. The host owns it because a replica inside Redis
+ * must run a window command at the time its master ran it. */
+int64_t wal_window_clock_ms(void);
 void wal_log_cf_create(const char *key, size_t klen, const wal_cuckoo *c);
 void wal_log_cf_op(const char *key, size_t klen, uint8_t op, uint32_t max_filters,
                    const uint64_t *hashes, size_t n);

@@ -19,6 +19,8 @@
  * without the log.
  */
 #include "persist.h"
+#include "config.h"
+#include "util.h"
 
 _Atomic uint64_t persist_dirty;
 __thread bool persist_replaying;
@@ -203,6 +205,13 @@ void wal_log_win_rotate(const char *key, size_t klen, int64_t start_ms, bool ear
     pbuf *b = wal_record_open();
     wal_enc_win_rotate(b, key, klen, start_ms, early);
     wal_record_close(WAL_WIN_ROTATE);
+}
+
+/* bloomeryd's replicas and replay apply the logged rotations and adds,
+ * never a window command, so the server's own clock is always the one. */
+int64_t wal_window_clock_ms(void)
+{
+    return now_ms() + atomic_load_explicit(&cfg.debug_clock_offset_ms, memory_order_relaxed);
 }
 
 void wal_log_cf_create(const char *key, size_t klen, const wal_cuckoo *c)
