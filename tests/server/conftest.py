@@ -73,6 +73,23 @@ class Client(redis.Redis):
         return {back.get(k, k): v for k, v in got.items()}
 
 
+def wait_for(cond, what="the condition", timeout=30, ignore=()):
+    """Poll cond until it returns something true, which is returned; fail
+    after timeout seconds. Exceptions of the types in ignore count as not
+    yet (a server restarting, a connection refused)."""
+    deadline = time.time() + timeout
+    while True:
+        try:
+            v = cond()
+        except ignore:
+            v = None
+        if v:
+            return v
+        if time.time() > deadline:
+            raise AssertionError("timed out waiting for " + what)
+        time.sleep(0.02)
+
+
 def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -6,16 +6,9 @@ import time
 
 import pytest
 
-from conftest import MODULE
+from conftest import MODULE, wait_for
 
 pytestmark = pytest.mark.skipif(bool(MODULE), reason="bloomeryd's own commands")
-
-
-def wait_for(cond, timeout=20):
-    deadline = time.time() + timeout
-    while not cond():
-        assert time.time() < deadline, "condition not reached in time"
-        time.sleep(0.02)
 
 
 # ---- CONFIG REWRITE ----

@@ -18,6 +18,7 @@ import pytest
 import redis
 from redis.sentinel import Sentinel
 
+import conftest
 from conftest import MODULE, QUICK, free_port
 
 pytestmark = pytest.mark.skipif(bool(MODULE) or not shutil.which("redis-sentinel"),
@@ -28,17 +29,10 @@ DOWN_AFTER_MS = 1000
 
 
 def wait_for(cond, what, timeout=60):
-    deadline = time.time() + timeout
-    while True:
-        try:
-            v = cond()
-        except (redis.ConnectionError, redis.TimeoutError, redis.ResponseError):
-            v = None
-        if v:
-            return v
-        if time.time() > deadline:
-            raise AssertionError("timed out waiting for " + what)
-        time.sleep(0.05)
+    """As conftest's, through restarts and failovers."""
+    return conftest.wait_for(cond, what, timeout,
+                             ignore=(redis.ConnectionError, redis.TimeoutError,
+                                     redis.ResponseError))
 
 
 class Cluster:

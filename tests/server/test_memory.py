@@ -15,7 +15,7 @@ import time
 import pytest
 
 import conftest
-from conftest import QUICK, RespError
+from conftest import QUICK, RespError, wait_for
 
 NOMEM = "ERR Insufficient memory to create filter"
 OOM = "OOM command not allowed when used memory > 'maxmemory'."
@@ -304,13 +304,6 @@ def reply_bytes(sock, timeout=60):
             got += data
     except ConnectionResetError:
         return got
-
-
-def wait_for(cond, timeout=30):
-    deadline = time.time() + timeout
-    while not cond():
-        assert time.time() < deadline
-        time.sleep(0.05)
 
 
 def test_query_buffer_limit_closes_client(start_server):

@@ -16,24 +16,13 @@ import urllib.request
 
 import pytest
 
-from conftest import MODULE, QUICK, free_port
+from conftest import MODULE, QUICK, free_port, wait_for
 
 pytestmark = pytest.mark.skipif(bool(MODULE), reason="bloomeryd's own HTTP listener")
 
 PROMTOOL = shutil.which("promtool")
 PROMETHEUS = shutil.which("prometheus")
 EXPORTER = shutil.which("prometheus-redis-exporter")
-
-
-def wait_for(cond, what, timeout=30):
-    deadline = time.time() + timeout
-    while True:
-        v = cond()
-        if v:
-            return v
-        if time.time() > deadline:
-            raise AssertionError("timed out waiting for " + what)
-        time.sleep(0.05)
 
 
 def get(url, headers=None, timeout=30):

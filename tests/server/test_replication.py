@@ -10,20 +10,9 @@ import time
 import pytest
 import redis
 
-from conftest import MODULE, QUICK
+from conftest import MODULE, QUICK, wait_for
 
 pytestmark = pytest.mark.skipif(bool(MODULE), reason="bloomeryd's own replication")
-
-
-def wait_for(cond, what, timeout=30):
-    deadline = time.time() + timeout
-    while True:
-        v = cond()
-        if v:
-            return v
-        if time.time() > deadline:
-            raise AssertionError("timed out waiting for " + what)
-        time.sleep(0.02)
 
 
 def info(c):
