@@ -90,6 +90,16 @@ def wait_for(cond, what="the condition", timeout=30, ignore=()):
         time.sleep(0.02)
 
 
+def scandump(c, family, key):
+    """Every (iterator, data) chunk of family.SCANDUMP of key."""
+    chunks, it = [], 0
+    while True:
+        it, data = c.execute_command(family + ".SCANDUMP", key, it)
+        if it == 0:
+            return chunks
+        chunks.append((it, data))
+
+
 def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -10,7 +10,7 @@ import time
 import pytest
 import redis
 
-from conftest import MODULE, QUICK, wait_for
+from conftest import MODULE, QUICK, scandump, wait_for
 
 pytestmark = pytest.mark.skipif(bool(MODULE), reason="bloomeryd's own replication")
 
@@ -37,15 +37,6 @@ def replicate(replica, master):
     assert c.execute_command("REPLICAOF", "127.0.0.1", master.port) == b"OK"
     c.close()
     caught_up(master, replica)
-
-
-def scandump(c, cmd, key):
-    chunks, it = [], 0
-    while True:
-        it, data = c.execute_command(cmd + ".SCANDUMP", key, it)
-        if it == 0:
-            return chunks
-        chunks.append((it, data))
 
 
 def fill(c):

@@ -9,18 +9,9 @@ import subprocess
 
 import pytest
 
-from conftest import BLOOMERYD
+from conftest import BLOOMERYD, scandump
 
 QUICK_ITEMS = 20000
-
-
-def dump(c, family, key):
-    chunks, it = [], 0
-    while True:
-        it, data = c.execute_command(family + ".SCANDUMP", key, it)
-        if it == 0:
-            return chunks
-        chunks.append((it, data))
 
 
 def load(c, family, key, chunks):
@@ -62,7 +53,7 @@ def test_restore_across_snapshot_and_crash(tmp_path, start_server, family, finis
     c = s.client()
     items = ["item:%d" % i for i in range(QUICK_ITEMS)]
     fill(c, family, items)
-    chunks = dump(c, family, "src")
+    chunks = scandump(c, family, "src")
     assert len(chunks) >= 3, len(chunks)
     half = len(chunks) // 2
     load(c, family, "dst", chunks[:half])

@@ -267,3 +267,10 @@ void reply_set_array_len(reply *r, size_t slot, long long n)
     memmove(r->buf + slot + hn, r->buf + body, r->len - body);
     r->len -= DEFER_SLOT - (size_t)hn;
 }
+
+void reply_lines(reply *r, const char *const *lines, size_t n)
+{
+    reply_array(r, (long long)n);
+    for (size_t i = 0; i < n; i++)
+        reply_simple(r, lines[i]);
+}

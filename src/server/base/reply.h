@@ -50,6 +50,8 @@ void reply_set(reply *r, long long n);
 void reply_push(reply *r, long long n);
 void reply_verbatim(reply *r, const char *s, size_t n); /* "txt" in RESP3 */
 void reply_wrong_arity(reply *r, const char *cmdname);
+/* A HELP subcommand's answer: an array of n simple strings. */
+void reply_lines(reply *r, const char *const *lines, size_t n);
 
 /* For replies whose length is known only at the end: reserve a header slot,
  * fill it later. */

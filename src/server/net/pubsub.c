@@ -516,10 +516,7 @@ bool pubsubCommand(cmd_ctx *x)
             "HELP",
             "    Prints this help.",
         };
-        size_t n = sizeof(help) / sizeof(help[0]);
-        reply_array(r, (long long)n);
-        for (size_t i = 0; i < n; i++)
-            reply_simple(r, help[i]);
+        reply_lines(r, help, sizeof(help) / sizeof(help[0]));
     } else if (arg_eq(x, 1, "channels") || arg_eq(x, 1, "numpat") || arg_eq(x, 1, "help") ||
                arg_eq(x, 1, "shardchannels")) {
         char sub[16];

@@ -569,10 +569,7 @@ bool clientCommand(cmd_ctx *c)
             "     [TYPE (NORMAL|MASTER|REPLICA|PUBSUB)] [USER default] [MAXAGE seconds]",
             "    Kill connections.",
         };
-        size_t n = sizeof(help) / sizeof(help[0]);
-        reply_array(r, (long long)n);
-        for (size_t i = 0; i < n; i++)
-            reply_simple(r, help[i]);
+        reply_lines(r, help, sizeof(help) / sizeof(help[0]));
     } else {
         reply_errorf(r,
                      "ERR unknown subcommand or wrong number of arguments for '%.*s'. Try "
