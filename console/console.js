@@ -1,7 +1,7 @@
 // The management console: reads /api/status and /api/filters, creates,
 // deletes and expires filters through the JSON API (docs/CONSOLE.md).
-// Fill and FPR history is sampled by this page and kept in localStorage
-// for an hour.
+// The chart of a filter's fill and FPR shows the server's samples of the
+// last hour (/api/history).
 "use strict";
 
 const HISTORY_MS = 3600 * 1000;
@@ -80,27 +80,6 @@ function renderStatus(s) {
     el("td", { class: "num" }, x.lag_s), el("td", { class: "num" }, x.lag_records))));
 }
 
-function loadHistory() {
-  try { return JSON.parse(localStorage.getItem("bloomery-history") || "{}"); }
-  catch (e) { return {}; }
-}
-
-function record(filters) {
-  const h = loadHistory();
-  const now = Date.now();
-  const live = new Set();
-  for (const f of filters) {
-    live.add(f.name);
-    (h[f.name] = h[f.name] || []).push([now, f.fill, f.fpr]);
-  }
-  for (const k of Object.keys(h)) {
-    h[k] = h[k].filter((p) => now - p[0] <= HISTORY_MS);
-    if (!live.has(k) || h[k].length === 0) delete h[k];
-  }
-  try { localStorage.setItem("bloomery-history", JSON.stringify(h)); } catch (e) { /* full */ }
-  return h;
-}
-
 function confirmAction(text, withSeconds, action) {
   pending = action;
   $("confirm-text").textContent = text;
@@ -108,8 +87,7 @@ function confirmAction(text, withSeconds, action) {
   $("confirm").showModal();
 }
 
-function renderFilters(data) {
-  const history = record(data.filters);
+function renderFilters(data, history) {
   $("filters-note").textContent = data.filters.length === 0 ? "No filters yet."
     : data.truncated ? "Showing the first " + data.filters.length +
       " filters (metrics-max-key-series)." : "";
@@ -141,17 +119,18 @@ function renderFilters(data) {
     return tr;
   });
   $("filter-table").tBodies[0].replaceChildren(...rows);
-  drawChart(selected && history[selected] ? history[selected] : null);
+  drawChart(history);
 }
 
-function drawChart(points) {
+function drawChart(history) {
   const box = $("chart-box");
-  box.classList.toggle("hidden", !points);
-  if (!points) return;
+  box.classList.toggle("hidden", !history);
+  if (!history) return;
+  const points = history.samples;
   $("chart-title").textContent = selected + ": the last hour";
   const svg = $("chart");
   const W = 640, H = 200, L = 40, R = 50, T = 10, B = 20;
-  const now = Date.now();
+  const now = history.now_ms; // the samples' times are on the server's clock
   const x = (t) => L + (W - L - R) * (1 - (now - t) / HISTORY_MS);
   const yFill = (v) => T + (H - T - B) * (1 - Math.min(1, v));
   const lo = -12; // FPR axis: 1e-12 .. 1
@@ -188,7 +167,11 @@ function drawChart(points) {
 async function refresh() {
   try {
     renderStatus(await api("/api/status"));
-    renderFilters(await api("/api/filters"));
+    const filters = await api("/api/filters");
+    if (selected && !filters.filters.some((f) => f.name === selected)) selected = null;
+    const history = selected
+      ? await api("/api/history?" + new URLSearchParams({ name: selected })) : null;
+    renderFilters(filters, history);
   } catch (e) {
     $("node-summary").textContent = "cannot reach the server: " + e.message;
   }

@@ -277,13 +277,50 @@ def browser():
                             options=opts)
 
 
+def history(s, name):
+    st, body = get_json(s, "/api/history?" + urllib.parse.urlencode({"name": name}))
+    assert st == 200
+    return body
+
+
+def test_history_is_kept_by_the_server(start_server):
+    """The chart's samples come from the server: a page opened later shows
+    what happened before, with each sample's fill and FPR as /api/filters
+    had them; a filter that is gone loses its history."""
+    s = http_server(start_server, "--console-sample-interval", 1)
+    c = s.client()
+    c.execute_command("BF.RESERVE", "clicks", 0.01, 1000)
+    c.execute_command("BF.RESERVE", "other", 0.01, 1000)
+    assert history(s, "nothing")["samples"] == []
+    h = wait_for(lambda: history(s, "clicks")["samples"] or None, "a first sample")
+    assert h[-1][1] == 0
+    c.execute_command("BF.MADD", "clicks", *["c%d" % i for i in range(500)])
+    card = c.execute_command("BF.CARD", "clicks")
+    got = wait_for(lambda: (lambda v: v if v[-1][1] > 0 else None)(history(s, "clicks")["samples"]),
+                   "a sample after the adds")
+    t, fill, fpr = got[-1]
+    assert fill == card / 1000
+    assert fpr == filters(s)["clicks"]["fpr"] and 0 < fpr < 0.01
+    assert all(a[0] < b[0] for a, b in zip(got, got[1:]))
+    assert [p[1] for p in got][:len(h)] == [0] * len(h)
+    body = history(s, "clicks")
+    assert body["interval_s"] == 1 and body["now_ms"] >= got[-1][0]
+    # Sampling goes on at the interval CONFIG SET gives it.
+    c.config_set("console-sample-interval", 3600)
+    assert c.config_get("console-sample-interval") == {"console-sample-interval": "3600"}
+    c.config_set("console-sample-interval", 1)
+    c.delete("clicks")
+    wait_for(lambda: history(s, "clicks")["samples"] == [], "the deleted filter's history to go")
+    assert history(s, "other")["samples"]
+
+
 def test_console_in_chromium(start_server):
     drv = browser()
     if drv is None:
         pytest.skip("chromium, chromedriver or python3-selenium is not installed")
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import Select, WebDriverWait
-    s = http_server(start_server)
+    s = http_server(start_server, "--console-sample-interval", 1)
     c = s.client()
     c.execute_command("BF.RESERVE", "logins:24h", 0.001, 50000, "WINDOW", 86400)
     c.execute_command("BF.RESERVE", "emails", 0.01, 20000)
@@ -325,8 +362,9 @@ def test_console_in_chromium(start_server):
         assert 86000 < c.ttl("signups") <= 86400
         c.execute_command("BF.MADD", "signups", *["s%d" % i for i in range(1000)])
         drv.find_element(By.CSS_SELECTOR, 'tr[data-name="emails"]').click()
+        # The server's samples, taken before the page asked for them.
         wait.until(lambda d: d.find_element(By.ID, "chart").find_elements(By.CSS_SELECTOR,
-                                                                          "path.fill"))
+                                                                          "circle.fill"))
         os.makedirs(SHOTS, exist_ok=True)
         assert drv.save_screenshot(os.path.join(SHOTS, "console.png"))
 

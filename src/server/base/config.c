@@ -66,6 +66,8 @@ static const cfg_entry table[] = {
     {"http-bind", T_STR, false, NULL, 0, 0, &s_http_bind, NULL, NULL, "127.0.0.1"},
     {"metrics-max-key-series", T_INT, true, &cfg.metrics_max_key_series, 0, 1000000, NULL, NULL,
      NULL, "1000"},
+    {"console-sample-interval", T_INT, true, &cfg.console_sample_interval, 1, 3600, NULL, NULL,
+     NULL, "15"},
     /* Ranges and defaults as Redis 7. */
     {"proto-max-bulk-len", T_MEM, true, &cfg.proto_max_bulk_len, 1024 * 1024, LLONG_MAX, NULL, NULL,
      NULL, "512mb"},

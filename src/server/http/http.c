@@ -135,6 +135,17 @@ static const char *query(struct MHD_Connection *conn, const char *name)
     return MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, name);
 }
 
+/* The name as sent, NULs included (a key may hold any bytes). */
+static void history_get(struct MHD_Connection *conn, textbuf *b)
+{
+    const char *name = NULL;
+    size_t len = 0;
+    if (MHD_lookup_connection_value_n(conn, MHD_GET_ARGUMENT_KIND, "name", 4, &name, &len) !=
+        MHD_YES)
+        name = NULL;
+    api_history(name, len, b);
+}
+
 static enum MHD_Result api_get(struct MHD_Connection *conn, const char *url)
 {
     textbuf b = {0};
@@ -143,6 +154,8 @@ static enum MHD_Result api_get(struct MHD_Connection *conn, const char *url)
         api_filters(&b);
     else if (strcmp(url, "/api/status") == 0)
         api_status(&b);
+    else if (strcmp(url, "/api/history") == 0)
+        history_get(conn, &b);
     else if (strcmp(url, "/api/calc") == 0)
         ok = api_calc(query(conn, "capacity"), query(conn, "error_rate"), query(conn, "layout"),
                       query(conn, "window"), query(conn, "slices"), &b);
@@ -298,6 +311,8 @@ bool http_start(char *err, size_t errlen)
         return false;
     }
     server_log(LOG_NOTICE, "HTTP (metrics, console) on %s:%lld", bind ? bind : "", port);
+    if (!history_start())
+        server_log(LOG_WARNING, "The console's fill and FPR history is off: no thread for it.");
     const struct sockaddr *sa = ai->ai_addr;
     bool loopback = (sa->sa_family == AF_INET &&
                      (ntohl(((const struct sockaddr_in *)sa)->sin_addr.s_addr) >> 24) == 127) ||
@@ -313,6 +328,7 @@ bool http_start(char *err, size_t errlen)
 
 void http_stop(void)
 {
+    history_stop();
     if (daemon_)
         MHD_stop_daemon(daemon_);
     daemon_ = NULL;

@@ -12,6 +12,7 @@
  *   api_args.c form fields into BF.RESERVE's arguments, the sizing
  *              calculator (api_args.h; pure, fuzzed)
  *   assets.c   the console's files (generated from console/ at build time)
+ *   history.c  each filter's fill and FPR over the last hour, sampled
  *   textbuf.c  a growing text buffer the pages are built in
  */
 #ifndef BLOOMERYD_HTTP_H
@@ -70,6 +71,16 @@ bool api_calc(const char *capacity, const char *error_rate, const char *layout, 
 bool api_create(const struct api_filter_form *f, textbuf *b);
 bool api_delete(const char *name, size_t len, textbuf *b);
 bool api_expire(const char *name, size_t len, const char *seconds, textbuf *b);
+
+/* ---- history.c ---- */
+#define HISTORY_MAX 240 /* samples kept per filter */
+/* The sampling thread, started and stopped with the listener. */
+bool history_start(void);
+void history_stop(void);
+/* {"interval_s":N,"now_ms":T,"samples":[[t_ms,fill,fpr|null],...]}: the
+ * filter's samples, oldest first (times on the server's clock); none for a
+ * filter not (yet) sampled. */
+void api_history(const char *name, size_t len, textbuf *b);
 
 /* ---- assets.c (generated): the console's files ---- */
 typedef struct http_asset {
