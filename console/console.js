@@ -127,6 +127,7 @@ function drawChart(history) {
   box.classList.toggle("hidden", !history);
   if (!history) return;
   const points = history.samples;
+  $("chart-interval").textContent = history.interval_s;
   $("chart-title").textContent = selected + ": the last hour";
   const svg = $("chart");
   const W = 640, H = 200, L = 40, R = 50, T = 10, B = 20;
