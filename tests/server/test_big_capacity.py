@@ -245,3 +245,39 @@ def test_maxmemory_refuses_what_the_machine_would_take(start_server):
     s.stop()
     shutil.rmtree(s.dir, ignore_errors=True)
 
+
+def test_reload_leaves_untouched_pages_unallocated(start_server):
+    """A big filter, nearly empty, goes through a snapshot and back (a
+    restart; in Redis, DEBUG RELOAD through the RDB): its items answer, and
+    the pages no item touched stay unallocated, as they were."""
+    s = start_server("--save", "")
+    dirs = [s.dir]
+    try:
+        c = s.client()
+        cap = 2 * 10 ** 9
+        assert c.execute_command("BF.RESERVE", "r", "0.01", cap, "NONSCALING") == b"OK"
+        size = c.execute_command("BF.INFO", "r", "SIZE")[0]
+        assert size > 2 * GIB
+        items = [b"r:%d" % n for n in range(50)]
+        assert c.execute_command("BF.MADD", "r", *items) == [1] * 50
+        if MODULE:
+            assert c.execute_command("DEBUG", "RELOAD") in (True, b"OK")
+        else:
+            assert c.execute_command("SAVE") in (True, b"OK")
+            c.close()
+            s.stop()
+            s = start_server("--save", "", datadir=s.datadir)
+            dirs.append(s.dir)
+            c = s.client()
+        assert c.execute_command("BF.INFO", "r", "CAPACITY") == [cap]
+        assert c.execute_command("BF.MEXISTS", "r", *items) == [1] * 50
+        assert c.execute_command("BF.CARD", "r") == 50
+        if not MODULE:
+            assert "Loaded snapshot" in s.output()
+        assert rss(s) < size // 4, "loading touched the whole array: %d bytes" % rss(s)
+        assert c.delete("r") == 1
+        c.close()
+    finally:
+        s.stop()
+        for d in dirs:
+            shutil.rmtree(d, ignore_errors=True)
