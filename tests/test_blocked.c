@@ -320,6 +320,58 @@ static void test_large_shape(void **state)
     assert_int_equal(bf_create(&bf, 10, 0.0, NULL), BLOOMERY_EINVAL);
 }
 
+/* Where an item's bits go in a filter of more than 2^32 bits: block
+ * mulhi64(lo, nblocks) (b = 1), its lane l holding bit (seed * ODD[l]) >> 26
+ * with seed the low 32 bits of hi, computed here in 64/128-bit arithmetic
+ * from the item's hash, for items whose block lies past bit 2^32 (and
+ * past byte 2^32). A position cut to 32 bits anywhere on the way puts the
+ * bits elsewhere, which round-tripping items alone would not notice. */
+static const uint32_t lane_odd[8] = {
+    0x8e3c1b95u, 0x6b4f2a37u, 0xd1a2b3c5u, 0x3f9e8d7bu,
+    0xa5c3e1f9u, 0x5e7d9cb1u, 0xc4b2a09du, 0x27f1e3d5u,
+};
+
+static void test_positions_past_2_32_bits(void **state)
+{
+    (void)state;
+    /* 6.25 GB mapped lazily; each add faults in at most one huge page. */
+    uint64_t nblocks = 50000000000ULL / 512;
+    bf_t *bf;
+    int rc = bf_create_shape(&bf, nblocks, 1, 7, 5000000000ULL, 0.01);
+    if (rc == BLOOMERY_ENOMEM) {
+        skip();
+    }
+    assert_int_equal(rc, BLOOMERY_OK);
+    const uint8_t *data = bf_data(bf);
+    char key[32];
+    unsigned past_bit = 0, past_byte = 0;
+    for (uint64_t i = 0; i < 400 && past_byte < 8; i++) {
+        size_t len = tu_key(key, "far:", i);
+        bloomery_hash h = bloomery_hash_item(key, len, bf_seed(bf));
+        uint64_t block = (uint64_t)(((unsigned __int128)h.lo * nblocks) >> 64);
+        if (block < ((uint64_t)1 << 32) / 512)
+            continue;
+        past_bit++;
+        past_byte += block >= ((uint64_t)1 << 32) / 64;
+        const uint64_t *lanes = (const uint64_t *)(const void *)(data + block * 64);
+        uint64_t want[8];
+        for (unsigned l = 0; l < 8; l++)
+            want[l] = (uint64_t)1 << ((uint32_t)((uint32_t)h.hi * lane_odd[l]) >> 26);
+        for (unsigned l = 0; l < 8; l++)
+            assert_int_equal(lanes[l], 0); /* a few items in 10^8 blocks */
+        assert_false(bf_check(bf, key, len));
+        bf_add(bf, key, len);
+        for (unsigned l = 0; l < 8; l++)
+            if ((lanes[l] & want[l]) == 0)
+                fail_msg("item %s: block %llu lane %u lacks its bit", key,
+                         (unsigned long long)block, l);
+        assert_true(bf_check(bf, key, len));
+    }
+    assert_true(past_bit >= 8);
+    assert_int_equal(past_byte, 8);
+    bf_free(bf);
+}
+
 static void test_merge_and_clear(void **state)
 {
     (void)state;
@@ -362,6 +414,7 @@ int main(void)
         cmocka_unit_test(test_check_and_add_linearizable),
         cmocka_unit_test(test_check_and_add_reports),
         cmocka_unit_test(test_large_shape),
+        cmocka_unit_test(test_positions_past_2_32_bits),
         cmocka_unit_test(test_merge_and_clear),
     };
     return cmocka_run_group_tests_name("blocked", tests, NULL, NULL);

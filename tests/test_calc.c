@@ -4,6 +4,7 @@
 #include <stddef.h>
 #include <cmocka.h>
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -53,6 +54,40 @@ static void test_seed_tables(void **state)
     expect(out, "10.21");
 }
 
+/* Capacities past 2^32 (and filters past 2^32 bytes): 1e10 and 6e9 items
+ * at 1%. Classic bytes are RedisBloom's, recomputed here: floor(n * bpe)
+ * bits rounded up to 64, bpe = -ln p / ln^2 2. Blocked bytes are whole
+ * 64-byte blocks, ceil(n * 10.2065 / 512) of them, so the two capacities
+ * keep their ratio 5:3. */
+static void test_past_32_bits(void **state)
+{
+    (void)state;
+    char out[4096], want[128];
+    const struct {
+        const char *arg, *capacity;
+        unsigned long long blocked;
+    } rows[] = {
+        {"1e10", "capacity       10000000000\n", 12758124800ULL},
+        {"6e9", "capacity       6000000000\n", 7654874880ULL},
+    };
+    for (size_t i = 0; i < 2; i++) {
+        char args[64];
+        snprintf(args, sizeof args, "calc %s 0.01", rows[i].arg);
+        assert_int_equal(run(args, out, sizeof out), 0);
+        expect(out, rows[i].capacity);
+        double n = strtod(rows[i].arg, NULL);
+        double bpe = -log(0.01) / (log(2) * log(2));
+        unsigned long long bits = (unsigned long long)(n * bpe);
+        unsigned long long classic = (bits + 63) / 64 * 8;
+        snprintf(want, sizeof want, "bytes                  %-24llu %llu\n", rows[i].blocked,
+                 classic);
+        expect(out, want);
+        expect(out, "bits per key           10.21                    9.59\n");
+    }
+    assert_int_equal(rows[0].blocked % 64, 0);
+    assert_int_equal(rows[0].blocked * 3, rows[1].blocked * 5);
+}
+
 static void test_usage_errors(void **state)
 {
     (void)state;
@@ -74,6 +109,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_seed_tables),
         cmocka_unit_test(test_usage_errors),
+        cmocka_unit_test(test_past_32_bits),
     };
     return cmocka_run_group_tests_name("calc", tests, NULL, NULL);
 }

@@ -91,7 +91,8 @@ extern "C" {
 #define CF_DEFAULT_FINGERPRINT_BITS 8
 #define CF_MIN_FINGERPRINT_BITS 8
 #define CF_MAX_FINGERPRINT_BITS 32
-/* The library's capacity limit; RedisBloom's commands stop at 2^30. */
+/* The library's capacity limit (a table far beyond any machine's memory);
+ * RedisBloom's commands stop at 2^30, bloomeryd's only at memory. */
 #define CF_MAX_CAPACITY (1ULL << 40)
 /* Largest sub-filter the library allocates; a growth beyond it fails with
  * BLOOMERY_ETOOBIG. */

@@ -694,7 +694,7 @@ static int build_object(bloomery_loader *l, rbuf *p, uint64_t max_bytes)
     case BLOOMERY_TYPE_HLL:
         if (p->len != 0 || l->nregions != 1 || l->lens[0] < 16 || l->lens[0] > HLL_DENSE_SIZE)
             return fail(l, BLOOMERY_ECORRUPT, "invalid HyperLogLog size");
-        l->hll_buf = malloc((size_t)l->lens[0]);
+        l->hll_buf = calloc(1, (size_t)l->lens[0]); /* zeroed, as every dest */
         if (!l->hll_buf)
             return fail(l, BLOOMERY_ENOMEM, "out of memory");
         l->dest[0] = l->hll_buf;
@@ -779,7 +779,7 @@ static int build_object(bloomery_loader *l, rbuf *p, uint64_t max_bytes)
         int rc = topk_create(&l->obj.u.topk, k, width, depth, decay, rng);
         if (rc != BLOOMERY_OK)
             return fail(l, rc, "cannot allocate the top-k: %s", bloomery_strerror(rc));
-        l->heap_buf = malloc((size_t)l->lens[1]);
+        l->heap_buf = calloc(1, (size_t)l->lens[1]); /* zeroed, as every dest */
         if (!l->heap_buf)
             return fail(l, BLOOMERY_ENOMEM, "out of memory");
         l->topk_rng = rng;
@@ -923,6 +923,21 @@ size_t bloomery_loader_chunk_len(const bloomery_loader *l, uint64_t i)
     return len;
 }
 
+/* Every destination starts zeroed, and a large one is lazily allocated
+ * (mem.c): copy only the pages of a chunk that hold something, so a mostly
+ * empty filter loads without touching its untouched pages. */
+#define LOAD_PAGE 4096u
+
+static void copy_nonzero(uint8_t *dst, const uint8_t *src, size_t len)
+{
+    for (size_t off = 0; off < len; off += LOAD_PAGE) {
+        size_t n = len - off < LOAD_PAGE ? len - off : LOAD_PAGE;
+        const uint8_t *p = src + off;
+        if (p[0] != 0 || memcmp(p, p + 1, n - 1) != 0)
+            memcpy(dst + off, p, n);
+    }
+}
+
 int bloomery_loader_chunk(bloomery_loader *l, uint64_t i, const uint8_t *data, size_t len,
                           uint64_t checksum)
 {
@@ -942,7 +957,8 @@ int bloomery_loader_chunk(bloomery_loader *l, uint64_t i, const uint8_t *data, s
         return fail(l, BLOOMERY_ECORRUPT, "chunk %llu checksum mismatch", (unsigned long long)i);
     if (l->loaded[i])
         return fail(l, BLOOMERY_ECORRUPT, "chunk %llu loaded twice", (unsigned long long)i);
-    memcpy(l->dest[r] + off, data, len);
+    if (len > 0)
+        copy_nonzero(l->dest[r] + off, data, len);
     l->loaded[i] = 1;
     l->nloaded++;
     return BLOOMERY_OK;

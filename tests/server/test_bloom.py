@@ -64,7 +64,6 @@ def test_wrongtype_errors(r):
     (["1e-400", "100"], "ERR bad error rate"),
     (["0.01", "0"], "ERR capacity must be in the range [1, 1073741824]"),
     (["0.01", "-5"], "ERR capacity must be in the range [1, 1073741824]"),
-    (["0.01", "1073741825"], "ERR capacity must be in the range [1, 1073741824]"),
     (["0.01", "007"], "ERR bad capacity"),
     (["0.01", "+5"], "ERR bad capacity"),
     (["0.01", "x"], "ERR bad capacity"),

@@ -20,13 +20,16 @@
 #ifndef BLOOMERYD_BF_H
 #define BLOOMERYD_BF_H
 
+#include <limits.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include "cmdkit.h"
 
-#define BF_MAX_CAPACITY (1LL << 30)
+/* No cap on a capacity but memory: creation refuses a filter that does not
+ * fit (cmdkit.h's ck_create). */
+#define BF_MAX_CAPACITY LLONG_MAX
 #define BF_MAX_TTL (100LL * 365 * 86400)
 
 /* Bloom and counting filters (a dump still loading answers so). */
@@ -66,7 +69,9 @@ void bfc_default_params(bfc_params *p);
  * with the full parameters. */
 kv_entry *bfc_create(cmd_ctx *c, ks_ref *ref, const void *arg);
 
-/* RESERVE's error rate and capacity, RedisBloom's checks and replies. */
+/* RESERVE's error rate and capacity, RedisBloom's checks and replies (a
+ * capacity below 1 answers RedisBloom's range, whose upper bound we do not
+ * have). */
 #define BF_RATE_SPEC                                                                               \
     {                                                                                              \
         .name = "error", .kind = OPT_RATE, .pos = 2, .bad = "ERR bad error rate",                  \

@@ -3,11 +3,12 @@
  * option tables, and the one creation path they and the adds' automatic
  * creation take (cmdkit.h's ck_create).
  *
- * Memory: a counting filter is reserved whole at its creation; a chain's
- * every link, the first included, is approved by maxmemory (else the
- * machine's memory) through the library's may_allocate hook, which also
- * counts its bytes, so a growth past the limit fails with Redis's OOM
- * error and changes nothing.
+ * Memory: a capacity has no cap but memory. A new filter's size is checked
+ * against maxmemory (else the machine's memory) before anything is
+ * allocated; a counting filter is reserved whole at its creation; a chain's
+ * every link, the first included, is approved through the library's
+ * may_allocate hook, which also counts its bytes, so a growth past the
+ * limit fails with Redis's OOM error and changes nothing.
  */
 #include "bf.h"
 #include "persist.h"
@@ -81,14 +82,17 @@ static void log_filter(const ks_ref *ref, const kv_entry *e, const void *arg)
     wal_log_create(ref->key, ref->klen, &wc);
 }
 
+/* The parameters are valid (the options' checks, or the defaults): a size
+ * of 0 is one beyond 64 bits, refused as memory. */
 static ck_value filter_value(const bfc_params *p)
 {
     sbf_options opts = chain_options(p, NULL);
+    uint64_t bytes = p->counting ? cntbf_bytes_for((uint64_t)p->capacity, p->error, NULL)
+                                 : sbf_bytes_for((uint64_t)p->capacity, p->error, &opts);
     return (ck_value){
         .kind = &bfc_kind,
         .type = p->counting ? &counting_type : &bloom_type,
-        .bytes = p->counting ? cntbf_bytes_for((uint64_t)p->capacity, p->error, NULL)
-                             : sbf_bytes_for((uint64_t)p->capacity, p->error, &opts),
+        .bytes = bytes ? bytes : CK_BYTES_TOO_BIG,
         .grows = !p->counting,
         .build = build_filter,
         .log = log_filter,

@@ -110,15 +110,18 @@ kv_entry *ck_create(cmd_ctx *c, ks_ref *ref, const ck_value *v)
         reply_error(&c->out, v->kind->failed);
         return NULL;
     }
-    if (v->grows) {
-        /* The entry's own bytes must fit as well as the value's first
-         * allocation, which the value reserves itself. */
-        if (maxmem && ks_used_memory() + v->bytes + overhead > maxmem) {
-            kv_obj_free(o);
-            reply_oom(c);
-            return NULL;
-        }
-    } else {
+    /* Up front, whatever the capacity: the value's bytes (a growing value's
+     * first allocation, which it reserves itself) and the entry's must fit
+     * the limit, so a filter too big is refused before it is allocated. */
+    uint64_t limit = ks_mem_limit(maxmem), used = ks_used_memory();
+    if (v->bytes == CK_BYTES_TOO_BIG ||
+        (limit &&
+         (v->bytes > limit || overhead > limit - v->bytes || used > limit - v->bytes - overhead))) {
+        kv_obj_free(o);
+        ck_reply_nomem(c, BLOOMERY_EREFUSED, create_nomem(v->kind));
+        return NULL;
+    }
+    if (!v->grows) {
         if (!ks_mem_try_reserve(v->bytes + overhead, maxmem)) {
             kv_obj_free(o);
             ck_reply_nomem(c, BLOOMERY_EREFUSED, create_nomem(v->kind));

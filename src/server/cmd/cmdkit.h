@@ -75,7 +75,9 @@ void ck_reply_status(cmd_ctx *c, const ck_kind *k, value_status st);
 typedef struct ck_value {
     const ck_kind *kind; /* its words for errors */
     const value_type *type;
-    uint64_t bytes; /* what creating it allocates; 0: parameters refused */
+    /* What creating it allocates; 0: parameters refused; CK_BYTES_TOO_BIG:
+     * a size beyond 64 bits, refused as memory. */
+    uint64_t bytes;
     /* A growing value reserves every allocation itself, creation included,
      * through kv_obj_may_grow; the others are reserved here, bytes and the
      * entry up front. */
@@ -87,8 +89,12 @@ typedef struct ck_value {
     long long ttl_s; /* 0: no expiry */
 } ck_value;
 
-/* Create v under ref (locked exclusively, key missing). Returns the entry,
- * or NULL after replying. */
+#define CK_BYTES_TOO_BIG UINT64_MAX
+
+/* Create v under ref (locked exclusively, key missing). Its bytes and its
+ * entry's must fit under maxmemory (else the machine's memory) before
+ * anything is allocated; a refusal answers as ck_reply_nomem. Returns the
+ * entry, or NULL after replying. */
 kv_entry *ck_create(cmd_ctx *c, ks_ref *ref, const ck_value *v);
 
 /* RESERVE: create v under key and reply OK; a key that exists answers

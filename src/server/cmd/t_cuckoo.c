@@ -30,8 +30,6 @@
 #include "restore.h"
 #include "util.h"
 
-#define RB_CF_MAX_CAPACITY (1LL << 30)
-
 static const ck_kind cf_kind = {
     .types = {&cuckoo_type},
     .loading = &cf_loading_type,
@@ -76,13 +74,16 @@ static void log_cf(const ks_ref *ref, const kv_entry *e, const void *arg)
 }
 
 /* A cuckoo filter grows sub-filter by sub-filter, each approved by
- * maxmemory through the library's may_allocate hook. */
+ * maxmemory through the library's may_allocate hook. A capacity has no cap
+ * but memory: one past the library's CF_MAX_CAPACITY (a table far beyond
+ * any machine's memory) is refused as memory. */
 static ck_value cf_value(const cf_params *p)
 {
     return (ck_value){
         .kind = &cf_kind,
         .type = &cuckoo_type,
-        .bytes = cf_bytes_for(p->capacity, &p->opts),
+        .bytes =
+            p->capacity > CF_MAX_CAPACITY ? CK_BYTES_TOO_BIG : cf_bytes_for(p->capacity, &p->opts),
         .grows = true,
         .build = build_cf,
         .log = log_cf,
@@ -140,7 +141,8 @@ static const char *check_capacity(const opt_val *v, const void *ctx)
 {
     (void)ctx;
     long long bucket = v[C_BUCKETSIZE].at ? v[C_BUCKETSIZE].n : CF_DEFAULT_BUCKET_SIZE;
-    if (v[C_CAPACITY].n < 2 * bucket || v[C_CAPACITY].n > RB_CF_MAX_CAPACITY)
+    /* RedisBloom's words, though the only upper bound is memory. */
+    if (v[C_CAPACITY].n < 2 * bucket)
         return "Capacity must be in the range [2 * BUCKETSIZE, 1073741824]";
     return NULL;
 }
@@ -230,7 +232,7 @@ static const opt_spec insert_specs[N_N] = {
     [N_CAPACITY] = {.name = "CAPACITY",
                     .kind = OPT_INT,
                     .lo = 2 * CF_DEFAULT_BUCKET_SIZE,
-                    .hi = RB_CF_MAX_CAPACITY,
+                    .hi = LLONG_MAX,
                     .bad = "Bad capacity",
                     .range = "Capacity must be in the range [2 * BUCKETSIZE, 1073741824]"},
     [N_NOCREATE] = {.name = "NOCREATE", .kind = OPT_FLAG},

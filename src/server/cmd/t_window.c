@@ -157,11 +157,13 @@ bool window_reserve(cmd_ctx *c)
         .slices = v[W_SLICES].at ? (unsigned)v[W_SLICES].n : WIN_DEFAULT_SLICES,
         .start_ms = window_now(),
     };
-    /* A window allocates its slices at once. */
+    /* A window allocates its slices at once. The parameters are valid: a
+     * size of 0 is one beyond 64 bits. */
+    uint64_t bytes = win_bytes_for(p.capacity, p.error, p.slices, NULL);
     ck_value wv = {
         .kind = &bfc_any_kind,
         .type = &window_type,
-        .bytes = win_bytes_for(p.capacity, p.error, p.slices, NULL),
+        .bytes = bytes ? bytes : CK_BYTES_TOO_BIG,
         .build = build_window,
         .log = log_window,
         .params = &p,
