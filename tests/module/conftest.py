@@ -8,6 +8,7 @@ $REDIS_PRELOAD names the sanitizer runtime to preload into Redis (which is
 not built with it); a report aborts Redis, which fails the test.
 """
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -144,7 +145,9 @@ class RawClient:
 
 @pytest.fixture(scope="session")
 def workdir():
-    return tempfile.mkdtemp(prefix="bloomery-module-test-")
+    d = tempfile.mkdtemp(prefix="bloomery-module-test-")
+    yield d
+    shutil.rmtree(d, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")

@@ -16,6 +16,7 @@ persistence. Options naming our settings become module arguments;
 settings go to the module's configs (bloomery.<name>).
 """
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -303,11 +304,20 @@ class RawClient:
 _started = []
 
 
+def remove_dirs(servers):
+    """The servers' temporary directories, once every one stopped cleanly
+    (a failure keeps them for a look); a restarted server may live in an
+    earlier one's data directory, hence only at the end."""
+    for s in servers:
+        shutil.rmtree(s.dir, ignore_errors=True)
+
+
 @pytest.fixture(scope="session")
 def server():
     s = Server()
     yield s
     s.stop()
+    remove_dirs([s])
 
 
 @pytest.fixture
@@ -322,6 +332,7 @@ def start_server():
     yield start
     for s in made:
         s.stop()
+    remove_dirs(made)
 
 
 @pytest.fixture

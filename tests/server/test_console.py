@@ -2,6 +2,7 @@
 commands as RESP clients through the same dispatch and log, and the page
 creates, lists, expires and deletes filters in a real browser (Debian's
 chromium, headless, through selenium and chromedriver)."""
+import atexit
 import json
 import os
 import shutil
@@ -22,7 +23,10 @@ pytestmark = pytest.mark.skipif(bool(MODULE), reason="bloomeryd's own HTTP liste
 
 # Where the browser test saves its screenshots: BLOOMERY_SCREENSHOTS=docs
 # regenerates the ones README.md shows; by default a scratch directory.
-SHOTS = os.environ.get("BLOOMERY_SCREENSHOTS") or tempfile.mkdtemp(prefix="bloomery-shots-")
+SHOTS = os.environ.get("BLOOMERY_SCREENSHOTS")
+if not SHOTS:
+    SHOTS = tempfile.mkdtemp(prefix="bloomery-shots-")
+    atexit.register(shutil.rmtree, SHOTS, True)
 
 
 def post(s, path, fields, headers=None, console=True):
@@ -265,10 +269,12 @@ def browser():
         return None
     if not shutil.which("chromium") or not shutil.which("chromedriver"):
         return None
+    profile = tempfile.mkdtemp(prefix="bloomery-chromium-")
+    atexit.register(shutil.rmtree, profile, True)
     opts = webdriver.ChromeOptions()
     opts.binary_location = shutil.which("chromium")
     for a in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu",
-              "--window-size=1280,1400", "--user-data-dir=" + tempfile.mkdtemp()):
+              "--window-size=1280,1400", "--user-data-dir=" + profile):
         opts.add_argument(a)
     service = webdriver.ChromeService(executable_path=shutil.which("chromedriver")) \
         if hasattr(webdriver, "ChromeService") else None
