@@ -188,6 +188,50 @@ static void test_no_false_negatives_1e8(void **state)
     }
 }
 
+/* A chain grown from capacity 100 has links of one block per key and,
+ * at the tighter rates of later links, of several: the chain's probe (one
+ * set of lane masks for all links) answers as the links one by one do, with
+ * both kernels, for members and for non-members. */
+static void test_chain_probe_matches_links(void **state)
+{
+    (void)state;
+    sbf_t *s;
+    sbf_options o = {.layout = BLOOMERY_LAYOUT_BLOCKED, .expansion = 2, .seed = 7};
+    assert_int_equal(sbf_create(&s, 100, 0.01, &o), BLOOMERY_OK);
+    uint64_t n = tu_scale(1000000, 200000);
+    char key[32];
+    for (uint64_t i = 0; i < n; i++)
+        sbf_add(s, key, tu_key(key, "c:", i));
+    size_t links = sbf_nlinks(s);
+    unsigned bmax = 1;
+    for (size_t i = 0; i < links; i++)
+        if (bf_blocks_per_key(sbf_link_blocked(s, i)) > bmax)
+            bmax = bf_blocks_per_key(sbf_link_blocked(s, i));
+    assert_true(links >= 10);
+    assert_true(bmax > 1);
+    for (int portable = 0; portable < 2; portable++) {
+        bf_force_portable(portable);
+        uint64_t missing = 0, disagree = 0, fp = 0;
+        for (uint64_t i = 0; i < 2 * n; i++) {
+            size_t len = i < n ? tu_key(key, "c:", i) : tu_key(key, "x:", i);
+            int got = sbf_check(s, key, len);
+            int want = 0;
+            for (size_t l = 0; l < links && !want; l++)
+                want = bf_check(sbf_link_blocked(s, l), key, len);
+            disagree += got != want;
+            if (i < n)
+                missing += got != 1;
+            else
+                fp += got == 1;
+        }
+        assert_int_equal(missing, 0);
+        assert_int_equal(disagree, 0);
+        assert_true(fp < n / 50);
+    }
+    bf_force_portable(false);
+    sbf_free(s);
+}
+
 typedef struct race {
     sbf_t *s;
     uint64_t n;
@@ -360,6 +404,7 @@ int main(void)
         cmocka_unit_test(test_nonscaling_full),
         cmocka_unit_test(test_chain_fpr),
         cmocka_unit_test(test_no_false_negatives_1e8),
+        cmocka_unit_test(test_chain_probe_matches_links),
         cmocka_unit_test(test_concurrent_adds_with_growth),
         cmocka_unit_test(test_allocation_veto),
         cmocka_unit_test(test_merge),

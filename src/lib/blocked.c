@@ -37,6 +37,7 @@
 #endif
 
 #include "block_array.h"
+#include "blocked_chain.h"
 #include "blocked_kernel.h"
 #include "stripe.h"
 
@@ -283,6 +284,53 @@ void bf_prefetch(const bf_t *bf, bloomery_hash h, bool for_write)
         else
             __builtin_prefetch(p, 0, 3);
     }
+}
+
+/* ---- chains: one item against the links of a scalable filter ---- */
+
+#ifdef BLOOMERY_HAVE_AVX2
+__attribute__((target("avx2"))) static bool check_any_avx2(const bf_t *const *f, size_t n,
+                                                           bloomery_hash h)
+{
+    /* The lane masks of an item's j-th block depend on h.hi and j only, not
+     * on the link: derived once for the whole chain, as links need them. */
+    __m256i m[BLOOMERY_MAX_BLOCKS_PER_KEY][2];
+    unsigned have = 0;
+    for (size_t i = n; i-- > 0;) {
+        const bf_t *bf = f[i];
+        unsigned b = bf->a.b;
+        for (; have < b; have++)
+            masks_avx2(bk_seed(h, have), &m[have][0], &m[have][1]);
+        bool all = true;
+        for (unsigned j = 0; j < b && all; j++) {
+            const uint64_t *blk = block_ptr(bf, bk_block(h, j, bf->a.nblocks));
+            all = _mm256_testc_si256(load_lanes(blk), m[j][0]) &
+                  _mm256_testc_si256(load_lanes(blk + 4), m[j][1]);
+        }
+        if (all)
+            return true;
+    }
+    return false;
+}
+#endif
+
+bool bf_check_any_hashed(const bf_t *const *f, size_t n, bloomery_hash h)
+{
+#ifdef BLOOMERY_HAVE_AVX2
+    if (use_avx2())
+        return check_any_avx2(f, n, h);
+#endif
+    for (size_t i = n; i-- > 0;)
+        if (bf_check_hashed(f[i], h))
+            return true;
+    return false;
+}
+
+void bf_prefetch_all(const bf_t *const *f, size_t n, bloomery_hash h)
+{
+    for (size_t i = 0; i < n; i++)
+        for (unsigned j = 0; j < f[i]->a.b; j++)
+            __builtin_prefetch(block_ptr(f[i], bk_block(h, j, f[i]->a.nblocks)), 0, 3);
 }
 
 /* ---- batches ---- */

@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "blocked_chain.h"
 #include "stripe.h"
 
 #define BATCH 16
@@ -321,6 +322,8 @@ static bool chain_has(const sbf_t *s, item_hash h)
 {
     size_t n = load_nlinks(s);
     void **links = load_links(s);
+    if (s->layout == BLOOMERY_LAYOUT_BLOCKED)
+        return bf_check_any_hashed((const bf_t *const *)links, n, h.blocked);
     for (size_t i = n; i-- > 0;)
         if (link_check(s, links[i], h))
             return true;
@@ -385,6 +388,10 @@ static void prefetch(const sbf_t *s, item_hash h, bool for_write)
         return;
     size_t n = load_nlinks(s);
     void **links = load_links(s);
+    if (!for_write) {
+        bf_prefetch_all((const bf_t *const *)links, n, h.blocked);
+        return;
+    }
     for (size_t i = 0; i < n; i++)
         bf_prefetch(links[i], h.blocked, for_write);
 }
