@@ -125,6 +125,17 @@ BLOOMERY_API size_t bloomery_loader_chunk_len(const bloomery_loader *l, uint64_t
 /* Verify and copy chunk i. */
 BLOOMERY_API int bloomery_loader_chunk(bloomery_loader *l, uint64_t i, const uint8_t *data,
                                        size_t len, uint64_t checksum);
+/* Filling chunks in place, on several threads at once: where chunk i's
+ * bytes go (*len receives its length; NULL when i is out of range or no
+ * header is loaded). Write them there, then have them checked: */
+BLOOMERY_API uint8_t *bloomery_loader_chunk_dest(bloomery_loader *l, uint64_t i, size_t *len);
+/* Verify chunk i written at its dest against its checksum and count it
+ * loaded. Safe to call from several threads at once for distinct chunks;
+ * the message of a failure goes to err (as bloomery_loader_error would
+ * say it), not to the loader. Until bloomery_loader_finish succeeds the
+ * object's bytes are not to be trusted. */
+BLOOMERY_API int bloomery_loader_chunk_placed(bloomery_loader *l, uint64_t i, uint64_t checksum,
+                                              char *err, size_t errlen);
 /* All chunks must have been loaded; hands over the object. */
 BLOOMERY_API int bloomery_loader_finish(bloomery_loader *l, bloomery_object *out);
 /* Why the last call failed: a message naming the field or chunk. */
