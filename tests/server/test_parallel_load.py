@@ -72,7 +72,7 @@ def data_set(tmp_path_factory):
 
 
 def loaded_line(out):
-    m = re.findall(r"Loaded snapshot .*: (\d+) keys, (\d+) chunks in [0-9.]+ s \((\d+) threads\)",
+    m = re.findall(r"Loaded snapshot .*: (\d+) keys, (\d+) chunks in [0-9.]+ s \((\d+) threads?\)",
                    out)
     assert m, out
     return tuple(int(x) for x in m[-1])

@@ -301,8 +301,9 @@ static bool load_snapshot(const char *dir, uint64_t *start_lsn, uint64_t *from_l
         *from_lsn = snap_index_log_from(ix);
         server_log(LOG_NOTICE,
                    "Loaded snapshot %s: %" PRIu64 " keys, %" PRIu64
-                   " chunks in %.3f s (%d threads)",
-                   path, ix->nkeys, ix->nchunks, (double)(mono_us() - t0) / 1e6, nthreads);
+                   " chunks in %.3f s (%d thread%s)",
+                   path, ix->nkeys, ix->nchunks, (double)(mono_us() - t0) / 1e6, nthreads,
+                   nthreads == 1 ? "" : "s");
         snapshot_adopt(ix->seq, ix);
     } else {
         snprintf(err, errlen, "%s", j.err);
