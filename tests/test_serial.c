@@ -2,6 +2,7 @@
  * single-byte flip and every truncation of a serialized object is rejected
  * with an error, never loaded; chunks may arrive in any order but each must
  * arrive once, intact and in its place. */
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -260,6 +261,104 @@ static void test_every_flip_and_truncation(void **state)
     }
 }
 
+/* In place, as a snapshot's load does it: several threads each write their
+ * chunks at bloomery_loader_chunk_dest and have them checked. */
+typedef struct placer {
+    bloomery_loader *l;
+    bloomery_image *img;
+    uint64_t first, step;
+    int bad; /* failed checks */
+} placer;
+
+static void *place_chunks(void *arg)
+{
+    placer *p = arg;
+    uint64_t n = bloomery_image_nchunks(p->img);
+    for (uint64_t k = p->first; k < n; k += p->step) {
+        size_t cl, dl;
+        const uint8_t *c = bloomery_image_chunk(p->img, k, &cl);
+        uint8_t *d = bloomery_loader_chunk_dest(p->l, k, &dl);
+        char err[160];
+        if (d == NULL || dl != cl) {
+            p->bad++;
+            continue;
+        }
+        memcpy(d, c, cl);
+        if (bloomery_loader_chunk_placed(p->l, k, NULL, 0,
+                                         bloomery_image_chunk_checksum(p->img, k, c, cl), err,
+                                         sizeof err) != BLOOMERY_OK)
+            p->bad++;
+    }
+    return NULL;
+}
+
+static void test_loader_in_place(void **state)
+{
+    (void)state;
+    bloomery_object o = make(BLOOMERY_TYPE_SCALABLE, 0);
+    bloomery_image *img;
+    assert_int_equal(bloomery_image_create(&img, o, 64), BLOOMERY_OK);
+    size_t hl, used;
+    const uint8_t *h = bloomery_image_header(img, &hl);
+    uint64_t n = bloomery_image_nchunks(img);
+    assert_true(n > 8);
+    bloomery_loader *l;
+    assert_int_equal(bloomery_loader_open(&l, h, hl, MAX_BYTES, &used), BLOOMERY_OK);
+
+    placer p[3];
+    pthread_t th[3];
+    for (int t = 0; t < 3; t++) {
+        p[t] = (placer){l, img, (uint64_t)t, 3, 0};
+        assert_int_equal(pthread_create(&th[t], NULL, place_chunks, &p[t]), 0);
+    }
+    for (int t = 0; t < 3; t++) {
+        assert_int_equal(pthread_join(th[t], NULL), 0);
+        assert_int_equal(p[t].bad, 0);
+    }
+    /* Each chunk counts once; a wrong checksum, a chunk out of range are
+     * refused with their message in the caller's buffer. */
+    char err[160] = "";
+    size_t cl;
+    const uint8_t *c = bloomery_image_chunk(img, 2, &cl);
+    uint64_t sum = bloomery_image_chunk_checksum(img, 2, c, cl);
+    assert_int_equal(bloomery_loader_chunk_placed(l, 2, NULL, 0, sum, err, sizeof err),
+                     BLOOMERY_ECORRUPT);
+    assert_string_equal(err, "chunk 2 loaded twice");
+    assert_int_equal(bloomery_loader_chunk_placed(l, 2, NULL, 0, sum ^ 1, err, sizeof err),
+                     BLOOMERY_ECORRUPT);
+    assert_string_equal(err, "chunk 2 checksum mismatch");
+    size_t dl = 1;
+    assert_null(bloomery_loader_chunk_dest(l, n, &dl));
+    assert_int_equal(dl, 0);
+    assert_int_equal(bloomery_loader_chunk_placed(l, n, NULL, 0, 0, err, sizeof err),
+                     BLOOMERY_ECORRUPT);
+    assert_non_null(strstr(err, "out of range"));
+    bloomery_object back;
+    assert_int_equal(bloomery_loader_finish(l, &back), BLOOMERY_OK);
+    bloomery_loader_free(l);
+    same_answers(o, back);
+    bloomery_object_free(&back);
+
+    /* A damaged chunk written in place fails its check and is not counted:
+     * the object is never handed over. */
+    assert_int_equal(bloomery_loader_open(&l, h, hl, MAX_BYTES, &used), BLOOMERY_OK);
+    for (uint64_t k = 0; k < n; k++) {
+        c = bloomery_image_chunk(img, k, &cl);
+        uint8_t *d = bloomery_loader_chunk_dest(l, k, &dl);
+        assert_non_null(d);
+        memcpy(d, c, cl);
+        sum = bloomery_image_chunk_checksum(img, k, c, cl);
+        if (k == n / 2)
+            d[cl / 2] ^= 0x40;
+        assert_int_equal(bloomery_loader_chunk_placed(l, k, NULL, 0, sum, err, sizeof err),
+                         k == n / 2 ? BLOOMERY_ECORRUPT : BLOOMERY_OK);
+    }
+    assert_int_equal(bloomery_loader_finish(l, &back), BLOOMERY_ETRUNC);
+    bloomery_loader_free(l);
+    bloomery_image_free(img);
+    bloomery_object_free(&o);
+}
+
 static void test_loader_chunks(void **state)
 {
     (void)state;
@@ -434,6 +533,7 @@ int main(void)
         cmocka_unit_test(test_round_trip),
         cmocka_unit_test(test_every_flip_and_truncation),
         cmocka_unit_test(test_loader_chunks),
+        cmocka_unit_test(test_loader_in_place),
         cmocka_unit_test(test_cuckoo_forged_shapes),
         cmocka_unit_test(test_garbage),
         cmocka_unit_test(test_chunk_at),

@@ -125,6 +125,21 @@ BLOOMERY_API size_t bloomery_loader_chunk_len(const bloomery_loader *l, uint64_t
 /* Verify and copy chunk i. */
 BLOOMERY_API int bloomery_loader_chunk(bloomery_loader *l, uint64_t i, const uint8_t *data,
                                        size_t len, uint64_t checksum);
+/* Filling chunks on several threads at once. Where chunk i's bytes go
+ * (*len receives its length; NULL when i is out of range or no header is
+ * loaded): */
+BLOOMERY_API uint8_t *bloomery_loader_chunk_dest(bloomery_loader *l, uint64_t i, size_t *len);
+/* Verify chunk i against its checksum, put it in place and count it
+ * loaded: data (data_len bytes) is copied to its dest, all-zero 4 KiB pages
+ * skipped, so a mostly empty object stays mostly unallocated; data NULL
+ * means the bytes were written at dest already. Safe to call from several
+ * threads at once for distinct chunks; the message of a failure goes to
+ * err (as bloomery_loader_error would say it), not to the loader. Until
+ * bloomery_loader_finish succeeds the object's bytes are not to be
+ * trusted. */
+BLOOMERY_API int bloomery_loader_chunk_placed(bloomery_loader *l, uint64_t i, const uint8_t *data,
+                                              size_t data_len, uint64_t checksum, char *err,
+                                              size_t errlen);
 /* All chunks must have been loaded; hands over the object. */
 BLOOMERY_API int bloomery_loader_finish(bloomery_loader *l, bloomery_object *out);
 /* Why the last call failed: a message naming the field or chunk. */

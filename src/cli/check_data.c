@@ -52,7 +52,7 @@ static void check_entry(const char *dir, const char *ipath, const snap_entry *e)
     }
     bool ok = true;
     for (uint64_t i = 0; i < e->nchunks; i++)
-        if (!datadir_load_chunk(dir, ipath, e, i, l, NULL, err, sizeof(err))) {
+        if (!datadir_load_chunk(dir, ipath, e, i, l, err, sizeof(err))) {
             problem(err);
             ok = false;
         }

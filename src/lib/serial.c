@@ -964,6 +964,59 @@ int bloomery_loader_chunk(bloomery_loader *l, uint64_t i, const uint8_t *data, s
     return BLOOMERY_OK;
 }
 
+uint8_t *bloomery_loader_chunk_dest(bloomery_loader *l, uint64_t i, size_t *len)
+{
+    *len = 0;
+    if (!l->loaded || i >= l->nchunks)
+        return NULL;
+    uint32_t r;
+    uint64_t off;
+    chunk_span(l->first_chunk, l->nregions, l->lens, l->chunk_size, i, &r, &off, len);
+    return l->dest[r] + off;
+}
+
+static int fail_to(char *err, size_t errlen, int rc, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+static int fail_to(char *err, size_t errlen, int rc, const char *fmt, ...)
+{
+    if (err && errlen) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err, errlen, fmt, ap);
+        va_end(ap);
+    }
+    return rc;
+}
+
+/* Threads share the loader: only its flags and count change here, with
+ * atomics (each chunk's flag claimed once, before any byte is copied). */
+int bloomery_loader_chunk_placed(bloomery_loader *l, uint64_t i, const uint8_t *data,
+                                 size_t data_len, uint64_t checksum, char *err, size_t errlen)
+{
+    size_t len;
+    uint8_t *dest = bloomery_loader_chunk_dest(l, i, &len);
+    if (!l->loaded)
+        return fail_to(err, errlen, BLOOMERY_ESTATE, "no valid header loaded");
+    if (dest == NULL)
+        return fail_to(err, errlen, BLOOMERY_ECORRUPT, "chunk %llu out of range (%llu chunks)",
+                       (unsigned long long)i, (unsigned long long)l->nchunks);
+    if (data && data_len != len)
+        return fail_to(err, errlen, data_len < len ? BLOOMERY_ETRUNC : BLOOMERY_ECORRUPT,
+                       "chunk %llu has %zu bytes, expected %zu", (unsigned long long)i, data_len,
+                       len);
+    if (chunk_sum(l->header_sum, i, data ? data : dest, len) != checksum)
+        return fail_to(err, errlen, BLOOMERY_ECORRUPT, "chunk %llu checksum mismatch",
+                       (unsigned long long)i);
+    if (__atomic_exchange_n(&l->loaded[i], 1, __ATOMIC_RELAXED))
+        return fail_to(err, errlen, BLOOMERY_ECORRUPT, "chunk %llu loaded twice",
+                       (unsigned long long)i);
+    if (data && len > 0)
+        copy_nonzero(dest, data, len);
+    __atomic_add_fetch(&l->nloaded, 1, __ATOMIC_RELAXED);
+    return BLOOMERY_OK;
+}
+
 int bloomery_loader_finish(bloomery_loader *l, bloomery_object *out)
 {
     if (!l->loaded)

@@ -120,10 +120,10 @@ void chunk_file_header(uint8_t out[CHUNK_HEADER_SIZE], uint32_t raw_len, chunk_h
     le_store(out + 40, XXH3_64bits(out, 40), 8);
 }
 
-bool chunk_file_decode(const uint8_t *buf, size_t len, const chunk_hash *want, uint8_t **out,
-                       uint32_t *raw_len, char *err, size_t errlen, size_t *err_off)
+bool chunk_file_header_check(const uint8_t *buf, size_t len, const chunk_hash *want,
+                             uint32_t *raw_len, chunk_hash *hash, const uint8_t **frame,
+                             size_t *frame_len, char *err, size_t errlen, size_t *err_off)
 {
-    *out = NULL;
     *err_off = 0;
     if (len < CHUNK_HEADER_SIZE) {
         setf(err, errlen, "file truncated (%zu bytes, header is %d)", len, CHUNK_HEADER_SIZE);
@@ -163,12 +163,29 @@ bool chunk_file_decode(const uint8_t *buf, size_t len, const chunk_hash *want, u
         *err_off = 12;
         return false;
     }
+    *raw_len = rl;
+    *hash = h;
+    *frame = buf + CHUNK_HEADER_SIZE;
+    *frame_len = (size_t)flen;
+    return true;
+}
+
+bool chunk_file_decode(const uint8_t *buf, size_t len, const chunk_hash *want, uint8_t **out,
+                       uint32_t *raw_len, char *err, size_t errlen, size_t *err_off)
+{
+    *out = NULL;
+    uint32_t rl;
+    chunk_hash h;
+    const uint8_t *frame;
+    size_t flen;
+    if (!chunk_file_header_check(buf, len, want, &rl, &h, &frame, &flen, err, errlen, err_off))
+        return false;
     uint8_t *raw = malloc(rl);
     if (raw == NULL) {
         setf(err, errlen, "out of memory");
         return false;
     }
-    if (!chunk_frame_decode(buf + CHUNK_HEADER_SIZE, (size_t)flen, rl, h, raw, err, errlen)) {
+    if (!chunk_frame_decode(frame, flen, rl, h, raw, err, errlen)) {
         free(raw);
         *err_off = CHUNK_HEADER_SIZE;
         return false;

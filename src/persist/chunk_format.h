@@ -53,6 +53,13 @@ bool chunk_frame_decode(const uint8_t *frame, size_t flen, uint32_t raw_len, chu
 
 void chunk_file_header(uint8_t out[CHUNK_HEADER_SIZE], uint32_t raw_len, chunk_hash h,
                        uint64_t frame_len);
+/* Verify a chunk file's header (and that its hash equals *want when want is
+ * not NULL); on success *raw_len, *h and *frame (inside buf, the rest of
+ * the file) say what chunk_frame_decode needs. *err_off receives the
+ * offset of the fault. */
+bool chunk_file_header_check(const uint8_t *buf, size_t len, const chunk_hash *want,
+                             uint32_t *raw_len, chunk_hash *h, const uint8_t **frame, size_t *flen,
+                             char *err, size_t errlen, size_t *err_off);
 /* Verify a whole chunk file: header, the frame, the content hash (and that
  * it equals *want when want is not NULL). On success *out is a malloc'd
  * copy of the raw bytes. *err_off receives the offset of the fault. */

@@ -263,62 +263,73 @@ bloomery_loader *datadir_open_entry(const char *index_path, const snap_entry *e,
     return l;
 }
 
-uint8_t *datadir_read_chunk(const char *dir, const char *index_path, const snap_entry *e,
-                            const snap_chunk *c, char *err, size_t errlen)
-{
-    char why[256];
-    if (c->where == SNAP_CHUNK_INLINE) {
-        uint8_t *raw = malloc(c->raw_len ? c->raw_len : 1);
-        if (raw &&
-            chunk_frame_decode(c->frame, c->flen, c->raw_len, c->hash, raw, why, sizeof(why)))
-            return raw;
-        free(raw);
-        snprintf(err, errlen, "%s: offset %zu: inline chunk of " KEYFMT ": %s", index_path, c->off,
-                 KEYARG(e), raw ? why : "out of memory");
-        return NULL;
-    }
-    char hex[33], path[DATADIR_PATH_MAX];
-    chunk_hash_hex(c->hash, hex);
-    snprintf(path, sizeof(path), "%.4096s/chunks/%s.zst", dir, hex);
-    uint8_t *buf, *raw;
-    size_t len, off;
-    uint32_t rl;
-    if (!datadir_read_file(path, &buf, &len)) {
-        snprintf(err, errlen, "%s: offset 0: can't read chunk file (%s), named by %s at offset %zu",
-                 path, strerror(errno), index_path, c->off);
-        return NULL;
-    }
-    bool ok = chunk_file_decode(buf, len, &c->hash, &raw, &rl, why, sizeof(why), &off);
-    free(buf);
-    if (!ok) {
-        snprintf(err, errlen, "%s: offset %zu: %s", path, off, why);
-        return NULL;
-    }
-    if (rl != c->raw_len) {
-        free(raw);
-        snprintf(err, errlen, "%s: offset 12: %u bytes, the index says %u", path, rl, c->raw_len);
-        return NULL;
-    }
-    return raw;
-}
-
 bool datadir_load_chunk(const char *dir, const char *index_path, const snap_entry *e, uint64_t i,
-                        bloomery_loader *l, pthread_mutex_t *lock, char *err, size_t errlen)
+                        bloomery_loader *l, char *err, size_t errlen)
 {
     const snap_chunk *c = &e->chunks[i];
-    uint8_t *raw = datadir_read_chunk(dir, index_path, e, c, err, errlen);
-    if (raw == NULL)
+    char why[256];
+    size_t len;
+    if (bloomery_loader_chunk_dest(l, i, &len) == NULL || len != c->raw_len) {
+        snprintf(err, errlen, "%s: offset %zu: " KEYFMT ": chunk %" PRIu64 " has the wrong length",
+                 index_path, c->off, KEYARG(e), i);
         return false;
-    if (lock)
-        pthread_mutex_lock(lock);
-    int rc = bloomery_loader_chunk(l, i, raw, c->raw_len, c->checksum);
-    if (rc != BLOOMERY_OK)
-        snprintf(err, errlen, "%s: offset %zu: " KEYFMT ": chunk %" PRIu64 ": %s", index_path,
-                 c->off, KEYARG(e), i, bloomery_loader_error(l));
-    if (lock)
-        pthread_mutex_unlock(lock);
+    }
+    /* Decompressed beside the object, which receives only the pages that
+     * hold something: a big filter that is mostly empty stays mostly
+     * unallocated (its memory is mapped lazily, mem.c). */
+    uint8_t *raw = malloc(c->raw_len ? c->raw_len : 1);
+    if (raw == NULL) {
+        snprintf(err, errlen, "%s: offset %zu: " KEYFMT ": chunk %" PRIu64 ": out of memory",
+                 index_path, c->off, KEYARG(e), i);
+        return false;
+    }
+    bool ok = true;
+    if (c->where == SNAP_CHUNK_INLINE) {
+        if (!chunk_frame_decode(c->frame, c->flen, c->raw_len, c->hash, raw, why, sizeof(why))) {
+            snprintf(err, errlen, "%s: offset %zu: inline chunk of " KEYFMT ": %s", index_path,
+                     c->off, KEYARG(e), why);
+            ok = false;
+        }
+    } else {
+        char hex[33], path[DATADIR_PATH_MAX];
+        chunk_hash_hex(c->hash, hex);
+        snprintf(path, sizeof(path), "%.4096s/chunks/%s.zst", dir, hex);
+        uint8_t *buf;
+        const uint8_t *frame;
+        size_t flen, off;
+        uint32_t rl;
+        chunk_hash h;
+        if (!datadir_read_file(path, &buf, &flen)) {
+            snprintf(err, errlen,
+                     "%s: offset 0: can't read chunk file (%s), named by %s at offset %zu", path,
+                     strerror(errno), index_path, c->off);
+            free(raw);
+            return false;
+        }
+        ok = chunk_file_header_check(buf, flen, &c->hash, &rl, &h, &frame, &flen, why, sizeof(why),
+                                     &off);
+        if (!ok)
+            snprintf(err, errlen, "%s: offset %zu: %s", path, off, why);
+        else if (rl != c->raw_len) {
+            snprintf(err, errlen, "%s: offset 12: %u bytes, the index says %u", path, rl,
+                     c->raw_len);
+            ok = false;
+        } else if (!chunk_frame_decode(frame, flen, rl, h, raw, why, sizeof(why))) {
+            snprintf(err, errlen, "%s: offset %d: %s", path, CHUNK_HEADER_SIZE, why);
+            ok = false;
+        }
+        free(buf);
+    }
+    if (ok) {
+        int rc = bloomery_loader_chunk_placed(l, i, raw, c->raw_len, c->checksum, why, sizeof(why));
+        if (rc != BLOOMERY_OK) {
+            snprintf(err, errlen, "%s: offset %zu: " KEYFMT ": chunk %" PRIu64 ": %s", index_path,
+                     c->off, KEYARG(e), i, why);
+            ok = false;
+        }
+    }
     free(raw);
-    return rc == BLOOMERY_OK;
+    return ok;
 }
 
 bool datadir_finish_entry(const char *index_path, const snap_entry *e, bloomery_loader *l,

@@ -12,7 +12,6 @@
 #ifndef BLOOMERY_DATADIR_H
 #define BLOOMERY_DATADIR_H
 
-#include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -60,16 +59,11 @@ void datadir_snapshot_close(datadir_snapshot *s);
  * chunk lengths the index lists. NULL with err on damage. */
 bloomery_loader *datadir_open_entry(const char *index_path, const snap_entry *e, char *err,
                                     size_t errlen);
-/* The raw bytes of chunk c of entry e (malloc'd), verified: the inline
- * frame or DIR/chunks/<hash>.zst, decompressed within its length, checked
- * against its content hash. NULL with err. */
-uint8_t *datadir_read_chunk(const char *dir, const char *index_path, const snap_entry *e,
-                            const snap_chunk *c, char *err, size_t errlen);
-/* Read chunk i of entry e and hand it to its loader with its serial.h
- * checksum (holding lock, when not NULL, for the loader only: chunks of one
- * key can be read on several threads). */
+/* Read chunk i of entry e, decompressed straight into its loader's object,
+ * and verify it: content hash, then its serial.h checksum. Several threads
+ * may load distinct chunks of one loader at once. */
 bool datadir_load_chunk(const char *dir, const char *index_path, const snap_entry *e, uint64_t i,
-                        bloomery_loader *l, pthread_mutex_t *lock, char *err, size_t errlen);
+                        bloomery_loader *l, char *err, size_t errlen);
 /* The loaded value of entry e once all its chunks are in. */
 bool datadir_finish_entry(const char *index_path, const snap_entry *e, bloomery_loader *l,
                           bloomery_object *out, char *err, size_t errlen);

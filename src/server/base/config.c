@@ -99,6 +99,9 @@ static const cfg_entry table[] = {
     /* Persistence (docs/PERSISTENCE.md). save: "<seconds> <changes> ...",
      * or "" for no schedule. */
     {"save", T_WORDS, true, NULL, 0, 0, &s_save, NULL, NULL, "3600 1 300 100 60 10000"},
+    /* Threads that load a snapshot's chunks at start-up and full resync;
+     * 0: one per CPU (at most 16). */
+    {"load-threads", T_INT, true, &cfg.load_threads, 0, 256, NULL, NULL, NULL, "0"},
     {"appendonly", T_ENUM, false, &cfg.appendonly, 0, 0, NULL, yesno, NULL, "yes"},
     {"appendfsync", T_ENUM, true, &cfg.appendfsync, 0, 0, NULL, fsyncs, NULL, "everysec"},
     /* Replication (docs/REPLICATION.md). replicaof: "<host> <port>" or "". */

@@ -2,10 +2,11 @@
  *
  *   1. DIR/snapshots/<seq>.index with the highest sequence is the snapshot
  *      (an index appears only by rename once everything it names is on
- *      disk, so any index there is complete). Its keys load on two threads:
- *      each chunk is read (inline in the index or DIR/chunks/<hash>.zst),
- *      decompressed with its size as the cap, checked against its content
- *      hash and handed to serial.h's loader with its image checksum.
+ *      disk, so any index there is complete). Its chunks load on several
+ *      threads (load-threads): each chunk is read (inline in the index or
+ *      DIR/chunks/<hash>.zst), decompressed with its size as the cap
+ *      straight into its key's object, checked against its content hash
+ *      and against serial.h's image checksum.
  *   2. DIR/log/<first LSN>.wal files in LSN order: records below the
  *      snapshot's start are checked and passed over, the rest replayed
  *      (replay.c). LSNs must follow each other without a gap from the
@@ -29,6 +30,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "datadir.h"
 #include "persist.h"
@@ -41,13 +43,17 @@
 /* ---- snapshot ---- */
 
 /* Loading runs in three steps: open every key's loader (which checks its
- * image header and allocates the object), then fill chunks on two threads
- * (reading, decompressing and hashing a chunk in parallel, each loader's
- * copy under its own mutex), then finish and insert the keys. Parallel over
- * chunks rather than keys: one 8 GB filter loads as fast as many small. */
+ * image header and allocates the object), then fill chunks on several
+ * threads, then finish and insert the keys. A thread takes the next chunk,
+ * reads it, decompresses it into its own region of its key's object (so
+ * the first touch of fresh memory, the kernel's zeroing of it, spreads over
+ * the threads too) and checks it; no two chunks share a byte, and the
+ * loader counts them with atomics, so nothing is locked. Parallel over
+ * chunks rather than keys: one 8 GB filter loads as fast as many small.
+ * The first failure stops every thread and is the error reported; no key
+ * is inserted unless every chunk passed. */
 typedef struct load_key {
     bloomery_loader *l;
-    pthread_mutex_t lock;
 } load_key;
 
 typedef struct load_job {
@@ -179,8 +185,7 @@ static void *load_thread(void *arg)
         uint64_t k = j->work[w];
         const snap_entry *e = &j->ix->entries[k];
         uint64_t i = (uint64_t)(&j->ix->chunks[w] - e->chunks);
-        if (!datadir_load_chunk(j->dir, j->index_path, e, i, j->keys[k].l, &j->keys[k].lock, err,
-                                sizeof(err))) {
+        if (!datadir_load_chunk(j->dir, j->index_path, e, i, j->keys[k].l, err, sizeof(err))) {
             job_fail(j, "%s", err);
             break;
         }
@@ -225,7 +230,22 @@ static bool install_entry(load_job *j, uint64_t k)
     return true;
 }
 
-#define LOAD_THREADS 2
+#define LOAD_THREADS_MAX 16
+
+/* load-threads, or 0 for one per CPU; never more than chunks. */
+static int load_threads(uint64_t nchunks)
+{
+    long n = (long)atomic_load(&cfg.load_threads);
+    if (n <= 0)
+        n = sysconf(_SC_NPROCESSORS_ONLN);
+    if (n < 1)
+        n = 1;
+    if (n > LOAD_THREADS_MAX)
+        n = LOAD_THREADS_MAX;
+    if ((uint64_t)n > nchunks)
+        n = nchunks ? (long)nchunks : 1;
+    return (int)n;
+}
 
 static bool load_snapshot(const char *dir, uint64_t *start_lsn, uint64_t *from_lsn, bool *found,
                           char *err, size_t errlen)
@@ -245,15 +265,15 @@ static bool load_snapshot(const char *dir, uint64_t *start_lsn, uint64_t *from_l
     if (j.keys == NULL || j.work == NULL)
         job_fail(&j, "out of memory loading %s", path);
     for (uint64_t k = 0, w = 0; k < ix->nkeys && !atomic_load(&j.failed); k++) {
-        pthread_mutex_init(&j.keys[k].lock, NULL);
         for (uint64_t i = 0; i < ix->entries[k].nchunks; i++)
             j.work[w++] = k;
         open_entry(&j, k);
     }
+    int nthreads = load_threads(ix->nchunks);
     if (!atomic_load(&j.failed)) {
-        pthread_t th[LOAD_THREADS];
+        pthread_t th[LOAD_THREADS_MAX];
         int started = 0;
-        for (int i = 0; i < LOAD_THREADS; i++)
+        for (int i = 0; i < nthreads; i++)
             if (pthread_create(&th[i], NULL, load_thread, &j) == 0)
                 started++;
         if (started == 0)
@@ -267,7 +287,6 @@ static bool load_snapshot(const char *dir, uint64_t *start_lsn, uint64_t *from_l
         if (!atomic_load(&j.failed))
             install_entry(&j, k);
         bloomery_loader_free(j.keys[k].l);
-        pthread_mutex_destroy(&j.keys[k].lock);
     }
     free(j.keys);
     free(j.work);
@@ -280,8 +299,11 @@ static bool load_snapshot(const char *dir, uint64_t *start_lsn, uint64_t *from_l
     if (ok) {
         *start_lsn = ix->start_lsn;
         *from_lsn = snap_index_log_from(ix);
-        server_log(LOG_NOTICE, "Loaded snapshot %s: %" PRIu64 " keys, %" PRIu64 " chunks in %.3f s",
-                   path, ix->nkeys, ix->nchunks, (double)(mono_us() - t0) / 1e6);
+        server_log(LOG_NOTICE,
+                   "Loaded snapshot %s: %" PRIu64 " keys, %" PRIu64
+                   " chunks in %.3f s (%d thread%s)",
+                   path, ix->nkeys, ix->nchunks, (double)(mono_us() - t0) / 1e6, nthreads,
+                   nthreads == 1 ? "" : "s");
         snapshot_adopt(ix->seq, ix);
     } else {
         snprintf(err, errlen, "%s", j.err);
