@@ -59,9 +59,10 @@ void datadir_snapshot_close(datadir_snapshot *s);
  * chunk lengths the index lists. NULL with err on damage. */
 bloomery_loader *datadir_open_entry(const char *index_path, const snap_entry *e, char *err,
                                     size_t errlen);
-/* Read chunk i of entry e, decompressed straight into its loader's object,
- * and verify it: content hash, then its serial.h checksum. Several threads
- * may load distinct chunks of one loader at once. */
+/* Read chunk i of entry e, decompress and verify it (content hash, then
+ * its serial.h checksum) and put it into its loader's object, all-zero
+ * pages skipped. Several threads may load distinct chunks of one loader at
+ * once. */
 bool datadir_load_chunk(const char *dir, const char *index_path, const snap_entry *e, uint64_t i,
                         bloomery_loader *l, char *err, size_t errlen);
 /* The loaded value of entry e once all its chunks are in. */
