@@ -72,7 +72,7 @@ static int build_filter(kv_obj *o, const void *arg)
 static void log_filter(const ks_ref *ref, const kv_entry *e, const void *arg)
 {
     const bfc_params *p = arg;
-    wal_create wc = {p->counting ? WAL_KIND_COUNTING : WAL_KIND_SCALABLE,
+    wal_create wc = {p->counting ? WAL_KIND_COUNTING : WAL_KIND_SCALABLE_SHARE,
                      p->counting ? 0 : (uint8_t)p->layout,
                      (uint32_t)p->expansion,
                      (uint64_t)p->capacity,
