@@ -264,6 +264,19 @@ static void test_log_payload_checks(void **state)
     wal_enc_create(&p, "k", 1, &c);
     assert_false(wal_op_parse(WAL_CREATE, p.p, p.len, &op, err, sizeof(err)));
     free(p.p);
+    /* Scalable kinds: 0 (earlier versions' schedule) and 2; nothing above. */
+    for (uint8_t kind = 0; kind <= 3; kind++) {
+        if (kind == WAL_KIND_COUNTING)
+            continue;
+        p = (pbuf){0};
+        c = (wal_create){kind, 0, 2, 10, 0.01, 0};
+        wal_enc_create(&p, "k", 1, &c);
+        bool ok = wal_op_parse(WAL_CREATE, p.p, p.len, &op, err, sizeof(err));
+        assert_int_equal(ok, kind != 3);
+        if (ok)
+            assert_int_equal(op.create.kind, kind);
+        free(p.p);
+    }
     assert_false(wal_op_parse(99, NULL, 0, &op, err, sizeof(err)));
     assert_true(wal_op_parse(WAL_FLUSH, NULL, 0, &op, err, sizeof(err)));
 }

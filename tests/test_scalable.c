@@ -35,10 +35,14 @@ static void test_growth_rules(void **state)
         while (sbf_nlinks(s) == 2)
             sbf_add(s, key, tu_key(key, "g:", i++));
         assert_int_equal(sbf_capacity(s), 700);
-        /* Errors halve link by link, starting from p/2. */
+        /* Classic: errors halve link by link from p/2, as in RedisBloom.
+         * Blocked: the first link takes p_0 in [p/2, 0.9 p], the second
+         * half of the rest, then halving. */
         if (layout == BLOOMERY_LAYOUT_BLOCKED) {
-            assert_true(bf_error_rate(sbf_link_blocked(s, 0)) == 0.005);
-            assert_true(bf_error_rate(sbf_link_blocked(s, 2)) == 0.00125);
+            double e0 = bf_error_rate(sbf_link_blocked(s, 0));
+            assert_true(e0 > 0.005 && e0 <= 0.01 * 0.9);
+            assert_true(bf_error_rate(sbf_link_blocked(s, 1)) == (0.01 - e0) * 0.5);
+            assert_true(bf_error_rate(sbf_link_blocked(s, 2)) == (0.01 - e0) * 0.25);
         } else {
             assert_true(cbf_error_rate(sbf_link_classic(s, 0)) == 0.005);
             assert_true(cbf_error_rate(sbf_link_classic(s, 2)) == 0.00125);
@@ -124,6 +128,100 @@ static void chain_fpr(bloomery_layout layout, double p, uint64_t cap0, uint64_t 
            8.0 * (double)sbf_bytes(s) / (double)n);
     assert_true(rate <= tu_fpr_bound(p, q));
     sbf_free(s);
+}
+
+/* Blocked chains made before the first link took most of the budget have
+ * p_0 = p/2; growing one must keep RedisBloom's p/4, p/8, ... */
+static void test_legacy_schedule(void **state)
+{
+    (void)state;
+    bf_t *l0;
+    assert_int_equal(bf_create(&l0, 100, 0.005, NULL), BLOOMERY_OK);
+    void *links[1] = {l0};
+    sbf_t *s;
+    assert_int_equal(sbf_assemble(&s, BLOOMERY_LAYOUT_BLOCKED, 100, 0.01, 2, 0, links, 1),
+                     BLOOMERY_OK);
+    char key[32];
+    for (uint64_t i = 0; sbf_nlinks(s) < 4; i++)
+        assert_true(sbf_add(s, key, tu_key(key, "l:", i)) >= 0);
+    assert_true(bf_error_rate(sbf_link_blocked(s, 1)) == 0.0025);
+    assert_true(bf_error_rate(sbf_link_blocked(s, 2)) == 0.00125);
+    assert_true(bf_error_rate(sbf_link_blocked(s, 3)) == 0.000625);
+    sbf_free(s);
+    /* Recreated from a record of an earlier version: the same first link. */
+    sbf_options o = {.expansion = 2, .schedule = SBF_SCHEDULE_HALVES};
+    assert_int_equal(sbf_create(&s, 100, 0.01, &o), BLOOMERY_OK);
+    assert_true(bf_error_rate(sbf_link_blocked(s, 0)) == 0.005);
+    assert_int_equal(sbf_bytes(s), bf_bytes_for(100, 0.005, NULL));
+    assert_int_equal(sbf_bytes_for(100, 0.01, &o), bf_bytes_for(100, 0.005, NULL));
+    sbf_free(s);
+    o.schedule = (sbf_schedule)7;
+    assert_int_equal(sbf_create(&s, 100, 0.01, &o), BLOOMERY_EINVAL);
+}
+
+/* A scaling blocked reserve takes at most the memory of RedisBloom's (a
+ * classic first link at p/2) where the layout allows; at 1e-3 and 1e-5 one
+ * or two blocks per key cost more than a classic filter even at 0.9 p (and
+ * below 2.5e-5), and
+ * the reserve stays within 3% of it. The errors of any number of links sum
+ * to less than p. */
+static void test_reserve_bits(void **state)
+{
+    (void)state;
+    const uint64_t n = 10000000;
+    const double within[] = {1e-2, 5e-3, 2e-3, 1e-4, 5e-5};
+    for (size_t i = 0; i < sizeof within / sizeof within[0]; i++) {
+        double p = within[i];
+        uint64_t ours = 8 * sbf_bytes_for(n, p, NULL);
+        uint64_t rb = bloomery_classic_bits(n, p * 0.5);
+        printf("# reserve p=%g: %.2f bits/item, RedisBloom %.2f\n", p, (double)ours / (double)n,
+               (double)rb / (double)n);
+        assert_true(ours <= rb);
+    }
+    const double close[] = {1e-3, 2e-5, 1e-5};
+    for (size_t i = 0; i < 3; i++) {
+        double p = close[i];
+        uint64_t ours = 8 * sbf_bytes_for(n, p, NULL);
+        uint64_t rb = bloomery_classic_bits(n, p * 0.5);
+        printf("# reserve p=%g: %.2f bits/item, RedisBloom %.2f\n", p, (double)ours / (double)n,
+               (double)rb / (double)n);
+        assert_true((double)ours <= 1.03 * (double)rb);
+    }
+    /* Non-scaling: one link at p, so the classic layout is the comparison. */
+    sbf_options o = {.expansion = 0};
+    assert_true(8 * sbf_bytes_for(n, 0.01, &o) < bloomery_classic_bits(n, 0.005));
+    const double all[] = {1e-2, 1e-3, 1e-4, 1e-5, 0.2, 0.5, 1e-9};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
+        sbf_t *s;
+        sbf_options one = {.expansion = 1}; /* 30 links of one item */
+        assert_int_equal(sbf_create(&s, 1, all[i], &one), BLOOMERY_OK);
+        char key[32];
+        for (uint64_t j = 0; sbf_nlinks(s) < 30; j++)
+            assert_true(sbf_add(s, key, tu_key(key, "r:", j)) >= 0);
+        double sum = 0;
+        for (size_t k = 0; k < 30; k++)
+            sum += bf_error_rate(sbf_link_blocked(s, k));
+        assert_true(sum < all[i]);
+        double e0 = bf_error_rate(sbf_link_blocked(s, 0));
+        assert_true(e0 >= 0.5 * all[i] && e0 <= 0.9 * all[i]);
+        sbf_free(s);
+    }
+}
+
+/* The compound rate of a chain grown to 2x, 4x and 8x its first capacity
+ * stays within p at every rate asked for (blocked and classic). */
+static void test_growth_fpr(void **state)
+{
+    (void)state;
+    uint64_t cap0 = tu_scale(200000, 20000);
+    const double rates[] = {1e-2, 1e-3, 1e-4, 1e-5};
+    for (size_t i = 0; i < 4; i++) {
+        double p = rates[i];
+        uint64_t q = (uint64_t)(tu_scale(100, 30) / p);
+        for (uint64_t m = 2; m <= 8; m *= 2)
+            chain_fpr(BLOOMERY_LAYOUT_BLOCKED, p, cap0, m * cap0, q);
+    }
+    chain_fpr(BLOOMERY_LAYOUT_CLASSIC, 1e-3, cap0, 8 * cap0, (uint64_t)(tu_scale(100, 30) / 1e-3));
 }
 
 static void test_chain_fpr(void **state)
@@ -403,6 +501,9 @@ int main(void)
         cmocka_unit_test(test_growth_rules),
         cmocka_unit_test(test_nonscaling_full),
         cmocka_unit_test(test_chain_fpr),
+        cmocka_unit_test(test_legacy_schedule),
+        cmocka_unit_test(test_reserve_bits),
+        cmocka_unit_test(test_growth_fpr),
         cmocka_unit_test(test_no_false_negatives_1e8),
         cmocka_unit_test(test_chain_probe_matches_links),
         cmocka_unit_test(test_concurrent_adds_with_growth),

@@ -1,8 +1,13 @@
 /* Scalable Bloom filter: a chain of links with RedisBloom's semantics.
  *
- * A scaling chain builds its first link at p/2 and halves the error for each
- * new link, so the compound FPR stays below p; each new link has the previous
- * link's capacity times `expansion`. A link is added when the newest link's
+ * A scaling chain's links have error rates summing to less than p, so the
+ * compound FPR stays below p however far it grows; each new link has the
+ * previous link's capacity times `expansion`. Classic chains follow
+ * RedisBloom exactly: p/2, p/4, p/8, ... Blocked chains give the first link
+ * p_0 in [p/2, 0.9 p], the most that keeps its memory within RedisBloom's
+ * first link where the layout allows, then (p - p_0)/2 and halve from there
+ * (the blocked chains of earlier versions have p_0 = p/2 and keep growing
+ * exactly as before). A link is added when the newest link's
  * count reaches its capacity. expansion == 0 makes the chain non-scaling: one
  * link at p, and adding a new item to a full chain fails with BLOOMERY_EFULL
  * (items already present still answer 0).
@@ -40,6 +45,13 @@ typedef enum bloomery_layout {
 
 typedef struct sbf sbf_t;
 
+/* How a scaling blocked chain shares its error budget among links (classic
+ * chains always take RedisBloom's halves). */
+typedef enum sbf_schedule {
+    SBF_SCHEDULE_FIRST_SHARE = 0, /* first link p_0 in [p/2, 0.9 p], then halves of the rest */
+    SBF_SCHEDULE_HALVES = 1,      /* p/2, p/4, ...: blocked chains of earlier versions */
+} sbf_schedule;
+
 typedef struct sbf_options {
     bloomery_layout layout;
     uint32_t expansion;     /* 0: non-scaling */
@@ -50,6 +62,12 @@ typedef struct sbf_options {
      * changes). May be NULL. */
     bool (*may_allocate)(void *ctx, uint64_t bytes);
     void *may_allocate_ctx;
+    /* Blocked chains: the first link's share of the budget. A chain made
+     * by an earlier version and recreated from a record of its creation
+     * (a log replayed) needs SBF_SCHEDULE_HALVES to get its old shape;
+     * chains loaded whole keep theirs, since later links follow from the
+     * first link's stored error. */
+    sbf_schedule schedule;
 } sbf_options;
 
 /* opts may be NULL: blocked layout, expansion 2, seed 0. */

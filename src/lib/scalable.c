@@ -6,6 +6,15 @@
  * link when the newest one's count reaches its capacity, adds go to the
  * newest link only when no link has the item.
  *
+ * Blocked chains give the first link most of the budget (blocked_first_error)
+ * and then follow one rule: link 1 takes half of what the first link left,
+ * p_1 = (p - p_0) / 2, and every later link half of its predecessor's error,
+ * so sum p_i < p however many links grow. The rule needs nothing but the
+ * stored errors of the chain and its first link: a chain whose first link
+ * has p/2 (every blocked chain made before this schedule) gets p/4, p/8, ...,
+ * exactly the links it always got, since p - p/2 and the halvings are exact
+ * in binary floating point.
+ *
  * Publication: the link array only grows. A grower (under `grow`) copies the
  * array into a larger one when needed, publishes it, stores the new link and
  * then publishes the new count with release order. A reader that acquires the
@@ -189,6 +198,15 @@ static int new_link(sbf_t *s, uint64_t capacity, double error)
     return rc;
 }
 
+/* The error of the link after `last`, the newest of n links (header). */
+static double next_error(const sbf_t *s, size_t n, const void *last)
+{
+    double e = link_error(s, last);
+    if (s->layout == BLOOMERY_LAYOUT_BLOCKED && n == 1 && s->error_rate > e)
+        return (s->error_rate - e) * 0.5;
+    return e * 0.5;
+}
+
 /* Makes room for one more item in the newest link. Caller holds the item's
  * stripe; growth itself is serialized by s->grow. */
 static int ensure_room(sbf_t *s)
@@ -208,7 +226,7 @@ static int ensure_room(sbf_t *s)
         if (cap > UINT64_MAX / s->expansion)
             rc = BLOOMERY_ETOOBIG;
         else
-            rc = new_link(s, cap * s->expansion, link_error(s, last) * 0.5);
+            rc = new_link(s, cap * s->expansion, next_error(s, n, last));
     }
     pthread_mutex_unlock(&s->grow);
     return rc;
@@ -221,7 +239,8 @@ static int validate(uint64_t capacity, double error_rate, const sbf_options *o)
     if (capacity == 0 || !(error_rate > 0 && error_rate < 1))
         return BLOOMERY_EINVAL;
     if (o && (o->expansion > SBF_MAX_EXPANSION ||
-              (o->layout != BLOOMERY_LAYOUT_BLOCKED && o->layout != BLOOMERY_LAYOUT_CLASSIC)))
+              (o->layout != BLOOMERY_LAYOUT_BLOCKED && o->layout != BLOOMERY_LAYOUT_CLASSIC) ||
+              (o->schedule != SBF_SCHEDULE_FIRST_SHARE && o->schedule != SBF_SCHEDULE_HALVES)))
         return BLOOMERY_EINVAL;
     return BLOOMERY_OK;
 }
@@ -241,17 +260,56 @@ static sbf_t *chain_new(bloomery_layout layout, uint64_t capacity, double error_
     return s;
 }
 
-static double first_error(uint32_t expansion, double p) { return expansion ? p * 0.5 : p; }
+/* The first link of a scaling blocked chain: the smallest error p_0 in
+ * [p/2, 0.9 p] whose bits per key stay within 99% of what RedisBloom's first
+ * link (classic, at p/2) takes, so a reserve never needs more memory than
+ * RedisBloom's where the layout allows it, and the rest of the budget, p -
+ * p_0, is as large as it can be for the links that growth adds. Where even
+ * 0.9 p needs more bits (near p = 1e-3 and below 2e-5, where one block per
+ * key, or two, costs more than a classic filter), p_0 = 0.9 p. One model
+ * evaluation and at most two bisections. */
+#define FIRST_SHARE_MAX 0.9
+#define RESERVE_SLACK 0.99
+
+static double blocked_first_error(double p, bloomery_policy policy)
+{
+    double lo = p * 0.5, hi = p * FIRST_SHARE_MAX;
+    double target = RESERVE_SLACK * bloomery_classic_bpe(lo);
+    double e = hi;
+    unsigned b = bloomery_blocks_per_key(hi, policy);
+    for (int pass = 0; pass < 2; pass++) {
+        e = bloomery_model_fpr_split(target, b, 64) / BLOOMERY_SIZING_MARGIN;
+        e = e < lo ? lo : e > hi ? hi : e;
+        unsigned eb = bloomery_blocks_per_key(e, policy);
+        if (eb == b)
+            break;
+        b = eb;
+    }
+    /* A policy boundary between the passes can leave e needing more bits;
+     * the slack absorbs the bisection's tolerance. */
+    double bits = bloomery_bits_per_key_split(e * BLOOMERY_SIZING_MARGIN, b, 64);
+    if (b != bloomery_blocks_per_key(e, policy) || !(bits <= bloomery_classic_bpe(lo)))
+        e = hi;
+    return e;
+}
+
+static double first_error(const sbf_options *o, double p)
+{
+    if (!o->expansion)
+        return p;
+    if (o->layout == BLOOMERY_LAYOUT_CLASSIC || o->schedule == SBF_SCHEDULE_HALVES)
+        return p * 0.5;
+    return blocked_first_error(p, o->policy);
+}
 
 uint64_t sbf_bytes_for(uint64_t capacity, double error_rate, const sbf_options *opts)
 {
     if (validate(capacity, error_rate, opts) != BLOOMERY_OK)
         return 0;
-    uint32_t expansion = opts ? opts->expansion : SBF_DEFAULT_EXPANSION;
-    sbf_t tmp = {.layout = opts ? opts->layout : BLOOMERY_LAYOUT_BLOCKED,
-                 .seed = opts ? opts->seed : 0,
-                 .policy = opts ? opts->policy : BLOOMERY_POLICY_LATENCY};
-    return link_bytes_for(&tmp, capacity, first_error(expansion, error_rate));
+    sbf_options d = {.layout = BLOOMERY_LAYOUT_BLOCKED, .expansion = SBF_DEFAULT_EXPANSION};
+    const sbf_options *o = opts ? opts : &d;
+    sbf_t tmp = {.layout = o->layout, .seed = o->seed, .policy = o->policy};
+    return link_bytes_for(&tmp, capacity, first_error(o, error_rate));
 }
 
 int sbf_create(sbf_t **out, uint64_t capacity, double error_rate, const sbf_options *opts)
@@ -268,7 +326,7 @@ int sbf_create(sbf_t **out, uint64_t capacity, double error_rate, const sbf_opti
     s->policy = o->policy;
     s->may_allocate = o->may_allocate;
     s->may_allocate_ctx = o->may_allocate_ctx;
-    rc = new_link(s, capacity, first_error(s->expansion, error_rate));
+    rc = new_link(s, capacity, first_error(o, error_rate));
     if (rc != BLOOMERY_OK) {
         sbf_free(s);
         return rc;

@@ -72,8 +72,9 @@ enum wal_type {
 #define WAL_CF_DEL 2
 
 /* WAL_CREATE kinds. */
-#define WAL_KIND_SCALABLE 0
+#define WAL_KIND_SCALABLE 0 /* blocked first link at p/2: records of earlier versions */
 #define WAL_KIND_COUNTING 1
+#define WAL_KIND_SCALABLE_SHARE 2 /* blocked first link per SBF_SCHEDULE_FIRST_SHARE */
 
 const char *wal_type_name(unsigned type);
 

@@ -11,7 +11,7 @@ import time
 import pytest
 import redis
 
-from conftest import BLOOMERYD, RawClient, RespError
+from conftest import BLOOMERYD, MODULE, RawClient, RespError
 
 OOM = "OOM command not allowed when used memory > 'maxmemory'."
 
@@ -326,3 +326,40 @@ def test_merges_and_restores_replay(tmp_path, start_server, how):
     assert after["pc"][1:] == after["c1"][1:]
     assert after["pcf"][1:] == after["cf"][1:]
     c2.close()
+
+
+def link_rates(c, key):
+    """Each link's error rate, as BF.DEBUG gives it."""
+    lines = c.execute_command("BF.DEBUG", key)[1:]
+    return [float(line.decode().rsplit("ratio:", 1)[1]) for line in lines]
+
+
+def test_schedules_added_and_reserved(start_server):
+    """A filter an add creates (the defaults: capacity 100, 0.01) keeps
+    RedisBloom's halves, p/2, p/4, ...: it is meant to grow. One reserved
+    with a capacity gives its first link most of the budget. Both keep
+    their schedule through a restart that replays the log."""
+    if MODULE:
+        pytest.skip("a restart on the same data directory")
+    s = start_server("--appendonly", "yes", "--save", "")
+    c = s.client()
+    c.execute_command("BF.RESERVE", "reserved", 0.01, 100)
+    c.execute_command("BF.INSERT", "inserted", "CAPACITY", 100, "ITEMS", "x")
+    for i in range(0, 1500, 100):
+        items = ["i%d" % j for j in range(i, i + 100)]
+        c.execute_command("BF.MADD", "added", *items)
+        c.execute_command("BF.MADD", "reserved", *items)
+        c.execute_command("BF.MADD", "inserted", *items)
+    added = link_rates(c, "added")
+    assert len(added) >= 4
+    assert added[0] == pytest.approx(0.005)
+    for a, b in zip(added, added[1:]):
+        assert b == pytest.approx(a / 2)
+    for key in ("reserved", "inserted"):
+        rates = link_rates(c, key)
+        assert len(rates) >= 4 and rates[0] > 0.006 and sum(rates) < 0.01, (key, rates)
+    before = {k: c.execute_command("BF.DEBUG", k) for k in ("added", "reserved", "inserted")}
+    s.stop()
+    again = start_server("--appendonly", "yes", "--save", "", datadir=s.datadir)
+    c = again.client()
+    assert {k: c.execute_command("BF.DEBUG", k) for k in before} == before

@@ -59,11 +59,16 @@ typedef struct bfc_params {
     long long expansion; /* 0: non-scaling */
     bloomery_layout layout;
     bool counting;
-    long long ttl_s; /* 0: none */
+    long long ttl_s;       /* 0: none */
+    sbf_schedule schedule; /* a scaling blocked chain's error budget */
 } bfc_params;
 
 /* This server's defaults (bf-error-rate, bf-initial-size, bf-expansion,
- * bf-layout). */
+ * bf-layout). A filter an add creates with them keeps RedisBloom's halves
+ * (SBF_SCHEDULE_HALVES): its first link is small and it is expected to
+ * grow, so the budget is better spent on the links that will hold most
+ * items; a capacity given by BF.RESERVE or BF.INSERT gives the first link
+ * most of it (SBF_SCHEDULE_FIRST_SHARE). */
 void bfc_default_params(bfc_params *p);
 /* ck_create_fn: the filter for the bfc_params *arg, its creation logged
  * with the full parameters. */

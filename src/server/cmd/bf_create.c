@@ -34,6 +34,7 @@ void bfc_default_params(bfc_params *p)
     p->layout = (bloomery_layout)atomic_load_explicit(&cfg.bf_layout, memory_order_relaxed);
     p->counting = false;
     p->ttl_s = 0;
+    p->schedule = SBF_SCHEDULE_HALVES;
 }
 
 /* A chain's options; its links are reserved through o (NULL: sizing). */
@@ -46,6 +47,7 @@ static sbf_options chain_options(const bfc_params *p, kv_obj *o)
         .policy = BLOOMERY_POLICY_LATENCY,
         .may_allocate = o ? kv_obj_may_grow : NULL,
         .may_allocate_ctx = o,
+        .schedule = p->schedule,
     };
 }
 
@@ -73,7 +75,9 @@ static int build_filter(kv_obj *o, const void *arg)
 static void log_filter(const ks_ref *ref, const kv_entry *e, const void *arg)
 {
     const bfc_params *p = arg;
-    wal_create wc = {p->counting ? WAL_KIND_COUNTING : WAL_KIND_SCALABLE,
+    wal_create wc = {p->counting                          ? WAL_KIND_COUNTING
+                     : p->schedule == SBF_SCHEDULE_HALVES ? WAL_KIND_SCALABLE
+                                                          : WAL_KIND_SCALABLE_SHARE,
                      p->counting ? 0 : (uint8_t)p->layout,
                      (uint32_t)p->expansion,
                      (uint64_t)p->capacity,
@@ -179,6 +183,7 @@ bool bfReserveCommand(cmd_ctx *c)
         return false;
     p.error = v[R_ERROR].d;
     p.capacity = v[R_CAPACITY].n;
+    p.schedule = SBF_SCHEDULE_FIRST_SHARE;
     if (v[R_EXPANSION].at)
         p.expansion = v[R_EXPANSION].n;
     if (v[R_NONSCALING].at)
@@ -248,8 +253,10 @@ bool bfInsertCommand(cmd_ctx *c)
         p.error = v[I_ERROR].d;
     if (v[I_EXPANSION].at)
         p.expansion = v[I_EXPANSION].n;
-    if (v[I_CAPACITY].at)
+    if (v[I_CAPACITY].at) {
         p.capacity = v[I_CAPACITY].n;
+        p.schedule = SBF_SCHEDULE_FIRST_SHARE;
+    }
     if (v[I_NONSCALING].at)
         p.expansion = 0;
     if (v[I_LAYOUT].at)

@@ -80,6 +80,7 @@ static const char *replay_create(const wal_op *op)
         .policy = BLOOMERY_POLICY_LATENCY,
         .may_allocate = kv_obj_may_grow,
         .may_allocate_ctx = o,
+        .schedule = p->kind == WAL_KIND_SCALABLE ? SBF_SCHEDULE_HALVES : SBF_SCHEDULE_FIRST_SHARE,
     };
     sbf_t *f;
     int rc = sbf_create(&f, p->capacity, p->error, &opts);
