@@ -115,7 +115,7 @@ def test_reserve_1e10_info_and_bits_past_2_32(big):
     debug = [x.decode() for x in c.execute_command("BF.DEBUG", "bf")]
     link = dict(kv.split(":", 1) for kv in debug[1].split())
     nbytes = int(link["bytes"])
-    assert nbytes % 64 == 0 and 11.0 < nbytes * 8 / BIG < 12.5
+    assert nbytes % 64 == 0 and 10.0 < nbytes * 8 / BIG < 12.5
     assert nbytes > 1 << 33
     assert int(link["capacity"]) == BIG
     assert nbytes < i["Size"] < nbytes + 4096
