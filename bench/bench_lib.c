@@ -353,10 +353,15 @@ static double time_chain(const sbf_t *s, int batched, const keys *k)
 
 static void run_chain(uint64_t n, uint64_t ops)
 {
-    sbf_options o = {.layout = BLOOMERY_LAYOUT_BLOCKED, .expansion = 2, .seed = 1};
+    /* As the server makes them: an add's filter keeps RedisBloom's halves,
+     * a reserved one gives its first link most of the budget. */
+    sbf_options og = {.layout = BLOOMERY_LAYOUT_BLOCKED, .expansion = 2, .seed = 1,
+                      .schedule = SBF_SCHEDULE_HALVES};
+    sbf_options os = og;
+    os.schedule = SBF_SCHEDULE_FIRST_SHARE;
     sbf_t *grown, *sized;
-    if (sbf_create(&grown, 100, 0.01, &o) != BLOOMERY_OK ||
-        sbf_create(&sized, n, 0.01, &o) != BLOOMERY_OK) {
+    if (sbf_create(&grown, 100, 0.01, &og) != BLOOMERY_OK ||
+        sbf_create(&sized, n, 0.01, &os) != BLOOMERY_OK) {
         fprintf(stderr, "bench_lib: cannot allocate the scalable filters\n");
         exit(1);
     }
