@@ -355,7 +355,9 @@ static void run_chain(uint64_t n, uint64_t ops)
 {
     /* As the server makes them: an add's filter keeps RedisBloom's halves,
      * a reserved one gives its first link most of the budget. */
-    sbf_options og = {.layout = BLOOMERY_LAYOUT_BLOCKED, .expansion = 2, .seed = 1,
+    sbf_options og = {.layout = BLOOMERY_LAYOUT_BLOCKED,
+                      .expansion = 2,
+                      .seed = 1,
                       .schedule = SBF_SCHEDULE_HALVES};
     sbf_options os = og;
     os.schedule = SBF_SCHEDULE_FIRST_SHARE;
