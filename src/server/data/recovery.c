@@ -4,9 +4,9 @@
  *      (an index appears only by rename once everything it names is on
  *      disk, so any index there is complete). Its chunks load on several
  *      threads (load-threads): each chunk is read (inline in the index or
- *      DIR/chunks/<hash>.zst), decompressed with its size as the cap
- *      straight into its key's object, checked against its content hash
- *      and against serial.h's image checksum.
+ *      DIR/chunks/<hash>.zst), decompressed with its size as the cap,
+ *      checked against its content hash and serial.h's image checksum,
+ *      and its pages that hold something copied into its key's object.
  *   2. DIR/log/<first LSN>.wal files in LSN order: records below the
  *      snapshot's start are checked and passed over, the rest replayed
  *      (replay.c). LSNs must follow each other without a gap from the
@@ -45,9 +45,10 @@
 /* Loading runs in three steps: open every key's loader (which checks its
  * image header and allocates the object), then fill chunks on several
  * threads, then finish and insert the keys. A thread takes the next chunk,
- * reads it, decompresses it into its own region of its key's object (so
- * the first touch of fresh memory, the kernel's zeroing of it, spreads over
- * the threads too) and checks it; no two chunks share a byte, and the
+ * reads, decompresses and checks it, and copies its nonzero pages into its
+ * own region of its key's object (so the first touch of fresh memory, the
+ * kernel's zeroing of it, spreads over the threads too, and a mostly empty
+ * filter stays mostly unallocated); no two chunks share a byte, and the
  * loader counts them with atomics, so nothing is locked. Parallel over
  * chunks rather than keys: one 8 GB filter loads as fast as many small.
  * The first failure stops every thread and is the error reported; no key
