@@ -166,15 +166,19 @@ bool psyncCommand(cmd_ctx *c)
         if (colon)
             *colon = '\0';
     }
-    /* The socket goes to the sender thread; this connection closes
-     * without touching it again. */
+    /* The socket goes to the sender thread on a copy of its descriptor.
+     * This connection closes first (libuv drops it from the loop's epoll
+     * set and closes its descriptor), then the thread starts: the worker's
+     * last use of the descriptor happens before anything the thread does,
+     * which may open a file under the same, now free, number. */
     int fd = dup(cl->fd);
-    char err[256];
-    if (fd < 0 ||
-        !repl_sender_start(fd, &peer, id, next > 0 ? (uint64_t)next : 0, err, sizeof(err))) {
-        reply_errorf(&c->out, "ERR %s", fd < 0 ? "can't hand the connection over" : err);
+    if (fd < 0) {
+        reply_error(&c->out, "ERR can't hand the connection over");
         return false;
     }
     client_close(cl);
+    char err[256];
+    if (!repl_sender_start(fd, &peer, id, next > 0 ? (uint64_t)next : 0, err, sizeof(err)))
+        server_log(LOG_WARNING, "Replica %s:%d dropped: %s", peer.ip, peer.port, err);
     return true;
 }
