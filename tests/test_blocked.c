@@ -195,7 +195,19 @@ typedef struct race {
     uint64_t n;
     const char *prefix;
     uint8_t *fresh;
+    unsigned *arrived; /* lockstep barrier shared by the two check-and-adders */
 } race;
+
+/* The two check-and-adders meet every LOCKSTEP items, so they reach the same
+ * item at nearly the same moment and an unserialized check-and-add shows. */
+#define LOCKSTEP 64
+
+static void meet(unsigned *arrived, unsigned round)
+{
+    __atomic_fetch_add(arrived, 1, __ATOMIC_ACQ_REL);
+    while (__atomic_load_n(arrived, __ATOMIC_ACQUIRE) < 2 * round)
+        ;
+}
 
 static void *adder(void *arg)
 {
@@ -213,6 +225,8 @@ static void *check_and_adder(void *arg)
     race *r = arg;
     char key[32];
     for (uint64_t i = 0; i < r->n; i++) {
+        if (i % LOCKSTEP == 0)
+            meet(r->arrived, (unsigned)(i / LOCKSTEP) + 1);
         size_t len = tu_key(key, "same:", i);
         r->fresh[i] = bf_check_and_add(r->bf, key, len);
     }
@@ -226,7 +240,7 @@ static void test_two_writers(void **state)
     bf_t *bf;
     /* Small filter so the writers share blocks and lanes constantly. */
     assert_int_equal(bf_create(&bf, 2 * n, 0.01, NULL), BLOOMERY_OK);
-    race a = {bf, n, "a:", NULL}, b = {bf, n, "b:", NULL};
+    race a = {bf, n, "a:", NULL, NULL}, b = {bf, n, "b:", NULL, NULL};
     pthread_t ta, tb;
     pthread_create(&ta, NULL, adder, &a);
     pthread_create(&tb, NULL, adder, &b);
@@ -248,7 +262,8 @@ static void test_check_and_add_linearizable(void **state)
     uint64_t n = tu_scale(300000, 30000);
     bf_t *bf;
     assert_int_equal(bf_create(&bf, 4 * n, 0.001, NULL), BLOOMERY_OK);
-    race a = {bf, n, NULL, calloc(n, 1)}, b = {bf, n, NULL, calloc(n, 1)};
+    unsigned arrived = 0;
+    race a = {bf, n, NULL, calloc(n, 1), &arrived}, b = {bf, n, NULL, calloc(n, 1), &arrived};
     pthread_t ta, tb;
     pthread_create(&ta, NULL, check_and_adder, &a);
     pthread_create(&tb, NULL, check_and_adder, &b);
