@@ -13,13 +13,13 @@
  * flight at once: for filters far larger than the cache, memory-level
  * parallelism, not hashing, bounds throughput.
  *
- * Writers OR each lane with a relaxed atomic: a plain read-modify-write could
- * drop a concurrent writer's bit, a false negative. Lanes whose bit is
- * already set are skipped, so adds into a filling filter rarely lock the bus.
- * Readers load lanes relaxed; a reader racing an add sees a subset of that
- * add's bits, which can only make it answer "absent" for an add that has not
- * completed. The AVX2 path reads the eight lanes as two relaxed 256-bit
- * loads (load_lanes) and tests them as vectors.
+ * Writers change a block's lanes only under the block's stripe, with plain
+ * loads and stores (blocked_lock.h says why); an unlocked read-modify-write
+ * could drop a concurrent writer's bit, a false negative. Readers load lanes
+ * relaxed; a reader racing an add sees a subset of that add's bits, which
+ * can only make it answer "absent" for an add that has not completed. The
+ * AVX2 path reads the eight lanes as two relaxed 256-bit loads (load_lanes)
+ * and tests them as vectors.
  */
 #include "bloomery/blocked.h"
 #include "bloomery/bloomery.h"
@@ -39,12 +39,14 @@
 #include "block_array.h"
 #include "blocked_chain.h"
 #include "blocked_kernel.h"
+#include "blocked_lock.h"
 #include "stripe.h"
 
 #define BATCH 32
 
 struct bf {
     block_array a;
+    unsigned stripes; /* first of the BF_STRIPE_SPAN stripes its writers take */
 };
 
 bloomery_hash bloomery_hash_item(const void *item, size_t len, uint64_t seed)
@@ -123,12 +125,25 @@ __attribute__((target("avx2"))) static bool block_test_avx2(const uint64_t *blk,
     return _mm256_testc_si256(b0, m0) & _mm256_testc_si256(b1, m1);
 }
 
-__attribute__((target("avx2"))) static void block_masks_avx2(uint32_t seed, uint64_t m[8])
+/* The store side of load_lanes, for the block's only writer (it holds the
+ * block's stripe): each aligned 8-byte lane of a 256-bit store is written
+ * whole (processors with AVX write aligned 16-byte halves atomically), so
+ * a lock-free reader sees each lane before or after, never torn. */
+__attribute__((target("avx2"))) static inline void store_lanes(uint64_t *p, __m256i v)
+{
+    __asm__("vmovdqa %1, %0" : "=m"(*(__m256i *)p) : "x"(v));
+}
+
+__attribute__((target("avx2"))) static bool block_set_avx2(uint64_t *blk, uint32_t seed)
 {
     __m256i m0, m1;
     masks_avx2(seed, &m0, &m1);
-    _mm256_storeu_si256((__m256i *)m, m0);
-    _mm256_storeu_si256((__m256i *)(m + 4), m1);
+    __m256i b0 = load_lanes(blk);
+    __m256i b1 = load_lanes(blk + 4);
+    bool had = _mm256_testc_si256(b0, m0) & _mm256_testc_si256(b1, m1);
+    store_lanes(blk, _mm256_or_si256(b0, m0));
+    store_lanes(blk + 4, _mm256_or_si256(b1, m1));
+    return !had;
 }
 #endif
 
@@ -151,27 +166,81 @@ static inline bool block_test(const uint64_t *blk, uint32_t seed)
     return block_test_portable(blk, seed);
 }
 
-/* ORs the item's bits into the block; true if any bit was 0 before. */
+/* ORs the item's bits into the block; true if any bit was 0 before. The
+ * caller holds the block's stripe: the only writer, so a plain load and
+ * store per lane (relaxed, for the lock-free readers), or two 256-bit ones.
+ * Every lane is stored, changed or not: whether a lane's bit is set is a
+ * coin toss, and branching on it mispredicted about four times per item. */
 static inline bool block_set(uint64_t *blk, uint32_t seed)
 {
-    uint64_t m[8];
 #ifdef BLOOMERY_HAVE_AVX2
     if (use_avx2())
-        block_masks_avx2(seed, m);
-    else
+        return block_set_avx2(blk, seed);
 #endif
-        masks_portable(seed, m);
-    bool flipped = false;
+    uint64_t m[8];
+    masks_portable(seed, m);
+    uint64_t missing = 0;
     for (unsigned l = 0; l < 8; l++) {
-        if ((__atomic_load_n(&blk[l], __ATOMIC_RELAXED) & m[l]) != m[l]) {
-            uint64_t old = __atomic_fetch_or(&blk[l], m[l], __ATOMIC_RELAXED);
-            flipped |= (old & m[l]) == 0;
-        }
+        uint64_t v = __atomic_load_n(&blk[l], __ATOMIC_RELAXED);
+        missing |= m[l] & ~v;
+        __atomic_store_n(&blk[l], v | m[l], __ATOMIC_RELAXED);
     }
-    return flipped;
+    return missing != 0;
 }
 
 static inline uint64_t *block_ptr(const bf_t *bf, uint64_t idx) { return bf->a.lanes + idx * 8; }
+
+/* ---- writers' stripes ---- */
+
+static inline unsigned block_stripe(const bf_t *bf, uint64_t idx)
+{
+    return bf->stripes + (unsigned)(idx & (BF_STRIPE_SPAN - 1));
+}
+
+void bf_lock_item(const bf_t *bf, bloomery_hash h, bf_locks *held)
+{
+    unsigned n = 0;
+    for (unsigned j = 0; j < bf->a.b; j++) {
+        uint16_t x = (uint16_t)block_stripe(bf, bk_block(h, j, bf->a.nblocks));
+        unsigned i = n;
+        while (i > 0 && held->idx[i - 1] > x)
+            i--;
+        if (i > 0 && held->idx[i - 1] == x)
+            continue;
+        memmove(&held->idx[i + 1], &held->idx[i], (n - i) * sizeof held->idx[0]);
+        held->idx[i] = x;
+        n++;
+    }
+    held->n = n;
+    for (unsigned i = 0; i < n; i++)
+        bloomery_stripe_lock_at(held->idx[i]);
+}
+
+void bf_unlock_item(const bf_locks *held)
+{
+    for (unsigned i = held->n; i-- > 0;)
+        bloomery_stripe_unlock_at(held->idx[i]);
+}
+
+void bf_share_stripes(bf_t *dst, const bf_t *src) { dst->stripes = src->stripes; }
+
+void bf_lock_span(const bf_t *bf)
+{
+    for (unsigned i = 0; i < BF_STRIPE_SPAN; i++)
+        bloomery_stripe_lock_at(bf->stripes + i);
+}
+
+void bf_unlock_span(const bf_t *bf)
+{
+    for (unsigned i = BF_STRIPE_SPAN; i-- > 0;)
+        bloomery_stripe_unlock_at(bf->stripes + i);
+}
+
+void bf_count_add(bf_t *bf, uint64_t n)
+{
+    if (n)
+        __atomic_fetch_add(&bf->a.count, n, __ATOMIC_RELAXED);
+}
 
 /* ---- lifecycle ---- */
 
@@ -197,6 +266,7 @@ int bf_create_shape(bf_t **out, uint64_t nblocks, unsigned b, uint64_t seed, uin
         free(bf);
         return rc;
     }
+    bf->stripes = bloomery_stripe_of((uint64_t)(uintptr_t)bf) & ~(unsigned)(BF_STRIPE_SPAN - 1);
     *out = bf;
     return BLOOMERY_OK;
 }
@@ -230,7 +300,7 @@ bool bf_check_hashed(const bf_t *bf, bloomery_hash h)
     return true;
 }
 
-static bool add_unlocked(bf_t *bf, bloomery_hash h)
+bool bf_set_locked(bf_t *bf, bloomery_hash h)
 {
     bool flipped = false;
     for (unsigned j = 0; j < bf->a.b; j++)
@@ -238,25 +308,42 @@ static bool add_unlocked(bf_t *bf, bloomery_hash h)
     return flipped;
 }
 
+/* The add and the check-and-add of one item, without the count (a batch
+ * adds its count once). */
+static bool add_one(bf_t *bf, bloomery_hash h)
+{
+    bf_locks held;
+    bf_lock_item(bf, h, &held);
+    bool flipped = bf_set_locked(bf, h);
+    bf_unlock_item(&held);
+    return flipped;
+}
+
+static bool check_and_add_one(bf_t *bf, bloomery_hash h)
+{
+    /* Present needs no lock: every bit is already visible. */
+    if (bf_check_hashed(bf, h))
+        return false;
+    bf_locks held;
+    bf_lock_item(bf, h, &held);
+    bool fresh = !bf_check_hashed(bf, h);
+    if (fresh)
+        bf_set_locked(bf, h);
+    bf_unlock_item(&held);
+    return fresh;
+}
+
 bool bf_add_hashed(bf_t *bf, bloomery_hash h)
 {
-    bool flipped = add_unlocked(bf, h);
-    if (flipped)
-        __atomic_fetch_add(&bf->a.count, 1, __ATOMIC_RELAXED);
+    bool flipped = add_one(bf, h);
+    bf_count_add(bf, flipped);
     return flipped;
 }
 
 bool bf_check_and_add_hashed(bf_t *bf, bloomery_hash h)
 {
-    /* All adds of one item share its first block, hence its stripe. */
-    uint64_t key = (uint64_t)(uintptr_t)block_ptr(bf, bk_block(h, 0, bf->a.nblocks));
-    bloomery_stripe_lock(key);
-    bool fresh = !bf_check_hashed(bf, h);
-    if (fresh)
-        add_unlocked(bf, h);
-    bloomery_stripe_unlock(key);
-    if (fresh)
-        __atomic_fetch_add(&bf->a.count, 1, __ATOMIC_RELAXED);
+    bool fresh = check_and_add_one(bf, h);
+    bf_count_add(bf, fresh);
     return fresh;
 }
 
@@ -341,8 +428,8 @@ static inline bool apply(bf_t *bf, bloomery_hash h, batch_op op)
 {
     switch (op) {
     case OP_CHECK: return bf_check_hashed(bf, h);
-    case OP_ADD: return bf_add_hashed(bf, h);
-    default: return bf_check_and_add_hashed(bf, h);
+    case OP_ADD: return add_one(bf, h);
+    default: return check_and_add_one(bf, h);
     }
 }
 
@@ -372,11 +459,15 @@ static void run_items(bf_t *bf, const void *const *items, const size_t *lens, si
         size_t next = base + cur;
         g = next < n ? hash_group(bf, items, lens, n, next, h[(base / BATCH + 1) & 1], w) : 0;
         const bloomery_hash *hg = h[(base / BATCH) & 1];
+        uint64_t added = 0;
         for (size_t i = 0; i < cur; i++) {
             bool r = apply(bf, hg[i], op);
+            added += r;
             if (out)
                 out[base + i] = r;
         }
+        if (op != OP_CHECK)
+            bf_count_add(bf, added);
     }
 }
 
@@ -385,13 +476,17 @@ static void run_hashed(bf_t *bf, const bloomery_hash *h, size_t n, uint8_t *out,
     size_t ahead = n < BATCH ? n : BATCH;
     for (size_t i = 0; i < ahead; i++)
         bf_prefetch(bf, h[i], op != OP_CHECK);
+    uint64_t added = 0;
     for (size_t i = 0; i < n; i++) {
         if (i + BATCH < n)
             bf_prefetch(bf, h[i + BATCH], op != OP_CHECK);
         bool r = apply(bf, h[i], op);
+        added += r;
         if (out)
             out[i] = r;
     }
+    if (op != OP_CHECK)
+        bf_count_add(bf, added);
 }
 
 void bf_check_many(const bf_t *bf, const void *const *items, const size_t *lens, size_t n,
@@ -464,11 +559,25 @@ int bf_merge(bf_t *dst, const bf_t *src)
 {
     if (dst->a.nblocks != src->a.nblocks || dst->a.b != src->a.b || dst->a.seed != src->a.seed)
         return BLOOMERY_EINVAL;
-    uint64_t words = dst->a.nblocks * 8;
-    for (uint64_t i = 0; i < words; i++) {
-        uint64_t w = __atomic_load_n(&src->a.lanes[i], __ATOMIC_RELAXED);
-        if (w && (__atomic_load_n(&dst->a.lanes[i], __ATOMIC_RELAXED) & w) != w)
-            __atomic_fetch_or(&dst->a.lanes[i], w, __ATOMIC_RELAXED);
+    for (uint64_t b = 0; b < dst->a.nblocks; b++) {
+        const uint64_t *s = block_ptr(src, b);
+        uint64_t *d = block_ptr(dst, b);
+        bool changes = false;
+        for (unsigned l = 0; l < 8 && !changes; l++) {
+            uint64_t w = __atomic_load_n(&s[l], __ATOMIC_RELAXED);
+            changes = (__atomic_load_n(&d[l], __ATOMIC_RELAXED) & w) != w;
+        }
+        if (!changes)
+            continue;
+        unsigned stripe = block_stripe(dst, b);
+        bloomery_stripe_lock_at(stripe);
+        for (unsigned l = 0; l < 8; l++) {
+            uint64_t w = __atomic_load_n(&s[l], __ATOMIC_RELAXED);
+            uint64_t v = __atomic_load_n(&d[l], __ATOMIC_RELAXED);
+            if ((v & w) != w)
+                __atomic_store_n(&d[l], v | w, __ATOMIC_RELAXED);
+        }
+        bloomery_stripe_unlock_at(stripe);
     }
     __atomic_fetch_add(&dst->a.count, bf_count(src), __ATOMIC_RELAXED);
     return BLOOMERY_OK;

@@ -21,6 +21,14 @@
  * count sees every link up to it, in whichever array it then loads; replaced
  * arrays are retired, not freed, until the chain is freed, since readers may
  * still be walking them.
+ *
+ * Adds to a blocked chain lock the item's blocks in the newest link
+ * (blocked_lock.h), and the links share their stripes. A grower publishes a
+ * link only while holding every stripe of them, so an adder that has its
+ * stripes and still sees n links keeps seeing n until it lets go: two adds
+ * of one item either take the same stripes in the same newest link, or one
+ * of them runs wholly before the new link appeared and the other sees its
+ * bits. Classic chains keep an item lock (stripe.h) around the add.
  */
 #include "bloomery/scalable.h"
 #include "bloomery/bloomery.h"
@@ -31,6 +39,7 @@
 #include <string.h>
 
 #include "blocked_chain.h"
+#include "blocked_lock.h"
 #include "stripe.h"
 
 #define BATCH 16
@@ -76,8 +85,7 @@ static inline item_hash hash_of(const sbf_t *s, const void *item, size_t len)
 
 static inline uint64_t stripe_key(const sbf_t *s, item_hash h)
 {
-    uint64_t x = s->layout == BLOOMERY_LAYOUT_CLASSIC ? h.classic.a : h.blocked.lo;
-    return x ^ (uint64_t)(uintptr_t)s;
+    return h.classic.a ^ (uint64_t)(uintptr_t)s;
 }
 
 static inline size_t load_nlinks(const sbf_t *s)
@@ -126,12 +134,7 @@ static bool link_check(const sbf_t *s, const void *l, item_hash h)
                                                 : bf_check_hashed(l, h.blocked);
 }
 
-static bool link_add(const sbf_t *s, void *l, item_hash h)
-{
-    if (s->layout == BLOOMERY_LAYOUT_CLASSIC)
-        return cbf_add_hashed(l, h.classic);
-    return bf_add_hashed(l, h.blocked);
-}
+static bool link_add_classic(void *l, item_hash h) { return cbf_add_hashed(l, h.classic); }
 
 static uint64_t link_bytes_for(const sbf_t *s, uint64_t capacity, double error)
 {
@@ -151,10 +154,13 @@ static int link_create(const sbf_t *s, uint64_t capacity, double error, void **o
 
 /* ---- growth ---- */
 
-/* Appends a link; caller holds s->grow. */
+/* Appends a link; caller holds s->grow, or the chain is not yet shared. */
 static int append_link(sbf_t *s, void *link)
 {
     size_t n = s->nlinks;
+    bool blocked = s->layout == BLOOMERY_LAYOUT_BLOCKED;
+    if (blocked && n)
+        bf_share_stripes(link, s->links[0]);
     if (n == s->cap_links) {
         size_t cap = s->cap_links ? s->cap_links * 2 : 4;
         void **arr = calloc(cap, sizeof *arr);
@@ -177,7 +183,11 @@ static int append_link(sbf_t *s, void *link)
         s->cap_links = cap;
     }
     s->links[n] = link;
+    if (blocked && n)
+        bf_lock_span(link);
     __atomic_store_n(&s->nlinks, n + 1, __ATOMIC_RELEASE);
+    if (blocked && n)
+        bf_unlock_span(link);
     return BLOOMERY_OK;
 }
 
@@ -207,8 +217,9 @@ static double next_error(const sbf_t *s, size_t n, const void *last)
     return e * 0.5;
 }
 
-/* Makes room for one more item in the newest link. Caller holds the item's
- * stripe; growth itself is serialized by s->grow. */
+/* Makes room for one more item in the newest link. Growth is serialized by
+ * s->grow; a blocked chain's adder calls this holding no stripe, since
+ * publishing a link takes them all. */
 static int ensure_room(sbf_t *s)
 {
     size_t n = load_nlinks(s);
@@ -388,8 +399,70 @@ static bool chain_has(const sbf_t *s, item_hash h)
     return false;
 }
 
+/* A batch's adds to the newest link not yet in its count: one atomic add
+ * per batch instead of one per item. Only while the link has room for far
+ * more than any batch in flight, so concurrent batches cannot overfill it
+ * by more than a rounding; near capacity every add counts at once. */
+#define COUNT_SLACK 4096
+
+typedef struct pending {
+    bf_t *link;
+    uint64_t n;
+} pending;
+
+static void flush_count(pending *p)
+{
+    if (p && p->n) {
+        bf_count_add(p->link, p->n);
+        p->n = 0;
+    }
+}
+
+static int add_blocked(sbf_t *s, bloomery_hash h, pending *p)
+{
+    /* Present needs no lock: every bit is already visible. */
+    if (bf_check_any_hashed((const bf_t *const *)load_links(s), load_nlinks(s), h))
+        return 0;
+    for (;;) {
+        size_t n = load_nlinks(s);
+        const bf_t *const *links = (const bf_t *const *)load_links(s);
+        bf_t *last = (bf_t *)links[n - 1];
+        uint64_t count = bf_count(last) + (p && p->link == last ? p->n : 0);
+        uint64_t cap = bf_capacity(last);
+        if (count >= cap) {
+            flush_count(p);
+            int rc = ensure_room(s);
+            if (rc != BLOOMERY_OK)
+                return rc;
+            continue;
+        }
+        bf_locks held;
+        bf_lock_item(last, h, &held);
+        if (load_nlinks(s) != n) {
+            bf_unlock_item(&held);
+            continue;
+        }
+        /* A concurrent add of another item may have set every bit meanwhile;
+         * then, as in RedisBloom, the item counts as already present. */
+        int rc = !bf_check_any_hashed(links, n, h) && bf_set_locked(last, h);
+        bf_unlock_item(&held);
+        if (rc && p && cap - count > COUNT_SLACK) {
+            if (p->link != last) {
+                flush_count(p);
+                p->link = last;
+            }
+            p->n++;
+        } else {
+            bf_count_add(last, (uint64_t)rc);
+        }
+        return rc;
+    }
+}
+
 static int add_hashed(sbf_t *s, item_hash h)
 {
+    if (s->layout == BLOOMERY_LAYOUT_BLOCKED)
+        return add_blocked(s, h.blocked, NULL);
     uint64_t key = stripe_key(s, h);
     bloomery_stripe_lock(key);
     int rc;
@@ -399,7 +472,7 @@ static int add_hashed(sbf_t *s, item_hash h)
         /* A concurrent add of another item may have set every bit meanwhile;
          * then, as in RedisBloom, the item counts as already present. */
         size_t n = load_nlinks(s);
-        rc = link_add(s, load_links(s)[n - 1], h) ? 1 : 0;
+        rc = link_add_classic(load_links(s)[n - 1], h) ? 1 : 0;
     }
     bloomery_stripe_unlock(key);
     return rc;
@@ -440,36 +513,52 @@ int sbf_add_hashed(sbf_t *s, sbf_hash h) { return add_hashed(s, from_public(s, h
 
 int sbf_check_hashed(const sbf_t *s, sbf_hash h) { return chain_has(s, from_public(s, h)); }
 
+/* Adds write the newest link only: the others are fetched for reading. */
 static void prefetch(const sbf_t *s, item_hash h, bool for_write)
 {
     if (s->layout != BLOOMERY_LAYOUT_BLOCKED)
         return;
     size_t n = load_nlinks(s);
     void **links = load_links(s);
-    if (!for_write) {
-        bf_prefetch_all((const bf_t *const *)links, n, h.blocked);
-        return;
-    }
-    for (size_t i = 0; i < n; i++)
-        bf_prefetch(links[i], h.blocked, for_write);
+    bf_prefetch_all((const bf_t *const *)links, n - for_write, h.blocked);
+    if (for_write)
+        bf_prefetch(links[n - 1], h.blocked, true);
 }
 
+static size_t hash_group(const sbf_t *s, const void *const *items, const size_t *lens, size_t n,
+                         size_t base, item_hash *h, bool for_write)
+{
+    size_t g = n - base < BATCH ? n - base : BATCH;
+    for (size_t i = 0; i < g; i++) {
+        h[i] = hash_of(s, items[base + i], lens[base + i]);
+        prefetch(s, h[i], for_write);
+    }
+    return g;
+}
+
+/* Two groups in flight, as in blocked.c: the next group is hashed and
+ * fetched while this one is added, so an add's stores find their lines
+ * owned and its stripe's locked exchange does not wait for them. */
 size_t sbf_add_many(sbf_t *s, const void *const *items, const size_t *lens, size_t n, int *results)
 {
-    item_hash h[BATCH];
-    for (size_t base = 0; base < n; base += BATCH) {
-        size_t g = n - base < BATCH ? n - base : BATCH;
-        for (size_t i = 0; i < g; i++) {
-            h[i] = hash_of(s, items[base + i], lens[base + i]);
-            prefetch(s, h[i], true);
-        }
-        for (size_t i = 0; i < g; i++) {
-            int rc = add_hashed(s, h[i]);
+    item_hash h[2][BATCH];
+    pending p = {NULL, 0};
+    pending *pp = s->layout == BLOOMERY_LAYOUT_BLOCKED ? &p : NULL;
+    size_t cur = n ? hash_group(s, items, lens, n, 0, h[0], true) : 0;
+    for (size_t base = 0, g = 0; base < n; base += cur, cur = g) {
+        size_t next = base + cur;
+        g = next < n ? hash_group(s, items, lens, n, next, h[(base / BATCH + 1) & 1], true) : 0;
+        const item_hash *hg = h[(base / BATCH) & 1];
+        for (size_t i = 0; i < cur; i++) {
+            int rc = pp ? add_blocked(s, hg[i].blocked, pp) : add_hashed(s, hg[i]);
             results[base + i] = rc;
-            if (rc < 0)
+            if (rc < 0) {
+                flush_count(pp);
                 return base + i + 1;
+            }
         }
     }
+    flush_count(pp);
     return n;
 }
 

@@ -2,24 +2,22 @@
 
 #include <sched.h>
 
-#define STRIPES 1024
-
 /* One lock per cache line so neighbouring stripes do not false-share. */
 static struct {
     unsigned char locked;
     unsigned char pad[63];
-} stripes[STRIPES] __attribute__((aligned(64)));
+} stripes[BLOOMERY_STRIPES] __attribute__((aligned(64)));
 
-static inline unsigned stripe_of(uint64_t key)
+unsigned bloomery_stripe_of(uint64_t key)
 {
     key ^= key >> 29;
     key *= 0xbf58476d1ce4e5b9ULL;
-    return (unsigned)(key >> 54) & (STRIPES - 1);
+    return (unsigned)(key >> 54) & (BLOOMERY_STRIPES - 1);
 }
 
-void bloomery_stripe_lock(uint64_t key)
+void bloomery_stripe_lock_at(unsigned i)
 {
-    unsigned char *l = &stripes[stripe_of(key)].locked;
+    unsigned char *l = &stripes[i].locked;
     for (unsigned spins = 0;; spins++) {
         if (!__atomic_exchange_n(l, 1, __ATOMIC_ACQUIRE))
             return;
@@ -36,7 +34,11 @@ void bloomery_stripe_lock(uint64_t key)
     }
 }
 
-void bloomery_stripe_unlock(uint64_t key)
+void bloomery_stripe_unlock_at(unsigned i)
 {
-    __atomic_store_n(&stripes[stripe_of(key)].locked, 0, __ATOMIC_RELEASE);
+    __atomic_store_n(&stripes[i].locked, 0, __ATOMIC_RELEASE);
 }
+
+void bloomery_stripe_lock(uint64_t key) { bloomery_stripe_lock_at(bloomery_stripe_of(key)); }
+
+void bloomery_stripe_unlock(uint64_t key) { bloomery_stripe_unlock_at(bloomery_stripe_of(key)); }

@@ -24,7 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "stripe.h"
+#include "blocked_lock.h"
 
 #define BATCH 16
 
@@ -187,14 +187,17 @@ static void prefetch(const win_t *w, bloomery_hash h, int64_t now, bool for_writ
 
 static int check_and_add_locked(win_t *w, bloomery_hash h, int64_t now)
 {
-    /* Every slice puts the item in the same blocks, so the stripe of its
-     * first block in the current slice serializes all adders of the item. */
-    uint64_t key = h.lo ^ (uint64_t)(uintptr_t)w;
-    bloomery_stripe_lock(key);
+    /* Adds go to the current slice only (rotation excludes them), so the
+     * stripes of the item's blocks there serialize all adders of the item. */
+    bf_t *cur = w->ring[w->cur];
+    if (seen(w, h, now))
+        return 0;
+    bf_locks held;
+    bf_lock_item(cur, h, &held);
     int fresh = !seen(w, h, now);
     if (fresh)
-        bf_add_hashed(w->ring[w->cur], h);
-    bloomery_stripe_unlock(key);
+        bf_count_add(cur, bf_set_locked(cur, h));
+    bf_unlock_item(&held);
     return fresh;
 }
 

@@ -1,0 +1,49 @@
+/* Writers of the blocked layout (blocked.c), for the filters built of
+ * blocked ones (scalable.c, window.c).
+ *
+ * A lane changes only under the stripe of its block, by a plain load and
+ * store: one locked instruction per item (the stripe) instead of a locked
+ * read-modify-write per lane that gains a bit, which stalls the core until
+ * the line is owned and keeps the next items' misses from overlapping.
+ * Readers stay lock-free (relaxed loads see a lane before or after a store,
+ * never a lost bit), and a thread that holds an item's stripes is the only
+ * writer of its blocks, so a check under them followed by the add is
+ * linearizable.
+ *
+ * A filter's blocks map onto BF_STRIPE_SPAN stripes from its base; filters
+ * that must exclude each other's writers of one item (the links of a chain,
+ * the slices of a window) share a base, and a chain that publishes a new
+ * link holds the whole span, so no add is in flight across it. */
+#ifndef BLOOMERY_BLOCKED_LOCK_H
+#define BLOOMERY_BLOCKED_LOCK_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "bloomery/blocked.h"
+#include "bloomery/sizing.h"
+
+#define BF_STRIPE_SPAN 64
+
+typedef struct bf_locks {
+    unsigned n;
+    uint16_t idx[BLOOMERY_MAX_BLOCKS_PER_KEY];
+} bf_locks;
+
+/* Takes the stripes of h's blocks in bf (ascending, each once). */
+void bf_lock_item(const bf_t *bf, bloomery_hash h, bf_locks *held);
+void bf_unlock_item(const bf_locks *held);
+
+/* Sets h's bits; the caller holds bf_lock_item(bf, h). True if any bit was
+ * 0. The count is the caller's (bf_count_add). */
+bool bf_set_locked(bf_t *bf, bloomery_hash h);
+void bf_count_add(bf_t *bf, uint64_t n);
+
+/* dst's writers take the stripes src's do. */
+void bf_share_stripes(bf_t *dst, const bf_t *src);
+
+/* Every stripe a writer of bf can take, for publishing a new link. */
+void bf_lock_span(const bf_t *bf);
+void bf_unlock_span(const bf_t *bf);
+
+#endif
