@@ -273,7 +273,7 @@ static bool load_entry(const char *dir, const snap_entry *e, bloomery_type *type
         return false;
     bool ok = true;
     for (uint64_t i = 0; i < e->nchunks && ok; i++)
-        ok = datadir_load_chunk(dir, "INDEX", e, i, l, err, errlen);
+        ok = datadir_load_chunk(dir, "INDEX", e, i, l, NULL, err, errlen);
     bloomery_object obj = {0};
     if (ok)
         ok = datadir_finish_entry("INDEX", e, l, &obj, err, errlen);
