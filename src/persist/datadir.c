@@ -312,6 +312,21 @@ void datadir_chunk_buf_free(datadir_chunk_buf *b)
     memset(b, 0, sizeof(*b));
 }
 
+void datadir_prefetch_chunk(const char *dir, const snap_entry *e, uint64_t i)
+{
+    const snap_chunk *c = &e->chunks[i];
+    if (c->where == SNAP_CHUNK_INLINE)
+        return;
+    char hex[33], path[DATADIR_PATH_MAX];
+    chunk_hash_hex(c->hash, hex);
+    snprintf(path, sizeof(path), "%.4096s/chunks/%s.zst", dir, hex);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return; /* the load itself reports it */
+    (void)posix_fadvise(fd, 0, 0, POSIX_FADV_WILLNEED);
+    close(fd);
+}
+
 /* A frame at least 1/64 of its raw size holds 64 compressed bytes per
  * 4 KiB page on average: its pages hold something, and decompressing it
  * straight into the object costs no memory that the copy of nonzero pages

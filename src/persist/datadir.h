@@ -75,6 +75,10 @@ void datadir_chunk_buf_free(datadir_chunk_buf *b);
  * each with its own b. */
 bool datadir_load_chunk(const char *dir, const char *index_path, const snap_entry *e, uint64_t i,
                         bloomery_loader *l, datadir_chunk_buf *b, char *err, size_t errlen);
+/* Ask the kernel to start reading chunk i's file into the page cache
+ * (posix_fadvise WILLNEED) and return at once; nothing for an inline
+ * chunk, nothing reported on failure (the load reports it). */
+void datadir_prefetch_chunk(const char *dir, const snap_entry *e, uint64_t i);
 /* The loaded value of entry e once all its chunks are in. */
 bool datadir_finish_entry(const char *index_path, const snap_entry *e, bloomery_loader *l,
                           bloomery_object *out, char *err, size_t errlen);
