@@ -273,7 +273,7 @@ static bool load_entry(const char *dir, const snap_entry *e, bloomery_type *type
         return false;
     bool ok = true;
     for (uint64_t i = 0; i < e->nchunks && ok; i++)
-        ok = datadir_load_chunk(dir, "INDEX", e, i, l, err, errlen);
+        ok = datadir_load_chunk(dir, "INDEX", e, i, l, NULL, err, errlen);
     bloomery_object obj = {0};
     if (ok)
         ok = datadir_finish_entry("INDEX", e, l, &obj, err, errlen);
@@ -343,6 +343,89 @@ static void test_every_kind_loads(void **state)
         }
         bloomery_object_free(&obj);
     }
+    cleanup();
+}
+
+/* Load entry e's chunks with one buffer kept across them (as a loading
+ * thread does); NULL error when loaded. */
+static bool load_with_buf(const char *dir, const snap_entry *e, char *err, size_t errlen)
+{
+    bloomery_loader *l = datadir_open_entry("INDEX", e, err, errlen);
+    if (l == NULL)
+        return false;
+    datadir_chunk_buf b = {0};
+    bool ok = true;
+    for (uint64_t i = 0; i < e->nchunks && ok; i++)
+        ok = datadir_load_chunk(dir, "INDEX", e, i, l, &b, err, errlen);
+    datadir_chunk_buf_free(&b);
+    bloomery_object obj = {0};
+    if (ok)
+        ok = datadir_finish_entry("INDEX", e, l, &obj, err, errlen);
+    if (ok) {
+        int x = 7;
+        assert_int_equal(sbf_check(obj.u.sbf, &x, sizeof(x)), 1);
+        bloomery_object_free(&obj);
+    }
+    bloomery_loader_free(l);
+    return ok;
+}
+
+/* A full filter's chunks hold something on every page: their frames are
+ * big enough to decompress straight into the object, and are checked
+ * there as strictly as those that go through the scratch buffer. */
+static void test_dense_chunks_load_in_place(void **state)
+{
+    (void)state;
+    const char *dir = fresh_dir();
+    bloomery_object obj = {.type = BLOOMERY_TYPE_SCALABLE};
+    assert_int_equal(sbf_create(&obj.u.sbf, 5000, 0.01, NULL), BLOOMERY_OK);
+    for (int i = 0; i < 5000; i++)
+        sbf_add(obj.u.sbf, &i, sizeof(i));
+    for (int files = 0; files < 2; files++) {
+        entry_image ei = make_entry(obj, SNAP_KIND_BLOOM, files ? dir : NULL);
+        size_t dense = 0;
+        for (uint64_t i = 0; i < ei.e.nchunks; i++) {
+            size_t flen = ei.chunks[i].flen;
+            if (files) {
+                char hex[33], path[400];
+                chunk_hash_hex(ei.chunks[i].hash, hex);
+                snprintf(path, sizeof(path), "%s/chunks/%s.zst", dir, hex);
+                free(tu_read_file(path, &flen));
+                flen -= CHUNK_HEADER_SIZE;
+            }
+            dense += (uint64_t)flen * 64 >= ei.chunks[i].raw_len;
+        }
+        assert_true(dense >= 1);
+        char err[1024];
+        if (!load_with_buf(dir, &ei.e, err, sizeof(err)))
+            fail_msg("%s", err);
+        /* A wrong serial.h checksum is refused after the bytes are in. */
+        for (uint64_t i = 0; i < ei.e.nchunks; i++) {
+            ei.chunks[i].checksum ^= 1;
+            assert_false(load_with_buf(dir, &ei.e, err, sizeof(err)));
+            assert_non_null(strstr(err, "checksum mismatch"));
+            ei.chunks[i].checksum ^= 1;
+        }
+        /* So is a frame that decompresses to other bytes. */
+        uint8_t *frame = ei.frames[0];
+        size_t flen = ei.chunks[0].flen;
+        char path[400];
+        if (files) {
+            char hex[33];
+            chunk_hash_hex(ei.chunks[0].hash, hex);
+            snprintf(path, sizeof(path), "%s/chunks/%s.zst", dir, hex);
+            frame = (uint8_t *)tu_read_file(path, &flen);
+        }
+        frame[flen / 2] ^= 0x40;
+        if (files)
+            write_file(path, frame, flen);
+        assert_false(load_with_buf(dir, &ei.e, err, sizeof(err)));
+        assert_non_null(strstr(err, files ? path : "INDEX: offset 1000: inline chunk"));
+        if (files)
+            free(frame);
+        free_entry(&ei);
+    }
+    bloomery_object_free(&obj);
     cleanup();
 }
 
@@ -732,10 +815,15 @@ static void test_keep_torn(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_names),          cmocka_unit_test(test_every_kind_loads),
-        cmocka_unit_test(test_snapshot_open),  cmocka_unit_test(test_last_codec),
-        cmocka_unit_test(test_log_file_rules), cmocka_unit_test(test_zeros_from_a_sector),
-        cmocka_unit_test(test_scan_directory), cmocka_unit_test(test_keep_torn),
+        cmocka_unit_test(test_names),
+        cmocka_unit_test(test_every_kind_loads),
+        cmocka_unit_test(test_snapshot_open),
+        cmocka_unit_test(test_last_codec),
+        cmocka_unit_test(test_log_file_rules),
+        cmocka_unit_test(test_zeros_from_a_sector),
+        cmocka_unit_test(test_scan_directory),
+        cmocka_unit_test(test_keep_torn),
+        cmocka_unit_test(test_dense_chunks_load_in_place),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

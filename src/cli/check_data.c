@@ -51,11 +51,13 @@ static void check_entry(const char *dir, const char *ipath, const snap_entry *e)
         return;
     }
     bool ok = true;
+    datadir_chunk_buf buf = {0};
     for (uint64_t i = 0; i < e->nchunks; i++)
-        if (!datadir_load_chunk(dir, ipath, e, i, l, err, sizeof(err))) {
+        if (!datadir_load_chunk(dir, ipath, e, i, l, &buf, err, sizeof(err))) {
             problem(err);
             ok = false;
         }
+    datadir_chunk_buf_free(&buf);
     bloomery_object obj = {0};
     if (ok) {
         if (datadir_finish_entry(ipath, e, l, &obj, err, sizeof(err)))

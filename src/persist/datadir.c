@@ -263,72 +263,154 @@ bloomery_loader *datadir_open_entry(const char *index_path, const snap_entry *e,
     return l;
 }
 
+/* Grow *buf to hold n bytes (a thread's buffers only ever grow). */
+static bool reserve(uint8_t **buf, size_t *cap, size_t n)
+{
+    if (n <= *cap)
+        return true;
+    uint8_t *p = realloc(*buf, n);
+    if (p == NULL)
+        return false;
+    *buf = p;
+    *cap = n;
+    return true;
+}
+
+/* The whole file at path into b->file; false with errno set. */
+static bool read_chunk_file(const char *path, datadir_chunk_buf *b, size_t *len)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return false;
+    struct stat st;
+    int e = 0;
+    size_t got = 0;
+    if (fstat(fd, &st) != 0)
+        e = errno;
+    else if (!reserve(&b->file, &b->file_cap, st.st_size ? (size_t)st.st_size : 1))
+        e = ENOMEM;
+    while (e == 0 && got < (size_t)st.st_size) {
+        ssize_t n = read(fd, b->file + got, (size_t)st.st_size - got);
+        if (n <= 0) {
+            if (n < 0 && errno == EINTR)
+                continue;
+            e = n < 0 ? errno : EIO; /* shorter than fstat said */
+        } else {
+            got += (size_t)n;
+        }
+    }
+    close(fd);
+    errno = e;
+    *len = got;
+    return e == 0;
+}
+
+void datadir_chunk_buf_free(datadir_chunk_buf *b)
+{
+    free(b->file);
+    free(b->raw);
+    memset(b, 0, sizeof(*b));
+}
+
+void datadir_prefetch_chunk(const char *dir, const snap_entry *e, uint64_t i)
+{
+    const snap_chunk *c = &e->chunks[i];
+    if (c->where == SNAP_CHUNK_INLINE)
+        return;
+    char hex[33], path[DATADIR_PATH_MAX];
+    chunk_hash_hex(c->hash, hex);
+    snprintf(path, sizeof(path), "%.4096s/chunks/%s.zst", dir, hex);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return; /* the load itself reports it */
+    (void)posix_fadvise(fd, 0, 0, POSIX_FADV_WILLNEED);
+    close(fd);
+}
+
+/* A frame at least 1/64 of its raw size holds 64 compressed bytes per
+ * 4 KiB page on average: its pages hold something, and decompressing it
+ * straight into the object costs no memory that the copy of nonzero pages
+ * would have saved (the object's pages are 2 MiB where huge pages are
+ * available, mem.c, so one byte touches the page around it anyway). A
+ * smaller frame is mostly zeros (a big filter that is mostly empty): it
+ * goes through the thread's scratch buffer and only its nonzero pages are
+ * copied, so that memory stays unallocated. */
+#define DIRECT_MIN_RATIO 64
+
 bool datadir_load_chunk(const char *dir, const char *index_path, const snap_entry *e, uint64_t i,
-                        bloomery_loader *l, char *err, size_t errlen)
+                        bloomery_loader *l, datadir_chunk_buf *b, char *err, size_t errlen)
 {
     const snap_chunk *c = &e->chunks[i];
     char why[256];
     size_t len;
-    if (bloomery_loader_chunk_dest(l, i, &len) == NULL || len != c->raw_len) {
+    uint8_t *dest = bloomery_loader_chunk_dest(l, i, &len);
+    if (dest == NULL || len != c->raw_len) {
         snprintf(err, errlen, "%s: offset %zu: " KEYFMT ": chunk %" PRIu64 " has the wrong length",
                  index_path, c->off, KEYARG(e), i);
         return false;
     }
-    /* Decompressed beside the object, which receives only the pages that
-     * hold something: a big filter that is mostly empty stays mostly
-     * unallocated (its memory is mapped lazily, mem.c). */
-    uint8_t *raw = malloc(c->raw_len ? c->raw_len : 1);
-    if (raw == NULL) {
-        snprintf(err, errlen, "%s: offset %zu: " KEYFMT ": chunk %" PRIu64 ": out of memory",
-                 index_path, c->off, KEYARG(e), i);
-        return false;
-    }
-    bool ok = true;
-    if (c->where == SNAP_CHUNK_INLINE) {
-        if (!chunk_frame_decode(c->frame, c->flen, c->raw_len, c->hash, raw, why, sizeof(why))) {
-            snprintf(err, errlen, "%s: offset %zu: inline chunk of " KEYFMT ": %s", index_path,
-                     c->off, KEYARG(e), why);
-            ok = false;
-        }
-    } else {
-        char hex[33], path[DATADIR_PATH_MAX];
+    datadir_chunk_buf own = {0};
+    if (b == NULL)
+        b = &own;
+    const uint8_t *frame = c->frame;
+    size_t flen = c->flen;
+    char path[DATADIR_PATH_MAX];
+    if (c->where != SNAP_CHUNK_INLINE) {
+        char hex[33];
         chunk_hash_hex(c->hash, hex);
         snprintf(path, sizeof(path), "%.4096s/chunks/%s.zst", dir, hex);
-        uint8_t *buf;
-        const uint8_t *frame;
-        size_t flen, off;
+        size_t off;
         uint32_t rl;
         chunk_hash h;
-        if (!datadir_read_file(path, &buf, &flen)) {
+        bool ok = false;
+        if (!read_chunk_file(path, b, &flen))
             snprintf(err, errlen,
                      "%s: offset 0: can't read chunk file (%s), named by %s at offset %zu", path,
                      strerror(errno), index_path, c->off);
-            free(raw);
-            return false;
-        }
-        ok = chunk_file_header_check(buf, flen, &c->hash, &rl, &h, &frame, &flen, why, sizeof(why),
-                                     &off);
-        if (!ok)
+        else if (!chunk_file_header_check(b->file, flen, &c->hash, &rl, &h, &frame, &flen, why,
+                                          sizeof(why), &off))
             snprintf(err, errlen, "%s: offset %zu: %s", path, off, why);
-        else if (rl != c->raw_len) {
+        else if (rl != c->raw_len)
             snprintf(err, errlen, "%s: offset 12: %u bytes, the index says %u", path, rl,
                      c->raw_len);
-            ok = false;
-        } else if (!chunk_frame_decode(frame, flen, rl, h, raw, why, sizeof(why))) {
-            snprintf(err, errlen, "%s: offset %d: %s", path, CHUNK_HEADER_SIZE, why);
-            ok = false;
+        else
+            ok = true;
+        if (!ok) {
+            datadir_chunk_buf_free(&own);
+            return false;
         }
-        free(buf);
     }
-    if (ok) {
-        int rc = bloomery_loader_chunk_placed(l, i, raw, c->raw_len, c->checksum, why, sizeof(why));
+    bool direct = (uint64_t)flen * DIRECT_MIN_RATIO >= c->raw_len;
+    uint8_t *raw = dest;
+    if (!direct) {
+        if (!reserve(&b->raw, &b->raw_cap, c->raw_len ? c->raw_len : 1)) {
+            snprintf(err, errlen, "%s: offset %zu: " KEYFMT ": chunk %" PRIu64 ": out of memory",
+                     index_path, c->off, KEYARG(e), i);
+            datadir_chunk_buf_free(&own);
+            return false;
+        }
+        raw = b->raw;
+    }
+    /* The file's hash equals the index's (checked with its header), so
+     * c->hash is what the content must hash to either way. */
+    bool ok = chunk_frame_decode(frame, flen, c->raw_len, c->hash, raw, why, sizeof(why));
+    if (!ok) {
+        if (c->where == SNAP_CHUNK_INLINE)
+            snprintf(err, errlen, "%s: offset %zu: inline chunk of " KEYFMT ": %s", index_path,
+                     c->off, KEYARG(e), why);
+        else
+            snprintf(err, errlen, "%s: offset %d: %s", path, CHUNK_HEADER_SIZE, why);
+    } else {
+        /* Direct: the bytes are in place already, checked where they are. */
+        int rc = bloomery_loader_chunk_placed(l, i, direct ? NULL : raw, c->raw_len, c->checksum,
+                                              why, sizeof(why));
         if (rc != BLOOMERY_OK) {
             snprintf(err, errlen, "%s: offset %zu: " KEYFMT ": chunk %" PRIu64 ": %s", index_path,
                      c->off, KEYARG(e), i, why);
             ok = false;
         }
     }
-    free(raw);
+    datadir_chunk_buf_free(&own);
     return ok;
 }
 

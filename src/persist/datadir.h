@@ -59,12 +59,26 @@ void datadir_snapshot_close(datadir_snapshot *s);
  * chunk lengths the index lists. NULL with err on damage. */
 bloomery_loader *datadir_open_entry(const char *index_path, const snap_entry *e, char *err,
                                     size_t errlen);
+/* Buffers one loading thread keeps from chunk to chunk (zeroed to start;
+ * datadir_chunk_buf_free when done). */
+typedef struct datadir_chunk_buf {
+    uint8_t *file, *raw;
+    size_t file_cap, raw_cap;
+} datadir_chunk_buf;
+void datadir_chunk_buf_free(datadir_chunk_buf *b);
+
 /* Read chunk i of entry e, decompress and verify it (content hash, then
- * its serial.h checksum) and put it into its loader's object, all-zero
- * pages skipped. Several threads may load distinct chunks of one loader at
- * once. */
+ * its serial.h checksum) and put it into its loader's object: straight
+ * into place, or, for a frame that is mostly zeros, through b's scratch
+ * with its all-zero pages skipped. b may be NULL (buffers for this call
+ * only). Several threads may load distinct chunks of one loader at once,
+ * each with its own b. */
 bool datadir_load_chunk(const char *dir, const char *index_path, const snap_entry *e, uint64_t i,
-                        bloomery_loader *l, char *err, size_t errlen);
+                        bloomery_loader *l, datadir_chunk_buf *b, char *err, size_t errlen);
+/* Ask the kernel to start reading chunk i's file into the page cache
+ * (posix_fadvise WILLNEED) and return at once; nothing for an inline
+ * chunk, nothing reported on failure (the load reports it). */
+void datadir_prefetch_chunk(const char *dir, const snap_entry *e, uint64_t i);
 /* The loaded value of entry e once all its chunks are in. */
 bool datadir_finish_entry(const char *index_path, const snap_entry *e, bloomery_loader *l,
                           bloomery_object *out, char *err, size_t errlen);

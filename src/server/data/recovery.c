@@ -4,9 +4,11 @@
  *      (an index appears only by rename once everything it names is on
  *      disk, so any index there is complete). Its chunks load on several
  *      threads (load-threads): each chunk is read (inline in the index or
- *      DIR/chunks/<hash>.zst), decompressed with its size as the cap,
- *      checked against its content hash and serial.h's image checksum,
- *      and its pages that hold something copied into its key's object.
+ *      DIR/chunks/<hash>.zst, whose reads are started ahead of the
+ *      threads), decompressed with its size as the cap into its key's
+ *      object (a frame that is mostly zeros through a scratch buffer, only
+ *      its pages that hold something copied), and checked against its
+ *      content hash and serial.h's image checksum.
  *   2. DIR/log/<first LSN>.wal files in LSN order: records below the
  *      snapshot's start are checked and passed over, the rest replayed
  *      (replay.c). LSNs must follow each other without a gap from the
@@ -45,10 +47,10 @@
 /* Loading runs in three steps: open every key's loader (which checks its
  * image header and allocates the object), then fill chunks on several
  * threads, then finish and insert the keys. A thread takes the next chunk,
- * reads, decompresses and checks it, and copies its nonzero pages into its
- * own region of its key's object (so the first touch of fresh memory, the
- * kernel's zeroing of it, spreads over the threads too, and a mostly empty
- * filter stays mostly unallocated); no two chunks share a byte, and the
+ * reads, decompresses and checks it in its own region of its key's object
+ * (so the first touch of fresh memory, the kernel's zeroing of it, spreads
+ * over the threads too; a mostly empty filter stays mostly unallocated,
+ * datadir.c); no two chunks share a byte, and the
  * loader counts them with atomics, so nothing is locked. Parallel over
  * chunks rather than keys: one 8 GB filter loads as fast as many small.
  * The first failure stops every thread and is the error reported; no key
@@ -64,6 +66,7 @@ typedef struct load_job {
     load_key *keys;
     uint64_t *work; /* entry of each chunk, in index order */
     _Atomic uint64_t next;
+    _Atomic uint64_t advised; /* chunks before this one have been prefetched */
     _Atomic bool failed;
     pthread_mutex_t lock;
     char err[1024];
@@ -175,22 +178,46 @@ static bool open_entry(load_job *j, uint64_t k)
     return j->keys[k].l != NULL;
 }
 
+/* Chunk files read ahead of the loading threads. Each thread would
+ * otherwise have one read in flight, waiting for it with the disk idle
+ * between; WILLNEED starts the reads of the next chunks in the background,
+ * so on a cold page cache they are in memory by the time a thread gets
+ * there. */
+#define PREFETCH_AHEAD 64
+
+static void prefetch_to(load_job *j, uint64_t w)
+{
+    uint64_t want = w + PREFETCH_AHEAD < j->ix->nchunks ? w + PREFETCH_AHEAD : j->ix->nchunks;
+    uint64_t p = atomic_load(&j->advised);
+    while (p < want)
+        if (atomic_compare_exchange_weak(&j->advised, &p, p + 1)) {
+            uint64_t k = j->work[p];
+            const snap_entry *e = &j->ix->entries[k];
+            datadir_prefetch_chunk(j->dir, e, (uint64_t)(&j->ix->chunks[p] - e->chunks));
+            p++;
+        }
+}
+
 static void *load_thread(void *arg)
 {
     load_job *j = arg;
     char err[1024];
+    datadir_chunk_buf buf = {0};
     for (;;) {
         uint64_t w = atomic_fetch_add(&j->next, 1);
         if (w >= j->ix->nchunks || atomic_load(&j->failed))
             break;
+        prefetch_to(j, w);
         uint64_t k = j->work[w];
         const snap_entry *e = &j->ix->entries[k];
         uint64_t i = (uint64_t)(&j->ix->chunks[w] - e->chunks);
-        if (!datadir_load_chunk(j->dir, j->index_path, e, i, j->keys[k].l, err, sizeof(err))) {
+        if (!datadir_load_chunk(j->dir, j->index_path, e, i, j->keys[k].l, &buf, err,
+                                sizeof(err))) {
             job_fail(j, "%s", err);
             break;
         }
     }
+    datadir_chunk_buf_free(&buf);
     return NULL;
 }
 
