@@ -21,6 +21,7 @@
 
 #include "fastmod.h"
 #include "mem.h"
+#include "murmur2_x8.h"
 
 _Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
                "the counters are serialized as they lie in memory");
@@ -165,11 +166,15 @@ size_t cms_incrby_batch(cms_t *c, const void *const *items, const size_t *lens,
         size_t m = n - g < GROUP ? n - g : GROUP;
         /* Hash the group and start loading its counters, so their cache
          * misses overlap instead of following one another. */
-        for (size_t j = 0; j < m; j++)
+        for (size_t j = 0; j < m; j++) {
+            uint32_t h[8];
             for (uint64_t i = 0; i < rows; i++) {
-                loc[j][i] = cell_of(c, items[g + j], lens[g + j], i);
+                if (i % 8 == 0)
+                    murmur2_x8_from(items[g + j], lens[g + j], (uint32_t)i, h);
+                loc[j][i] = i * c->width + fastmod32_mod(c->by_width, h[i % 8]);
                 __builtin_prefetch(&c->cells[loc[j][i]], 1);
             }
+        }
         for (size_t j = 0; j < m; j++) {
             uint32_t est;
             int rc;
@@ -188,9 +193,11 @@ size_t cms_incrby_batch(cms_t *c, const void *const *items, const size_t *lens,
 
 uint32_t cms_query(const cms_t *c, const void *item, size_t len)
 {
-    uint32_t min = UINT32_MAX;
+    uint32_t min = UINT32_MAX, h[8];
     for (uint64_t i = 0; i < c->depth; i++) {
-        uint32_t v = c->cells[cell_of(c, item, len, i)];
+        if (i % 8 == 0)
+            murmur2_x8_from(item, len, (uint32_t)i, h);
+        uint32_t v = c->cells[i * c->width + fastmod32_mod(c->by_width, h[i % 8])];
         if (v < min)
             min = v;
     }
