@@ -342,15 +342,19 @@ static uint64_t compress_nodes(tdigest_node *nodes, uint64_t sorted, uint64_t us
     double normalizer = (double)compression / (2 * M_PI * W * log(W));
     uint64_t cur = 0;
     double so_far = 0;
+    /* q0 (1 - q0) changes only with so_far: computed once per centroid. */
+    double q0 = so_far / W, lim0 = q0 * (1 - q0);
     for (uint64_t i = 1; i < used; i++) {
         double proposed = (double)nodes[cur].weight + (double)nodes[i].weight;
         double z = proposed * normalizer;
-        double q0 = so_far / W, q2 = (so_far + proposed) / W;
-        if (z <= q0 * (1 - q0) && z <= q2 * (1 - q2)) {
+        double q2 = (so_far + proposed) / W;
+        if (z <= lim0 && z <= q2 * (1 - q2)) {
             nodes[cur].weight += nodes[i].weight;
             nodes[cur].mean = merged_mean(&nodes[cur], &nodes[i]);
         } else {
             so_far += (double)nodes[cur].weight;
+            q0 = so_far / W;
+            lim0 = q0 * (1 - q0);
             nodes[++cur] = nodes[i];
         }
     }
