@@ -330,8 +330,9 @@ static double merged_mean(const tdigest_node *cur, const tdigest_node *next)
     return m < cur->mean ? cur->mean : m > next->mean ? next->mean : m;
 }
 
-/* Sort nodes[0..used) and merge them under the k-scale rule; returns the
- * number of centroids, nodes past them zeroed. total is their weight. */
+/* Sort nodes[0..used) (nodes[0..sorted) the merged centroids, in order)
+ * and merge them under the k-scale rule; returns the number of centroids,
+ * nodes past them zeroed. total is their weight. */
 static uint64_t compress_nodes(tdigest_node *nodes, uint64_t sorted, uint64_t used, uint64_t total,
                                uint64_t compression)
 {
