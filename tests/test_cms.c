@@ -18,6 +18,7 @@
 #include "bloomery/cms.h"
 #include "fastmod.h"
 #include "bloomery/murmur.h"
+#include "murmur2_x8.h"
 #include "testutil.h"
 
 #define MAX_BYTES (1ULL << 30)
@@ -53,6 +54,25 @@ static void test_murmur2(void **state)
 
 /* RedisBloom's flow test: in a 5 x 2 sketch, "b" and "c" share a counter in
  * both rows and "a" and "d" share none with anyone. */
+/* The eight-seed form gives MurmurHash2's hashes bit for bit, every tail
+ * length and any seeds. */
+static void test_murmur2_x8(void **state)
+{
+    (void)state;
+    unsigned char key[64];
+    for (size_t i = 0; i < sizeof(key); i++)
+        key[i] = (unsigned char)(i * 37 + 11);
+    uint32_t seeds[8] = {1919, 0, 1, 2, 3, 4, 5, 0xffffffffu}, h[8];
+    for (size_t len = 0; len <= sizeof(key); len++) {
+        murmur2_x8(key, len, seeds, h);
+        for (int s = 0; s < 8; s++)
+            assert_int_equal(h[s], bloomery_murmur2(key, len, seeds[s]));
+        murmur2_x8_from(key + 1, len - (len > 0), 13, h);
+        for (uint32_t s = 0; s < 8; s++)
+            assert_int_equal(h[s], bloomery_murmur2(key + 1, len - (len > 0), 13 + s));
+    }
+}
+
 static void test_redisbloom_overflow_vector(void **state)
 {
     (void)state;
@@ -427,6 +447,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_murmur2),
+        cmocka_unit_test(test_murmur2_x8),
         cmocka_unit_test(test_redisbloom_overflow_vector),
         cmocka_unit_test(test_dims),
         cmocka_unit_test(test_error_bound),

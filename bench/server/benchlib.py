@@ -51,6 +51,21 @@ def cpu_seconds(pid):
         return (int(fields[11]) + int(fields[12])) / HZ
 
 
+def user_sys_ticks(pid):
+    """User and kernel CPU time of every thread of pid, in clock ticks
+    (utime and stime of /proc/pid/task/*/stat)."""
+    user = sys_ = 0
+    try:
+        for tid in os.listdir("/proc/%d/task" % pid):
+            with open("/proc/%d/task/%s/stat" % (pid, tid)) as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            user += int(fields[11])
+            sys_ += int(fields[12])
+    except OSError:
+        pass
+    return user, sys_
+
+
 def bench(port, pid, args, requests, items_per_request, clients=50, pipeline=1,
           client_cpus=CLIENT_CPU, client_threads=1):
     cmd = ["taskset", "-c", client_cpus, "redis-benchmark", "-p", str(port), "-n",
@@ -60,10 +75,17 @@ def bench(port, pid, args, requests, items_per_request, clients=50, pipeline=1,
         cmd += ["--threads", str(client_threads)]
     cmd += [str(a) for a in args]
     before = cpu_seconds(pid)
+    ticks_before = user_sys_ticks(pid)
     t0 = time.time()
     out = subprocess.run(cmd, capture_output=True, check=True).stdout.decode()
     wall = time.time() - t0
     cpu = cpu_seconds(pid) - before
+    ticks_after = user_sys_ticks(pid)
+    user_ticks = ticks_after[0] - ticks_before[0]
+    sys_ticks = ticks_after[1] - ticks_before[1]
+    # The scheduler's exact total, split between user space and the kernel
+    # in the proportion of the tick-sampled utime and stime.
+    user_share = user_ticks / (user_ticks + sys_ticks) if user_ticks + sys_ticks else 0.0
     row = list(csv.DictReader(io.StringIO(out)))[-1]
     items = requests * items_per_request
     return {
@@ -71,6 +93,8 @@ def bench(port, pid, args, requests, items_per_request, clients=50, pipeline=1,
         "p50": float(row["p50_latency_ms"]),
         "p99": float(row["p99_latency_ms"]),
         "cpu_us": cpu * 1e6 / items,
+        "user_us": cpu * user_share * 1e6 / items,
+        "sys_us": cpu * (1 - user_share) * 1e6 / items,
         "wall": wall,
     }
 

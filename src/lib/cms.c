@@ -21,6 +21,7 @@
 
 #include "fastmod.h"
 #include "mem.h"
+#include "murmur2_x8.h"
 
 _Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
                "the counters are serialized as they lie in memory");
@@ -145,6 +146,30 @@ static int apply(cms_t *c, const void *item, size_t len, const uint64_t *loc, ui
     return BLOOMERY_OK;
 }
 
+/* apply() for a sketch of at most BATCH_ROWS rows without a write hook,
+ * every counter located: one pass finds the largest counter (no branch per
+ * row), one adds. */
+static inline int apply_at(cms_t *c, const uint64_t *loc, uint64_t incr, uint32_t *est)
+{
+    if (incr > TOTAL_MAX - c->count || incr > UINT32_MAX)
+        return BLOOMERY_EFULL;
+    uint32_t *cells = c->cells, add = (uint32_t)incr, max = 0, min = UINT32_MAX;
+    for (uint64_t i = 0; i < c->depth; i++) {
+        uint32_t v = cells[loc[i]];
+        max = v > max ? v : max;
+    }
+    if (max > UINT32_MAX - add)
+        return BLOOMERY_EFULL;
+    for (uint64_t i = 0; i < c->depth; i++) {
+        uint32_t v = cells[loc[i]] + add;
+        cells[loc[i]] = v;
+        min = v < min ? v : min;
+    }
+    c->count += incr;
+    *est = min;
+    return BLOOMERY_OK;
+}
+
 int cms_incrby(cms_t *c, const void *item, size_t len, uint64_t incr, uint32_t *est)
 {
     if (incr == 0) {
@@ -160,22 +185,29 @@ size_t cms_incrby_batch(cms_t *c, const void *const *items, const size_t *lens,
 {
     uint64_t loc[GROUP][BATCH_ROWS];
     uint64_t rows = c->depth < BATCH_ROWS ? c->depth : BATCH_ROWS;
+    bool located = c->depth <= BATCH_ROWS && c->hook == NULL;
     size_t refused = 0;
     for (size_t g = 0; g < n; g += GROUP) {
         size_t m = n - g < GROUP ? n - g : GROUP;
         /* Hash the group and start loading its counters, so their cache
          * misses overlap instead of following one another. */
-        for (size_t j = 0; j < m; j++)
+        for (size_t j = 0; j < m; j++) {
+            uint32_t h[8];
             for (uint64_t i = 0; i < rows; i++) {
-                loc[j][i] = cell_of(c, items[g + j], lens[g + j], i);
+                if (i % 8 == 0)
+                    murmur2_x8_from(items[g + j], lens[g + j], (uint32_t)i, h);
+                loc[j][i] = i * c->width + fastmod32_mod(c->by_width, h[i % 8]);
                 __builtin_prefetch(&c->cells[loc[j][i]], 1);
             }
+        }
         for (size_t j = 0; j < m; j++) {
             uint32_t est;
             int rc;
             if (incrs[g + j] == 0) {
                 est = cms_query(c, items[g + j], lens[g + j]);
                 rc = BLOOMERY_OK;
+            } else if (located) {
+                rc = apply_at(c, loc[j], incrs[g + j], &est);
             } else {
                 rc = apply(c, items[g + j], lens[g + j], loc[j], incrs[g + j], &est);
             }
@@ -188,9 +220,11 @@ size_t cms_incrby_batch(cms_t *c, const void *const *items, const size_t *lens,
 
 uint32_t cms_query(const cms_t *c, const void *item, size_t len)
 {
-    uint32_t min = UINT32_MAX;
+    uint32_t min = UINT32_MAX, h[8];
     for (uint64_t i = 0; i < c->depth; i++) {
-        uint32_t v = c->cells[cell_of(c, item, len, i)];
+        if (i % 8 == 0)
+            murmur2_x8_from(item, len, (uint32_t)i, h);
+        uint32_t v = c->cells[i * c->width + fastmod32_mod(c->by_width, h[i % 8])];
         if (v < min)
             min = v;
     }

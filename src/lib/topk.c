@@ -30,6 +30,7 @@
 
 #include "fastmod.h"
 #include "mem.h"
+#include "murmur2_x8.h"
 
 _Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
                "the buckets are serialized as they lie in memory");
@@ -169,6 +170,18 @@ static uint32_t fingerprint(const void *item, size_t len)
     return bloomery_murmur2(item, len, FP_SEED);
 }
 
+/* The item's hashes: from row 0, the fingerprint then rows 0-6 in h[0..8);
+ * from a row r = 8j - 1 (7, 15, ...), rows r to r + 7 in h[0..8). */
+static void hash_rows(const void *item, size_t len, uint32_t from, uint32_t h[8])
+{
+    if (from == 0) {
+        static const uint32_t first[8] = {FP_SEED, 0, 1, 2, 3, 4, 5, 6};
+        murmur2_x8(item, len, first, h);
+    } else {
+        murmur2_x8_from(item, len, from, h);
+    }
+}
+
 static slot *find(const topk_t *t, uint32_t fp, const void *item, size_t len)
 {
     /* From the end, as RedisBloom scans. */
@@ -226,31 +239,47 @@ int topk_add(topk_t *t, const void *item, size_t len, uint32_t incr, topk_item *
         return BLOOMERY_EINVAL;
     if (reserve_spare(t, len) != BLOOMERY_OK)
         return BLOOMERY_ENOMEM;
-    uint32_t fp = fingerprint(item, len);
+    uint32_t h[8];
+    hash_rows(item, len, 0, h);
+    uint32_t fp = h[0];
     uint32_t heap_min = t->heap[0].count, max = 0;
-    for (uint32_t i = 0; i < t->depth; i++) {
-        bucket *b = &t->buckets[(uint64_t)i * t->width +
-                                fastmod32_mod(t->by_width, bloomery_murmur2(item, len, i))];
-        if (t->hook)
-            t->hook(t->hook_ctx, 0, (uint64_t)(b - t->buckets) * sizeof(*b), sizeof(*b));
-        if (b->count == 0) {
-            b->fp = fp;
-            b->count = incr;
-        } else if (b->fp == fp) {
-            b->count = b->count > UINT32_MAX - incr ? UINT32_MAX : b->count + incr;
-        } else {
-            for (uint32_t left = incr; left > 0; left--) {
-                if (draw(t) < decay_of(t, b->count) && --b->count == 0) {
-                    b->fp = fp;
-                    b->count = left;
-                    break;
-                }
-            }
-            if (b->fp != fp)
-                continue;
+    for (uint32_t i = 0; i < t->depth;) {
+        /* Rows 0-6 (hashed with the fingerprint), then eight at a time:
+         * every bucket of a group is located and loading before the first
+         * is read, so their cache misses overlap. */
+        bucket *row[8];
+        uint32_t lane = i == 0 ? 1 : 0, n = t->depth - i < 8 - lane ? t->depth - i : 8 - lane;
+        if (i > 0)
+            hash_rows(item, len, i, h);
+        for (uint32_t r = 0; r < n; r++) {
+            row[r] =
+                &t->buckets[(uint64_t)(i + r) * t->width + fastmod32_mod(t->by_width, h[lane + r])];
+            __builtin_prefetch(row[r], 1);
         }
-        if (b->count > max)
-            max = b->count;
+        i += n;
+        for (uint32_t r = 0; r < n; r++) {
+            bucket *b = row[r];
+            if (t->hook)
+                t->hook(t->hook_ctx, 0, (uint64_t)(b - t->buckets) * sizeof(*b), sizeof(*b));
+            if (b->count == 0) {
+                b->fp = fp;
+                b->count = incr;
+            } else if (b->fp == fp) {
+                b->count = b->count > UINT32_MAX - incr ? UINT32_MAX : b->count + incr;
+            } else {
+                for (uint32_t left = incr; left > 0; left--) {
+                    if (draw(t) < decay_of(t, b->count) && --b->count == 0) {
+                        b->fp = fp;
+                        b->count = left;
+                        break;
+                    }
+                }
+                if (b->fp != fp)
+                    continue;
+            }
+            if (b->count > max)
+                max = b->count;
+        }
     }
     if (max < heap_min)
         return 0;
@@ -287,12 +316,16 @@ bool topk_query(const topk_t *t, const void *item, size_t len)
 
 uint32_t topk_count(const topk_t *t, const void *item, size_t len)
 {
-    uint32_t fp = fingerprint(item, len);
+    uint32_t h[8];
+    hash_rows(item, len, 0, h);
+    uint32_t fp = h[0];
     uint32_t heap_min = t->heap[0].count, res = 0;
     bool in_heap = find(t, fp, item, len) != NULL;
     for (uint32_t i = 0; i < t->depth; i++) {
-        const bucket *b = &t->buckets[(uint64_t)i * t->width +
-                                      fastmod32_mod(t->by_width, bloomery_murmur2(item, len, i))];
+        if ((i + 1) % 8 == 0)
+            hash_rows(item, len, i, h);
+        const bucket *b =
+            &t->buckets[(uint64_t)i * t->width + fastmod32_mod(t->by_width, h[(i + 1) % 8])];
         if (b->fp == fp && (!in_heap || b->count >= heap_min) && b->count > res)
             res = b->count;
     }

@@ -52,27 +52,45 @@ void reply_raw(reply *r, const void *p, size_t n)
     r->len += n;
 }
 
+/* "00".."99": two digits at a time. */
+static const char digit_pairs[201] = "00010203040506070809101112131415161718192021222324"
+                                     "25262728293031323334353637383940414243444546474849"
+                                     "50515253545556575859606162636465666768697071727374"
+                                     "75767778798081828384858687888990919293949596979899";
+
+/* Write "<c><v>\r\n" at p, which has room for 24 bytes; returns the end. */
+static inline char *put_prefixed_ll(char *p, char c, long long v)
+{
+    *p++ = c;
+    unsigned long long u = v < 0 ? 0ULL - (unsigned long long)v : (unsigned long long)v;
+    if (v < 0)
+        *p++ = '-';
+    size_t n = 1;
+    for (unsigned long long x = u; x >= 10; x /= 10)
+        n++;
+    char *q = p + n;
+    while (u >= 100) {
+        unsigned d = (unsigned)(u % 100);
+        u /= 100;
+        q -= 2;
+        memcpy(q, digit_pairs + 2 * d, 2);
+    }
+    if (u >= 10)
+        memcpy(q - 2, digit_pairs + 2 * u, 2);
+    else
+        q[-1] = (char)('0' + u);
+    p += n;
+    *p++ = '\r';
+    *p++ = '\n';
+    return p;
+}
+
 /* Write "<c><v>\r\n". */
 static void prefixed_ll(reply *r, char c, long long v)
 {
     if (!reply_reserve(r, 32))
         return;
-    char *p = r->buf + r->len;
-    *p++ = c;
-    char tmp[24];
-    int n = 0;
-    unsigned long long u = v < 0 ? 0ULL - (unsigned long long)v : (unsigned long long)v;
-    do {
-        tmp[n++] = (char)('0' + u % 10);
-        u /= 10;
-    } while (u);
-    if (v < 0)
-        *p++ = '-';
-    while (n)
-        *p++ = tmp[--n];
-    *p++ = '\r';
-    *p++ = '\n';
-    r->len = (size_t)(p - r->buf);
+    r->len = (size_t)(put_prefixed_ll(r->buf + r->len, c, v) - r->buf);
 }
 
 void reply_simple(reply *r, const char *s)
@@ -135,6 +153,16 @@ void reply_int(reply *r, long long v)
         return;
     }
     prefixed_ll(r, ':', v);
+}
+
+void reply_ints(reply *r, const int64_t *v, size_t n)
+{
+    if (n == 0 || !reply_reserve(r, 24 * n))
+        return;
+    char *p = r->buf + r->len;
+    for (size_t i = 0; i < n; i++)
+        p = put_prefixed_ll(p, ':', v[i]);
+    r->len = (size_t)(p - r->buf);
 }
 
 void reply_bool(reply *r, bool v)

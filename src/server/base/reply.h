@@ -35,6 +35,8 @@ void reply_ok(reply *r);
 void reply_error(reply *r, const char *msg);
 void reply_errorf(reply *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void reply_int(reply *r, long long v);
+/* n integer replies, one after another. */
+void reply_ints(reply *r, const int64_t *v, size_t n);
 void reply_bool(reply *r, bool v);
 /* n booleans at once: v[i] == 1 is true (the library's batch results). */
 void reply_bools(reply *r, const int *v, size_t n);

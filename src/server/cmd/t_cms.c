@@ -153,17 +153,22 @@ bool cmsIncrbyCommand(cmd_ctx *c)
         pthread_mutex_lock(&o->lock);
         size_t refused = cms_incrby_batch(o->v, (const void *const *)items, lens, incrs, n, res);
         reply_array(&c->out, (long long)n);
-        size_t k = 0;
-        for (size_t i = 0; i < n; i++) {
-            if (res[i] < 0) {
-                reply_error(&c->out, "CMS: INCRBY overflow");
-                continue;
+        size_t k = n;
+        if (refused == 0) {
+            reply_ints(&c->out, res, n);
+        } else {
+            k = 0;
+            for (size_t i = 0; i < n; i++) {
+                if (res[i] < 0) {
+                    reply_error(&c->out, "CMS: INCRBY overflow");
+                    continue;
+                }
+                reply_int(&c->out, res[i]);
+                /* The log keeps only what was applied. */
+                items[k] = items[i];
+                lens[k] = lens[i];
+                incrs[k++] = incrs[i];
             }
-            reply_int(&c->out, res[i]);
-            /* The log keeps only what was applied. */
-            items[k] = items[i];
-            lens[k] = lens[i];
-            incrs[k++] = incrs[i];
         }
         wal_log_items(WAL_CMS_INCRBY, c->argv[1], c->argvlen[1], items, lens, incrs, k);
         pthread_mutex_unlock(&o->lock);
