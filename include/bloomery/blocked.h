@@ -8,7 +8,8 @@
  * cache lines, an insert ORs b lines.
  *
  * Concurrency: every function may be called from any number of threads on the
- * same filter at once. Inserts OR lanes with relaxed atomics, lookups use
+ * same filter at once. An insert changes a block only under that block's
+ * stripe lock (one of a small shared table), lookups take no lock and use
  * relaxed atomic loads, so a completed insert is never missed by a later
  * lookup. bf_check_and_add() is linearizable per item: of several threads
  * adding the same new item at once, exactly one is told it was new.

@@ -7,8 +7,8 @@
  * taken from RedisBloom loads into this layout and answers identically.
  *
  * It is also the reference "plain k-probe" filter the benchmarks compare the
- * blocked layout with. Concurrency as for bf_t: atomic OR per 64-bit word,
- * relaxed loads; cbf_check_and_add is linearizable per item.
+ * blocked layout with. Concurrency: any number of threads; an atomic OR per
+ * 64-bit word, relaxed loads; cbf_check_and_add is linearizable per item.
  */
 #ifndef BLOOMERY_CLASSIC_H
 #define BLOOMERY_CLASSIC_H
