@@ -187,7 +187,7 @@ static bool apply_entry(const cfg_entry *c, int argc, const char *const *argv, c
         if (argc == 1) {
             resp_parser p;
             resp_parser_init(&p);
-            char *copy = strndup(argv[0], lens[0]);
+            char *copy = mem_dup(argv[0], lens[0]);
             bool ok = copy && resp_split_line(&p, copy, lens[0]);
             const char *v[64];
             size_t l[64];
@@ -683,7 +683,7 @@ int config_rewrite(char *err, size_t errlen)
             signature = true;
         const cfg_entry *c = NULL;
         if (i < len && line[i] != '#') {
-            char *copy = strndup(line, len);
+            char *copy = mem_dup(line, len);
             if (copy && resp_split_line(&p, copy, len) && p.argc > 0) {
                 char name[128];
                 snprintf(name, sizeof(name), "%.*s", (int)p.argv[0].len, copy + p.argv[0].off);

@@ -296,3 +296,13 @@ void bytes_human(char *out, size_t n, unsigned long long b)
     else
         snprintf(out, n, "%.2fT", d / (1024.0 * 1024 * 1024 * 1024));
 }
+
+char *mem_dup(const char *s, size_t n)
+{
+    char *d = malloc(n + 1);
+    if (d) {
+        memcpy(d, s, n);
+        d[n] = '\0';
+    }
+    return d;
+}

@@ -28,4 +28,8 @@ int64_t mono_us(void); /* monotonic, us */
 /* "1.50M" style for INFO's *_human fields. */
 void bytes_human(char *out, size_t n, unsigned long long bytes);
 
+/* A NUL-terminated copy of exactly s[0..n), embedded NULs included (strndup
+ * stops at the first), or NULL when out of memory. */
+char *mem_dup(const char *s, size_t n);
+
 #endif
