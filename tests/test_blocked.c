@@ -196,6 +196,7 @@ typedef struct race {
     const char *prefix;
     uint8_t *fresh;
     unsigned *arrived; /* lockstep barrier shared by the two check-and-adders */
+    bool batched;      /* through the batch calls, LOCKSTEP items at a time */
 } race;
 
 /* The two check-and-adders meet every LOCKSTEP items, so they reach the same
@@ -212,10 +213,14 @@ static void meet(unsigned *arrived, unsigned round)
 static void *adder(void *arg)
 {
     race *r = arg;
-    char key[32];
-    for (uint64_t i = 0; i < r->n; i++) {
-        size_t len = tu_key(key, r->prefix, i);
-        bf_add(r->bf, key, len);
+    keybatch b;
+    for (uint64_t i = 0; i < r->n; i += LOCKSTEP) {
+        size_t n = fill_batch(&b, r->prefix, i, r->n - i < LOCKSTEP ? r->n - i : LOCKSTEP);
+        if (r->batched)
+            bf_add_many(r->bf, b.ptr, b.len, n, NULL);
+        else
+            for (size_t j = 0; j < n; j++)
+                bf_add(r->bf, b.ptr[j], b.len[j]);
     }
     return NULL;
 }
@@ -223,24 +228,26 @@ static void *adder(void *arg)
 static void *check_and_adder(void *arg)
 {
     race *r = arg;
-    char key[32];
-    for (uint64_t i = 0; i < r->n; i++) {
-        if (i % LOCKSTEP == 0)
-            meet(r->arrived, (unsigned)(i / LOCKSTEP) + 1);
-        size_t len = tu_key(key, "same:", i);
-        r->fresh[i] = bf_check_and_add(r->bf, key, len);
+    keybatch b;
+    for (uint64_t i = 0; i < r->n; i += LOCKSTEP) {
+        size_t n = fill_batch(&b, "same:", i, r->n - i < LOCKSTEP ? r->n - i : LOCKSTEP);
+        meet(r->arrived, (unsigned)(i / LOCKSTEP) + 1);
+        if (r->batched)
+            bf_check_and_add_many(r->bf, b.ptr, b.len, n, r->fresh + i);
+        else
+            for (size_t j = 0; j < n; j++)
+                r->fresh[i + j] = bf_check_and_add(r->bf, b.ptr[j], b.len[j]);
     }
     return NULL;
 }
 
-static void test_two_writers(void **state)
+static void two_writers(bool batched)
 {
-    (void)state;
     uint64_t n = tu_scale(500000, 50000);
     bf_t *bf;
     /* Small filter so the writers share blocks and lanes constantly. */
     assert_int_equal(bf_create(&bf, 2 * n, 0.01, NULL), BLOOMERY_OK);
-    race a = {bf, n, "a:", NULL, NULL}, b = {bf, n, "b:", NULL, NULL};
+    race a = {bf, n, "a:", NULL, NULL, batched}, b = {bf, n, "b:", NULL, NULL, batched};
     pthread_t ta, tb;
     pthread_create(&ta, NULL, adder, &a);
     pthread_create(&tb, NULL, adder, &b);
@@ -256,14 +263,26 @@ static void test_two_writers(void **state)
     bf_free(bf);
 }
 
-static void test_check_and_add_linearizable(void **state)
+static void test_two_writers(void **state)
 {
     (void)state;
+    two_writers(false);
+}
+
+static void test_two_batch_writers(void **state)
+{
+    (void)state;
+    two_writers(true);
+}
+
+static void check_and_add_linearizable(bool batched)
+{
     uint64_t n = tu_scale(300000, 30000);
     bf_t *bf;
     assert_int_equal(bf_create(&bf, 4 * n, 0.001, NULL), BLOOMERY_OK);
     unsigned arrived = 0;
-    race a = {bf, n, NULL, calloc(n, 1), &arrived}, b = {bf, n, NULL, calloc(n, 1), &arrived};
+    race a = {bf, n, NULL, calloc(n, 1), &arrived, batched},
+         b = {bf, n, NULL, calloc(n, 1), &arrived, batched};
     pthread_t ta, tb;
     pthread_create(&ta, NULL, check_and_adder, &a);
     pthread_create(&tb, NULL, check_and_adder, &b);
@@ -282,6 +301,18 @@ static void test_check_and_add_linearizable(void **state)
     free(a.fresh);
     free(b.fresh);
     bf_free(bf);
+}
+
+static void test_check_and_add_linearizable(void **state)
+{
+    (void)state;
+    check_and_add_linearizable(false);
+}
+
+static void test_batched_check_and_add_linearizable(void **state)
+{
+    (void)state;
+    check_and_add_linearizable(true);
 }
 
 static void test_check_and_add_reports(void **state)
@@ -427,6 +458,8 @@ int main(void)
         cmocka_unit_test(test_bits_per_key),
         cmocka_unit_test(test_two_writers),
         cmocka_unit_test(test_check_and_add_linearizable),
+        cmocka_unit_test(test_two_batch_writers),
+        cmocka_unit_test(test_batched_check_and_add_linearizable),
         cmocka_unit_test(test_check_and_add_reports),
         cmocka_unit_test(test_large_shape),
         cmocka_unit_test(test_positions_past_2_32_bits),

@@ -9,10 +9,11 @@
  *
  * Concurrency: every function may be called from any number of threads on the
  * same filter at once. An insert changes a block only under that block's
- * stripe lock (one of a small shared table), lookups take no lock and use
- * relaxed atomic loads, so a completed insert is never missed by a later
- * lookup. bf_check_and_add() is linearizable per item: of several threads
- * adding the same new item at once, exactly one is told it was new.
+ * stripe lock (one of a small shared table; the batch calls take a group's
+ * stripes once for the group), lookups take no lock and use relaxed atomic
+ * loads, so a completed insert is never missed by a later lookup.
+ * bf_check_and_add() is linearizable per item: of several threads adding the
+ * same new item at once, exactly one is told it was new.
  *
  * The AVX2 kernel is chosen at run time when the CPU has it; the portable
  * kernel sets and tests identical bits, so a filter's bytes do not depend on

@@ -13,7 +13,10 @@
  * A filter's blocks map onto BF_STRIPE_SPAN stripes from its base; filters
  * that must exclude each other's writers of one item (the links of a chain,
  * the slices of a window) share a base, and a chain that publishes a new
- * link holds the whole span, so no add is in flight across it. */
+ * link holds the whole span, so no add is in flight across it. The span is
+ * small so that a batch's group of items meets most of it and takes each
+ * stripe once for the group (blocked.c): eight writers of one filter can
+ * still add single items side by side. */
 #ifndef BLOOMERY_BLOCKED_LOCK_H
 #define BLOOMERY_BLOCKED_LOCK_H
 
@@ -23,7 +26,7 @@
 #include "bloomery/blocked.h"
 #include "bloomery/sizing.h"
 
-#define BF_STRIPE_SPAN 64
+#define BF_STRIPE_SPAN 8
 
 typedef struct bf_locks {
     unsigned n;
