@@ -334,27 +334,51 @@ typedef struct race {
     sbf_t *s;
     uint64_t n;
     int *res;
+    bool batched;      /* sbf_add_many of LOCKSTEP items at a time */
+    unsigned *arrived; /* the batched adders meet before every batch */
 } race;
+
+/* Batched adders meet before each batch of LOCKSTEP items, so both add the
+ * same items at nearly the same moment. */
+#define LOCKSTEP 64
 
 static void *adder(void *arg)
 {
     race *r = arg;
-    char key[32];
-    for (uint64_t i = 0; i < r->n; i++)
-        r->res[i] = sbf_add(r->s, key, tu_key(key, "same:", i));
+    char buf[LOCKSTEP][32];
+    const void *items[LOCKSTEP];
+    size_t lens[LOCKSTEP];
+    for (uint64_t i = 0; i < r->n; i += LOCKSTEP) {
+        size_t m = r->n - i < LOCKSTEP ? (size_t)(r->n - i) : LOCKSTEP;
+        for (size_t j = 0; j < m; j++) {
+            lens[j] = tu_key(buf[j], "same:", i + j);
+            items[j] = buf[j];
+        }
+        if (!r->batched) {
+            for (size_t j = 0; j < m; j++)
+                r->res[i + j] = sbf_add(r->s, items[j], lens[j]);
+            continue;
+        }
+        unsigned round = (unsigned)(i / LOCKSTEP) + 1;
+        __atomic_fetch_add(r->arrived, 1, __ATOMIC_ACQ_REL);
+        while (__atomic_load_n(r->arrived, __ATOMIC_ACQUIRE) < 2 * round)
+            ;
+        assert_int_equal(sbf_add_many(r->s, items, lens, m, r->res + i), m);
+    }
     return NULL;
 }
 
-static void test_concurrent_adds_with_growth(void **state)
+static void concurrent_adds_with_growth(bool batched)
 {
-    (void)state;
     uint64_t n = tu_scale(300000, 30000);
     for (int layout = 0; layout < 2; layout++) {
         sbf_t *s;
         sbf_options o = {.layout = (bloomery_layout)layout, .expansion = 2};
         /* Tiny first link: the chain grows many times during the race. */
         assert_int_equal(sbf_create(&s, 100, 0.001, &o), BLOOMERY_OK);
-        race a = {s, n, calloc(n, sizeof(int))}, b = {s, n, calloc(n, sizeof(int))};
+        unsigned arrived = 0;
+        race a = {s, n, calloc(n, sizeof(int)), batched, &arrived},
+             b = {s, n, calloc(n, sizeof(int)), batched, &arrived};
         pthread_t ta, tb;
         pthread_create(&ta, NULL, adder, &a);
         pthread_create(&tb, NULL, adder, &b);
@@ -376,6 +400,18 @@ static void test_concurrent_adds_with_growth(void **state)
         free(b.res);
         sbf_free(s);
     }
+}
+
+static void test_concurrent_adds_with_growth(void **state)
+{
+    (void)state;
+    concurrent_adds_with_growth(false);
+}
+
+static void test_concurrent_batched_adds_with_growth(void **state)
+{
+    (void)state;
+    concurrent_adds_with_growth(true);
 }
 
 static bool veto(void *ctx, uint64_t bytes)
@@ -507,6 +543,7 @@ int main(void)
         cmocka_unit_test(test_no_false_negatives_1e8),
         cmocka_unit_test(test_chain_probe_matches_links),
         cmocka_unit_test(test_concurrent_adds_with_growth),
+        cmocka_unit_test(test_concurrent_batched_adds_with_growth),
         cmocka_unit_test(test_allocation_veto),
         cmocka_unit_test(test_merge),
         cmocka_unit_test(test_hashed_replay),

@@ -236,6 +236,26 @@ void bf_unlock_span(const bf_t *bf)
         bloomery_stripe_unlock_at(bf->stripes + i);
 }
 
+uint64_t bf_stripes_of(const bf_t *bf, bloomery_hash h)
+{
+    uint64_t mask = 0;
+    for (unsigned j = 0; j < bf->a.b; j++)
+        mask |= 1ULL << (bk_block(h, j, bf->a.nblocks) & (BF_STRIPE_SPAN - 1));
+    return mask;
+}
+
+void bf_lock_stripes(const bf_t *bf, uint64_t mask)
+{
+    for (; mask; mask &= mask - 1)
+        bloomery_stripe_lock_at(bf->stripes + (unsigned)__builtin_ctzll(mask));
+}
+
+void bf_unlock_stripes(const bf_t *bf, uint64_t mask)
+{
+    for (; mask; mask &= mask - 1)
+        bloomery_stripe_unlock_at(bf->stripes + (unsigned)__builtin_ctzll(mask));
+}
+
 void bf_count_add(bf_t *bf, uint64_t n)
 {
     if (n)
@@ -424,28 +444,6 @@ void bf_prefetch_all(const bf_t *const *f, size_t n, bloomery_hash h)
 
 typedef enum { OP_CHECK, OP_ADD, OP_CHECK_AND_ADD } batch_op;
 
-/* The stripes of a group's blocks, as bits of the filter's span. */
-static uint64_t group_stripes(const bf_t *bf, const bloomery_hash *h, size_t n)
-{
-    uint64_t mask = 0;
-    for (size_t i = 0; i < n; i++)
-        for (unsigned j = 0; j < bf->a.b; j++)
-            mask |= 1ULL << (bk_block(h[i], j, bf->a.nblocks) & (BF_STRIPE_SPAN - 1));
-    return mask;
-}
-
-static void lock_stripes(const bf_t *bf, uint64_t mask)
-{
-    for (; mask; mask &= mask - 1)
-        bloomery_stripe_lock_at(bf->stripes + (unsigned)__builtin_ctzll(mask));
-}
-
-static void unlock_stripes(const bf_t *bf, uint64_t mask)
-{
-    for (; mask; mask &= mask - 1)
-        bloomery_stripe_unlock_at(bf->stripes + (unsigned)__builtin_ctzll(mask));
-}
-
 /* Probes or changes a group of hashed items and counts what it added. A
  * writer takes the group's stripes once, in ascending order, and holds
  * them across the group: in cache the locked exchange costs as much as a
@@ -464,8 +462,10 @@ static uint64_t apply_group(bf_t *bf, const bloomery_hash *h, size_t n, uint8_t 
         }
         return 0;
     }
-    uint64_t mask = group_stripes(bf, h, n);
-    lock_stripes(bf, mask);
+    uint64_t mask = 0;
+    for (size_t i = 0; i < n; i++)
+        mask |= bf_stripes_of(bf, h[i]);
+    bf_lock_stripes(bf, mask);
     for (size_t i = 0; i < n; i++) {
         bool r;
         if (op == OP_ADD)
@@ -476,7 +476,7 @@ static uint64_t apply_group(bf_t *bf, const bloomery_hash *h, size_t n, uint8_t 
         if (out)
             out[i] = r;
     }
-    unlock_stripes(bf, mask);
+    bf_unlock_stripes(bf, mask);
     return added;
 }
 

@@ -536,29 +536,93 @@ static size_t hash_group(const sbf_t *s, const void *const *items, const size_t 
     return g;
 }
 
+/* A group's adds to a blocked chain under one taking of their stripes in
+ * the newest link (blocked.c does the same for one filter): the locked
+ * exchange per item was the larger part of an add in cache. Only while the
+ * newest link has room for far more than the group (COUNT_SLACK), so the
+ * group cannot overfill it and no growth happens under the stripes; near
+ * capacity each item goes through add_blocked. Returns how many results
+ * it wrote (all of them, or up to and with the first error). */
+static size_t add_group_blocked(sbf_t *s, const item_hash *h, size_t m, int *res, pending *p)
+{
+    bool absent[BATCH];
+    size_t k = 0;
+    for (size_t i = 0; i < m; i++) {
+        /* Present needs no lock: every bit is already visible. */
+        absent[i] =
+            !bf_check_any_hashed((const bf_t *const *)load_links(s), load_nlinks(s), h[i].blocked);
+        k += absent[i];
+    }
+    for (;;) {
+        size_t n = load_nlinks(s);
+        const bf_t *const *links = (const bf_t *const *)load_links(s);
+        bf_t *last = (bf_t *)links[n - 1];
+        uint64_t count = bf_count(last) + (p->link == last ? p->n : 0);
+        uint64_t cap = bf_capacity(last);
+        if (k > 0 && (count >= cap || cap - count <= COUNT_SLACK + k)) {
+            for (size_t i = 0; i < m; i++) {
+                res[i] = absent[i] ? add_blocked(s, h[i].blocked, p) : 0;
+                if (res[i] < 0)
+                    return i + 1;
+            }
+            return m;
+        }
+        uint64_t mask = 0;
+        for (size_t i = 0; i < m; i++)
+            if (absent[i])
+                mask |= bf_stripes_of(last, h[i].blocked);
+        bf_lock_stripes(last, mask);
+        if (load_nlinks(s) != n) {
+            bf_unlock_stripes(last, mask);
+            continue;
+        }
+        uint64_t added = 0;
+        for (size_t i = 0; i < m; i++) {
+            /* As in add_blocked: bits another add set meanwhile, or an
+             * earlier copy of the item in this group, make it present. */
+            res[i] = absent[i] && !bf_check_any_hashed(links, n, h[i].blocked) &&
+                     bf_set_locked(last, h[i].blocked);
+            added += (uint64_t)res[i];
+        }
+        bf_unlock_stripes(last, mask);
+        if (added && p->link != last) {
+            flush_count(p);
+            p->link = last;
+        }
+        p->n += added;
+        return m;
+    }
+}
+
 /* Two groups in flight, as in blocked.c: the next group is hashed and
  * fetched while this one is added, so an add's stores find their lines
- * owned and its stripe's locked exchange does not wait for them. */
+ * owned. */
 size_t sbf_add_many(sbf_t *s, const void *const *items, const size_t *lens, size_t n, int *results)
 {
     item_hash h[2][BATCH];
     pending p = {NULL, 0};
-    pending *pp = s->layout == BLOOMERY_LAYOUT_BLOCKED ? &p : NULL;
+    bool blocked = s->layout == BLOOMERY_LAYOUT_BLOCKED;
     size_t cur = n ? hash_group(s, items, lens, n, 0, h[0], true) : 0;
     for (size_t base = 0, g = 0; base < n; base += cur, cur = g) {
         size_t next = base + cur;
         g = next < n ? hash_group(s, items, lens, n, next, h[(base / BATCH + 1) & 1], true) : 0;
         const item_hash *hg = h[(base / BATCH) & 1];
-        for (size_t i = 0; i < cur; i++) {
-            int rc = pp ? add_blocked(s, hg[i].blocked, pp) : add_hashed(s, hg[i]);
-            results[base + i] = rc;
-            if (rc < 0) {
-                flush_count(pp);
-                return base + i + 1;
+        if (blocked) {
+            size_t done = add_group_blocked(s, hg, cur, results + base, &p);
+            if (done < cur) {
+                flush_count(&p);
+                return base + done;
             }
+            continue;
+        }
+        for (size_t i = 0; i < cur; i++) {
+            int rc = add_hashed(s, hg[i]);
+            results[base + i] = rc;
+            if (rc < 0)
+                return base + i + 1;
         }
     }
-    flush_count(pp);
+    flush_count(&p);
     return n;
 }
 
