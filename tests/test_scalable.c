@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "bloomery/bloomery.h"
+#include "test_point.h"
 #include "testutil.h"
 
 static void test_growth_rules(void **state)
@@ -414,6 +415,89 @@ static void test_concurrent_batched_adds_with_growth(void **state)
     concurrent_adds_with_growth(true);
 }
 
+/* An add overtaken by growth, in a fixed order: thread A has chosen the
+ * newest link for item x and stops before locking there; the main thread
+ * fills that link, grows the chain and adds x to the new link. A must see x
+ * once it locks (it reads the link count again), so exactly one of the two
+ * adds reports x new. Otherwise a chance race of one in millions. */
+static __thread bool overtaken_thread;
+static unsigned overtake_stage; /* 1: A stopped at the point; 2: go on */
+static test_point_id overtake_point;
+
+static void overtake_hook(test_point_id point)
+{
+    if (!overtaken_thread || point != overtake_point ||
+        __atomic_load_n(&overtake_stage, __ATOMIC_ACQUIRE) != 0)
+        return;
+    __atomic_store_n(&overtake_stage, 1, __ATOMIC_RELEASE);
+    while (__atomic_load_n(&overtake_stage, __ATOMIC_ACQUIRE) != 2)
+        ;
+}
+
+typedef struct overtaken {
+    sbf_t *s;
+    bool batched;
+    int res;
+} overtaken;
+
+static void *overtaken_adder(void *arg)
+{
+    overtaken *o = arg;
+    overtaken_thread = true;
+    const void *items[1] = {"x"};
+    size_t lens[1] = {1};
+    if (o->batched)
+        assert_int_equal(sbf_add_many(o->s, items, lens, 1, &o->res), 1);
+    else
+        o->res = sbf_add(o->s, "x", 1);
+    return NULL;
+}
+
+static void overtaken_add(bool batched)
+{
+    /* A batch's group locks only while the link has room for far more than
+     * the group: a fresh link of 5000; a single add needs one free slot. */
+    uint64_t cap = batched ? 5000 : 100, i = 0;
+    sbf_t *s;
+    sbf_options o = {.layout = BLOOMERY_LAYOUT_BLOCKED, .expansion = 2, .seed = 11};
+    assert_int_equal(sbf_create(&s, cap, 0.01, &o), BLOOMERY_OK);
+    char key[32];
+    while (!batched && sbf_count(s) < cap - 1)
+        sbf_add(s, key, tu_key(key, "fill:", i++));
+    assert_int_equal(sbf_check(s, "x", 1), 0);
+    overtake_point = batched ? TEST_POINT_CHAIN_GROUP_LOCK : TEST_POINT_CHAIN_ADD_LOCK;
+    overtake_stage = 0;
+    test_point_set(overtake_hook);
+    overtaken a = {s, batched, -1};
+    pthread_t t;
+    pthread_create(&t, NULL, overtaken_adder, &a);
+    while (__atomic_load_n(&overtake_stage, __ATOMIC_ACQUIRE) != 1)
+        ;
+    while (sbf_count(s) < cap)
+        sbf_add(s, key, tu_key(key, "fill:", i++));
+    int mine = sbf_add(s, "x", 1);
+    assert_int_equal(sbf_nlinks(s), 2);
+    __atomic_store_n(&overtake_stage, 2, __ATOMIC_RELEASE);
+    pthread_join(t, NULL);
+    test_point_set(NULL);
+    assert_int_equal(mine, 1);
+    assert_int_equal(a.res, 0);
+    assert_int_equal(sbf_count(s), cap + 1);
+    sbf_free(s);
+}
+
+static void test_add_overtaken_by_growth(void **state)
+{
+    (void)state;
+    overtaken_add(false);
+}
+
+static void test_batch_overtaken_by_growth(void **state)
+{
+    (void)state;
+    overtaken_add(true);
+}
+
 static bool veto(void *ctx, uint64_t bytes)
 {
     uint64_t *limit = ctx;
@@ -544,6 +628,8 @@ int main(void)
         cmocka_unit_test(test_chain_probe_matches_links),
         cmocka_unit_test(test_concurrent_adds_with_growth),
         cmocka_unit_test(test_concurrent_batched_adds_with_growth),
+        cmocka_unit_test(test_add_overtaken_by_growth),
+        cmocka_unit_test(test_batch_overtaken_by_growth),
         cmocka_unit_test(test_allocation_veto),
         cmocka_unit_test(test_merge),
         cmocka_unit_test(test_hashed_replay),

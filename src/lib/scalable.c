@@ -41,6 +41,7 @@
 #include "blocked_chain.h"
 #include "blocked_lock.h"
 #include "stripe.h"
+#include "test_point.h"
 
 #define BATCH 16
 
@@ -436,6 +437,7 @@ static int add_blocked(sbf_t *s, bloomery_hash h, pending *p)
                 return rc;
             continue;
         }
+        test_point(TEST_POINT_CHAIN_ADD_LOCK);
         bf_locks held;
         bf_lock_item(last, h, &held);
         if (load_nlinks(s) != n) {
@@ -571,6 +573,7 @@ static size_t add_group_blocked(sbf_t *s, const item_hash *h, size_t m, int *res
         for (size_t i = 0; i < m; i++)
             if (absent[i])
                 mask |= bf_stripes_of(last, h[i].blocked);
+        test_point(TEST_POINT_CHAIN_GROUP_LOCK);
         bf_lock_stripes(last, mask);
         if (load_nlinks(s) != n) {
             bf_unlock_stripes(last, mask);
