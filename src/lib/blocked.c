@@ -197,31 +197,6 @@ static inline unsigned block_stripe(const bf_t *bf, uint64_t idx)
     return bf->stripes + (unsigned)(idx & (BF_STRIPE_SPAN - 1));
 }
 
-void bf_lock_item(const bf_t *bf, bloomery_hash h, bf_locks *held)
-{
-    unsigned n = 0;
-    for (unsigned j = 0; j < bf->a.b; j++) {
-        uint16_t x = (uint16_t)block_stripe(bf, bk_block(h, j, bf->a.nblocks));
-        unsigned i = n;
-        while (i > 0 && held->idx[i - 1] > x)
-            i--;
-        if (i > 0 && held->idx[i - 1] == x)
-            continue;
-        memmove(&held->idx[i + 1], &held->idx[i], (n - i) * sizeof held->idx[0]);
-        held->idx[i] = x;
-        n++;
-    }
-    held->n = n;
-    for (unsigned i = 0; i < n; i++)
-        bloomery_stripe_lock_at(held->idx[i]);
-}
-
-void bf_unlock_item(const bf_locks *held)
-{
-    for (unsigned i = held->n; i-- > 0;)
-        bloomery_stripe_unlock_at(held->idx[i]);
-}
-
 void bf_share_stripes(bf_t *dst, const bf_t *src) { dst->stripes = src->stripes; }
 
 void bf_lock_span(const bf_t *bf)
@@ -254,6 +229,13 @@ void bf_unlock_stripes(const bf_t *bf, uint64_t mask)
 {
     for (; mask; mask &= mask - 1)
         bloomery_stripe_unlock_at(bf->stripes + (unsigned)__builtin_ctzll(mask));
+}
+
+uint64_t bf_lock_item(const bf_t *bf, bloomery_hash h)
+{
+    uint64_t mask = bf_stripes_of(bf, h);
+    bf_lock_stripes(bf, mask);
+    return mask;
 }
 
 void bf_count_add(bf_t *bf, uint64_t n)
@@ -332,10 +314,9 @@ bool bf_set_locked(bf_t *bf, bloomery_hash h)
  * adds its count once). */
 static bool add_one(bf_t *bf, bloomery_hash h)
 {
-    bf_locks held;
-    bf_lock_item(bf, h, &held);
+    uint64_t held = bf_lock_item(bf, h);
     bool flipped = bf_set_locked(bf, h);
-    bf_unlock_item(&held);
+    bf_unlock_stripes(bf, held);
     return flipped;
 }
 
@@ -344,12 +325,11 @@ static bool check_and_add_one(bf_t *bf, bloomery_hash h)
     /* Present needs no lock: every bit is already visible. */
     if (bf_check_hashed(bf, h))
         return false;
-    bf_locks held;
-    bf_lock_item(bf, h, &held);
+    uint64_t held = bf_lock_item(bf, h);
     bool fresh = !bf_check_hashed(bf, h);
     if (fresh)
         bf_set_locked(bf, h);
-    bf_unlock_item(&held);
+    bf_unlock_stripes(bf, held);
     return fresh;
 }
 

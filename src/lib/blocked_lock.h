@@ -24,18 +24,8 @@
 #include <stdint.h>
 
 #include "bloomery/blocked.h"
-#include "bloomery/sizing.h"
 
 #define BF_STRIPE_SPAN 8 /* at most 64: a span's stripes are bits of a word */
-
-typedef struct bf_locks {
-    unsigned n;
-    uint16_t idx[BLOOMERY_MAX_BLOCKS_PER_KEY];
-} bf_locks;
-
-/* Takes the stripes of h's blocks in bf (ascending, each once). */
-void bf_lock_item(const bf_t *bf, bloomery_hash h, bf_locks *held);
-void bf_unlock_item(const bf_locks *held);
 
 /* The stripes of h's blocks in bf as bits of its span (bit i: base + i),
  * for a writer that takes a group's stripes at once: OR the items' sets,
@@ -43,6 +33,10 @@ void bf_unlock_item(const bf_locks *held);
 uint64_t bf_stripes_of(const bf_t *bf, bloomery_hash h);
 void bf_lock_stripes(const bf_t *bf, uint64_t mask);
 void bf_unlock_stripes(const bf_t *bf, uint64_t mask);
+
+/* Takes the stripes of h's blocks in bf; returns the set for
+ * bf_unlock_stripes. */
+uint64_t bf_lock_item(const bf_t *bf, bloomery_hash h);
 
 /* Sets h's bits; the caller holds bf_lock_item(bf, h). True if any bit was
  * 0. The count is the caller's (bf_count_add). */

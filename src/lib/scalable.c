@@ -438,16 +438,15 @@ static int add_blocked(sbf_t *s, bloomery_hash h, pending *p)
             continue;
         }
         test_point(TEST_POINT_CHAIN_ADD_LOCK);
-        bf_locks held;
-        bf_lock_item(last, h, &held);
+        uint64_t held = bf_lock_item(last, h);
         if (load_nlinks(s) != n) {
-            bf_unlock_item(&held);
+            bf_unlock_stripes(last, held);
             continue;
         }
         /* A concurrent add of another item may have set every bit meanwhile;
          * then, as in RedisBloom, the item counts as already present. */
         int rc = !bf_check_any_hashed(links, n, h) && bf_set_locked(last, h);
-        bf_unlock_item(&held);
+        bf_unlock_stripes(last, held);
         if (rc && p && cap - count > COUNT_SLACK) {
             if (p->link != last) {
                 flush_count(p);

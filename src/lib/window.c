@@ -192,12 +192,11 @@ static int check_and_add_locked(win_t *w, bloomery_hash h, int64_t now)
     bf_t *cur = w->ring[w->cur];
     if (seen(w, h, now))
         return 0;
-    bf_locks held;
-    bf_lock_item(cur, h, &held);
+    uint64_t held = bf_lock_item(cur, h);
     int fresh = !seen(w, h, now);
     if (fresh)
         bf_count_add(cur, bf_set_locked(cur, h));
-    bf_unlock_item(&held);
+    bf_unlock_stripes(cur, held);
     return fresh;
 }
 
