@@ -46,6 +46,7 @@ BLOOMERY_API const char *bloomery_strerror(int err);
 #include "bloomery/sizing.h"
 #include "bloomery/blocked.h"
 #include "bloomery/classic.h"
+#include "bloomery/prefix.h"
 #include "bloomery/scalable.h"
 #include "bloomery/counting.h"
 #include "bloomery/cuckoo.h"

@@ -1,0 +1,99 @@
+/* Prefix filter: fingerprints kept in one cache line per bin, for the error
+ * rates where a fingerprint costs fewer bits than a Bloom filter's bits.
+ *
+ * An item is hashed once (XXH3-128, as the blocked layout); the low half picks
+ * a bin, the high half a fingerprint (a quotient below Q and an r-bit
+ * remainder). A bin is a 64-byte line holding up to S fingerprints in order:
+ * a unary header (each quotient's count in ones, ended by a zero) and the
+ * packed remainders. A bin keeps the S smallest fingerprints that reached
+ * it; a larger one, or the largest when a smaller one arrives at a full bin,
+ * moves to the spare, a small blocked Bloom filter keyed by (bin,
+ * fingerprint). So a lookup reads its bin and, only when the bin is full and
+ * the fingerprint is above the bin's largest (a few percent of lookups),
+ * the spare: about one cache line, and no false negative.
+ *
+ * The shape (r, S, Q and the load per bin) is chosen per error rate by a
+ * model of the bins' Poisson loads: the fewest bits per item whose model
+ * rate at capacity is at most 0.95 p with at most 5% of lookups reading the
+ * spare. Against a classic Bloom filter at its optimum for the same rate
+ * (RedisBloom's non-scaling size) that is 1% fewer bits at 1e-2, 5% at 1e-3
+ * and 8% at 1e-4 and 1e-5.
+ *
+ * Concurrency: any mix of calls from any threads on one filter. A bin
+ * changes only under its stripe, a sequence lock: writers make it odd, store
+ * the line and make it even again; readers copy the line and retry if the
+ * sequence moved. An item moving to the spare is added there before its bin
+ * drops it, so a reader never misses it. pf_check_and_add is linearizable
+ * per item: all writers of a bin, spare included, hold its stripe.
+ */
+#ifndef BLOOMERY_PREFIX_H
+#define BLOOMERY_PREFIX_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "bloomery/blocked.h"
+#include "bloomery/export.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct pf pf_t;
+
+/* A bin's geometry and how full the bins are at capacity. */
+typedef struct pf_shape {
+    unsigned remainder_bits; /* r */
+    unsigned slots;          /* S: fingerprints a bin holds */
+    unsigned quotients;      /* Q */
+    double load;             /* items per bin at capacity */
+    double model_fpr;        /* the model's rate at capacity */
+    double to_spare;         /* share of lookups at capacity that also read the spare */
+} pf_shape;
+
+/* The shape pf_create uses for error rate p; BLOOMERY_EINVAL outside (0, 1),
+ * BLOOMERY_ETOOBIG when no bin fits p. */
+BLOOMERY_API int pf_plan(double p, pf_shape *out);
+
+/* Sized for `capacity` items at `error_rate`. Errors: BLOOMERY_EINVAL,
+ * BLOOMERY_ETOOBIG, BLOOMERY_ENOMEM. */
+BLOOMERY_API int pf_create(pf_t **out, uint64_t capacity, double error_rate, uint64_t seed);
+BLOOMERY_API void pf_free(pf_t *pf);
+
+/* Bytes pf_create would allocate (bins and spare), 0 if invalid. */
+BLOOMERY_API uint64_t pf_bytes_for(uint64_t capacity, double error_rate);
+
+/* As the blocked filter's: pf_add and pf_check_and_add return true when the
+ * item was absent and is now added (both are linearizable per item here). */
+BLOOMERY_API bool pf_check(const pf_t *pf, const void *item, size_t len);
+BLOOMERY_API bool pf_add(pf_t *pf, const void *item, size_t len);
+BLOOMERY_API bool pf_check_and_add(pf_t *pf, const void *item, size_t len);
+BLOOMERY_API bool pf_check_hashed(const pf_t *pf, bloomery_hash h);
+BLOOMERY_API bool pf_add_hashed(pf_t *pf, bloomery_hash h);
+
+/* Batches: hash and prefetch a group, then probe; out[i] as the single call
+ * (out may be NULL for adds). */
+BLOOMERY_API void pf_check_many(const pf_t *pf, const void *const *items, const size_t *lens,
+                                size_t n, uint8_t *out);
+BLOOMERY_API void pf_add_many(pf_t *pf, const void *const *items, const size_t *lens, size_t n,
+                              uint8_t *out);
+
+BLOOMERY_API pf_shape pf_get_shape(const pf_t *pf);
+BLOOMERY_API uint64_t pf_nbins(const pf_t *pf);
+BLOOMERY_API uint64_t pf_bytes(const pf_t *pf); /* bins and spare */
+BLOOMERY_API uint64_t pf_seed(const pf_t *pf);
+BLOOMERY_API uint64_t pf_capacity(const pf_t *pf);
+BLOOMERY_API double pf_error_rate(const pf_t *pf);
+BLOOMERY_API uint64_t pf_count(const pf_t *pf);       /* items reported new */
+BLOOMERY_API uint64_t pf_spare_count(const pf_t *pf); /* fingerprints moved to the spare */
+
+/* FPR of a random non-member against the filter as it is now, from each
+ * bin's fingerprints and the spare's bits (linear time). */
+BLOOMERY_API double pf_fpr_estimate(const pf_t *pf);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,768 @@
+/* Prefix filter (see include/bloomery/prefix.h for the contract).
+ *
+ *   bin (64 bytes, one cache line, little-endian bits)
+ *   +----------------------------+------------------------------------------+
+ *   | header: Q + S bits         | body: S remainders of r bits, in order   |
+ *   +----------------------------+------------------------------------------+
+ *     for quotient 0, 1, ..., Q-1: its count in ones, then a zero; the unused
+ *     tail of both parts is zero, so an empty bin is all zeros.
+ *
+ * A fingerprint is v = q * 2^r + rem; the bin's fingerprints are sorted by v,
+ * so the largest is the last slot and its quotient is where the header's
+ * last one is. Keeping the S smallest is what bounds the spare's share of
+ * lookups: only a fingerprint above a full bin's largest can be in the spare.
+ * Every fingerprint in the spare for a bin is above that bin's largest, since
+ * the largest only falls.
+ *
+ * Writers rebuild nothing: an insert shifts the header above the new one up
+ * by one bit and the remainders above the new slot up by r bits. A writer
+ * holds its bin's sequence lock (odd) for the whole change, the spare's part
+ * included, so a reader that finds the sequence even and unchanged around
+ * its copy of the bin has a bin as it was between two writes, and any
+ * fingerprint that bin gave up is in the spare already.
+ */
+#include "bloomery/prefix.h"
+#include "bloomery/bloomery.h"
+
+#include <math.h>
+#include <sched.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "blocked_kernel.h"
+#include "mem.h"
+#include "prefix_cpu.h"
+
+#define WORDS 8
+#define COPY_WORDS (WORDS + 1) /* a line copied with a zero word after it */
+#define LINE_BITS 512
+#define GROUP 16
+#define MAX_R 32 /* rem is the hash's low r bits, q comes from its high 32 */
+#define SEQ_STRIPES 256
+
+/* The bin code inlines into one copy per instruction set: the *_fast ones
+ * are built for popcnt, which x86-64's baseline lacks, and chosen at run
+ * time (prefix_cpu.h). */
+#define PF_INLINE static inline __attribute__((always_inline))
+/* The spare is sized for its expected fingerprints times this, plus a few
+ * deviations: more only raises the spare's rate, never loses an item. */
+#define SPARE_SLACK 1.25
+/* At capacity at most this share of lookups reads the spare too: about one
+ * cache line per lookup, for 1-2% more bits than the fewest. */
+#define MAX_TO_SPARE 0.05
+
+struct pf {
+    uint64_t *bins; /* nbins * WORDS */
+    uint64_t nbins;
+    unsigned r, S, Q, H;            /* H = Q + S header bits */
+    unsigned hwords;                /* words the header touches */
+    uint64_t hmask[WORDS];          /* the header's bits in each of them */
+    uint64_t field_ones, field_low; /* per r-bit field of a word: 1, 2^(r-1) - 1 */
+    uint64_t rmask;
+    pf_shape shape;
+    uint64_t seed, capacity;
+    uint64_t salt;        /* the spare's keys: from the seed, so stored filters keep them */
+    uint64_t stripe_salt; /* spreads filters over the sequence locks */
+    double error_rate;
+    bf_t *spare;
+    size_t bin_bytes;
+    uint64_t count;  /* atomic */
+    uint64_t spared; /* atomic */
+};
+
+/* Sequence locks shared by all filters, one per cache line: odd while a
+ * writer holds it. */
+static struct {
+    uint32_t seq;
+    char pad[60];
+} seqs[SEQ_STRIPES] __attribute__((aligned(64)));
+
+/* ---- the model ---- */
+
+/* For a bin whose load is Poisson(lam): the mean number of fingerprints it
+ * sends to the spare, and the chance that a random fingerprint is above a
+ * full bin's largest (the S smallest of X uniform values leave
+ * (X - S + 1) / (X + 1) of the range above them). */
+static void bin_tail(double lam, unsigned S, double *spared, double *to_spare)
+{
+    double pm = exp(-lam), sp = 0, ts = 0;
+    unsigned xmax = (unsigned)(lam + 14 * sqrt(lam) + 30);
+    for (unsigned x = 0; x <= xmax; x++) {
+        if (x >= S) {
+            sp += (double)(x - S) * pm;
+            ts += pm * (double)(x - S + 1) / (double)(x + 1);
+        }
+        pm *= lam / (double)(x + 1);
+    }
+    *spared = sp;
+    *to_spare = ts;
+}
+
+static double spare_error(double p) { return p / 2; }
+
+static double model_fpr(double lam, unsigned r, unsigned S, unsigned Q, double p)
+{
+    double spared, to_spare;
+    bin_tail(lam, S, &spared, &to_spare);
+    return lam / ((double)Q * ldexp(1, (int)r)) + to_spare * spare_error(p);
+}
+
+/* Whether bins of this geometry may hold lam items on average: within the
+ * target rate, and few enough lookups sent on to the spare. */
+static bool load_fits(double lam, unsigned r, unsigned S, unsigned Q, double p)
+{
+    double spared, to_spare;
+    bin_tail(lam, S, &spared, &to_spare);
+    return lam / ((double)Q * ldexp(1, (int)r)) + to_spare * spare_error(p) <=
+               p * BLOOMERY_SIZING_MARGIN &&
+           to_spare <= MAX_TO_SPARE;
+}
+
+/* The most items per bin this bin geometry takes within the target rate,
+ * and what that costs per item; kept in *out when it beats *best. */
+static void try_shape(double p, unsigned r, unsigned S, double spare_bpk, double *best,
+                      pf_shape *out)
+{
+    unsigned Q = LINE_BITS - S * (r + 1); /* the rest of the line: Q only lowers the rate */
+    if (S * (r + 1) >= LINE_BITS || r + 64 - (unsigned)__builtin_clzll(Q) > 63)
+        return;
+    /* The rate grows with the load and is above lam / (Q 2^r) alone, which
+     * bounds what this shape can reach. */
+    double target = p * BLOOMERY_SIZING_MARGIN, lo = 0;
+    double hi = fmin(1.5 * S, target * Q * ldexp(1, (int)r));
+    if (LINE_BITS / hi >= *best || !load_fits(0.5, r, S, Q, p))
+        return;
+    for (int it = 0; it < 20; it++) {
+        double mid = (lo + hi) / 2;
+        if (load_fits(mid, r, S, Q, p))
+            lo = mid;
+        else
+            hi = mid;
+    }
+    double spared, to_spare;
+    bin_tail(lo, S, &spared, &to_spare);
+    double bits = (LINE_BITS + SPARE_SLACK * spared * spare_bpk) / lo;
+    if (bits < *best) {
+        *best = bits;
+        *out = (pf_shape){.remainder_bits = r,
+                          .slots = S,
+                          .quotients = Q,
+                          .load = lo,
+                          .model_fpr = model_fpr(lo, r, S, Q, p),
+                          .to_spare = to_spare};
+    }
+}
+
+/* pf_plan's search takes milliseconds and filters are made at a few
+ * rates over and over: the last plans are kept. */
+#define PLANS 8
+static struct {
+    double p;
+    pf_shape shape;
+} plans[PLANS];
+static unsigned plans_next;
+static unsigned char plans_lock;
+
+static bool plan_cached(double p, pf_shape *out, const pf_shape *put)
+{
+    bool hit = false;
+    while (__atomic_exchange_n(&plans_lock, 1, __ATOMIC_ACQUIRE))
+        sched_yield();
+    for (unsigned i = 0; i < PLANS && !hit; i++) {
+        if (plans[i].p == p) {
+            *out = plans[i].shape;
+            hit = true;
+        }
+    }
+    if (put && !hit) {
+        plans[plans_next % PLANS].p = p;
+        plans[plans_next % PLANS].shape = *put;
+        plans_next++;
+    }
+    __atomic_store_n(&plans_lock, 0, __ATOMIC_RELEASE);
+    return hit;
+}
+
+static int plan_search(double p, pf_shape *out);
+
+int pf_plan(double p, pf_shape *out)
+{
+    if (!(p > 0 && p < 1))
+        return BLOOMERY_EINVAL;
+    if (plan_cached(p, out, NULL))
+        return BLOOMERY_OK;
+    int rc = plan_search(p, out);
+    if (rc == BLOOMERY_OK)
+        plan_cached(p, out, out);
+    return rc;
+}
+
+static int plan_search(double p, pf_shape *out)
+{
+    bf_options so = {.policy = BLOOMERY_POLICY_MEMORY};
+    double spare_bpk = (double)bf_bytes_for(1000000, spare_error(p), &so) * 8 / 1e6;
+    double best = INFINITY;
+    /* Remainders of about log2(1/p) bits first, so that the bound prunes
+     * most of the other shapes. */
+    unsigned r0 = (unsigned)fmax(1, fmin(MAX_R, ceil(-log2(p))));
+    for (unsigned r = r0 > 1 ? r0 - 1 : 1; r <= r0 + 1 && r <= MAX_R; r++)
+        for (unsigned S = 4; S * (r + 1) < LINE_BITS; S++)
+            try_shape(p, r, S, spare_bpk, &best, out);
+    for (unsigned r = 1; r <= MAX_R; r++)
+        for (unsigned S = 4; S * (r + 1) < LINE_BITS; S++)
+            try_shape(p, r, S, spare_bpk, &best, out);
+    return isinf(best) ? BLOOMERY_ETOOBIG : BLOOMERY_OK;
+}
+
+static int plan_sizes(uint64_t capacity, double p, pf_shape *sh, uint64_t *nbins,
+                      uint64_t *spare_cap)
+{
+    if (capacity == 0)
+        return BLOOMERY_EINVAL;
+    int rc = pf_plan(p, sh);
+    if (rc)
+        return rc;
+    double bins = ceil((double)capacity / sh->load);
+    if (bins >= (double)(SIZE_MAX / 64 / WORDS / 2))
+        return BLOOMERY_ETOOBIG;
+    *nbins = bins < 1 ? 1 : (uint64_t)bins;
+    double spared, to_spare;
+    bin_tail(sh->load, sh->slots, &spared, &to_spare);
+    double mean = spared * (double)*nbins;
+    *spare_cap = (uint64_t)ceil(SPARE_SLACK * mean + 4 * sqrt(mean) + 16);
+    return BLOOMERY_OK;
+}
+
+uint64_t pf_bytes_for(uint64_t capacity, double error_rate)
+{
+    pf_shape sh;
+    uint64_t nbins, spare_cap;
+    if (plan_sizes(capacity, error_rate, &sh, &nbins, &spare_cap))
+        return 0;
+    bf_options so = {.policy = BLOOMERY_POLICY_MEMORY};
+    uint64_t spare = bf_bytes_for(spare_cap, spare_error(error_rate), &so);
+    return spare ? nbins * 64 + spare : 0;
+}
+
+int pf_create(pf_t **out, uint64_t capacity, double error_rate, uint64_t seed)
+{
+    *out = NULL;
+    pf_shape sh;
+    uint64_t nbins, spare_cap;
+    int rc = plan_sizes(capacity, error_rate, &sh, &nbins, &spare_cap);
+    if (rc)
+        return rc;
+    pf_t *pf = calloc(1, sizeof *pf);
+    if (!pf)
+        return BLOOMERY_ENOMEM;
+    pf->bin_bytes = (size_t)nbins * 64;
+    pf->bins = bloomery_alloc_zeroed(pf->bin_bytes);
+    bf_options so = {.seed = seed ^ 0x5be0cd19137e2179ULL, .policy = BLOOMERY_POLICY_MEMORY};
+    rc =
+        pf->bins ? bf_create(&pf->spare, spare_cap, spare_error(error_rate), &so) : BLOOMERY_ENOMEM;
+    if (rc) {
+        pf_free(pf);
+        return rc;
+    }
+    pf->nbins = nbins;
+    pf->r = sh.remainder_bits;
+    pf->S = sh.slots;
+    pf->Q = sh.quotients;
+    pf->H = pf->Q + pf->S;
+    pf->hwords = (pf->H + 63) / 64;
+    for (unsigned f = 0; f + pf->r <= 64; f += pf->r)
+        pf->field_ones |= 1ULL << f;
+    pf->field_low = pf->field_ones * ((1ULL << (pf->r - 1)) - 1);
+    for (unsigned i = 0; i < pf->hwords; i++)
+        pf->hmask[i] = pf->H >= 64 * (i + 1) ? ~0ULL : (1ULL << (pf->H % 64)) - 1;
+    pf->rmask = (1ULL << pf->r) - 1;
+    pf->shape = sh;
+    pf->seed = seed;
+    pf->capacity = capacity;
+    pf->error_rate = error_rate;
+    pf->salt = bk_mix64(seed ^ 0x243f6a8885a308d3ULL);
+    pf->stripe_salt = bk_mix64((uint64_t)(uintptr_t)pf);
+    *out = pf;
+    return BLOOMERY_OK;
+}
+
+void pf_free(pf_t *pf)
+{
+    if (!pf)
+        return;
+    bloomery_free_zeroed(pf->bins, pf->bin_bytes);
+    bf_free(pf->spare);
+    free(pf);
+}
+
+/* ---- bits of a line ---- */
+
+/* The 64 bits from pos of a padded copy. */
+PF_INLINE uint64_t get64(const uint64_t *w, unsigned pos)
+{
+    unsigned i = pos >> 6, o = pos & 63;
+    return o ? (w[i] >> o) | (w[i + 1] << (64 - o)) : w[i];
+}
+
+PF_INLINE uint64_t get_bits(const uint64_t *w, unsigned pos, unsigned n)
+{
+    unsigned i = pos >> 6, o = pos & 63;
+    uint64_t v = w[i] >> o;
+    if (o + n > 64)
+        v |= w[i + 1] << (64 - o);
+    return n >= 64 ? v : v & ((1ULL << n) - 1);
+}
+
+/* Bits [lo, hi) of word i. */
+PF_INLINE uint64_t range_mask(unsigned i, unsigned lo, unsigned hi)
+{
+    unsigned wlo = i * 64;
+    if (hi <= wlo || lo >= wlo + 64)
+        return 0;
+    unsigned l = lo > wlo ? lo - wlo : 0, h = hi < wlo + 64 ? hi - wlo : 64;
+    uint64_t m = h == 64 ? ~0ULL : (1ULL << h) - 1;
+    return m & ~((1ULL << l) - 1);
+}
+
+PF_INLINE void put_bits(uint64_t *w, unsigned pos, unsigned n, uint64_t v)
+{
+    unsigned i = pos >> 6, o = pos & 63;
+    w[i] = (w[i] & ~range_mask(i, pos, pos + n)) | (v << o);
+    if (o + n > 64)
+        w[i + 1] = (w[i + 1] & ~range_mask(i + 1, pos, pos + n)) | (v >> (64 - o));
+}
+
+/* Moves bits [a, b - n) to [a + n, b) and clears [a, a + n); 0 < n < 64,
+ * a < b. Only the words of [a, b) change, the highest first so that each
+ * still reads its lower neighbour as it was. */
+PF_INLINE void shift_up(uint64_t *w, unsigned a, unsigned b, unsigned n)
+{
+    for (unsigned i = (b - 1) >> 6;; i--) {
+        uint64_t s = (w[i] << n) | (i ? w[i - 1] >> (64 - n) : 0);
+        uint64_t moved = range_mask(i, a + n, b);
+        w[i] = (w[i] & ~moved & ~range_mask(i, a, a + n)) | (s & moved);
+        if (i == a >> 6)
+            break;
+    }
+}
+
+static int cpu_level = -1; /* as pf_set_cpu_level; -1 until detected */
+
+int pf_cpu_level(void)
+{
+    int c = 0;
+#if defined(__x86_64__)
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("popcnt"))
+        c = __builtin_cpu_supports("bmi2") ? 2 : 1;
+#endif
+    return c;
+}
+
+void pf_set_cpu_level(int level)
+{
+    int top = pf_cpu_level();
+    __atomic_store_n(&cpu_level, level < top ? level : top, __ATOMIC_RELAXED);
+}
+
+static inline int cpu(void)
+{
+    int c = __atomic_load_n(&cpu_level, __ATOMIC_RELAXED);
+    if (c < 0) {
+        c = pf_cpu_level();
+        __atomic_store_n(&cpu_level, c, __ATOMIC_RELAXED);
+    }
+    return c;
+}
+
+/* Position of the k-th (from 0) set bit of x, which has more than k. */
+PF_INLINE unsigned select64(uint64_t x, unsigned k)
+{
+#if defined(__x86_64__)
+    if (__atomic_load_n(&cpu_level, __ATOMIC_RELAXED) == 2) {
+        uint64_t r; /* pdep by hand: the portable copy must compile without bmi2 */
+        __asm__("pdepq %2, %1, %0" : "=r"(r) : "r"(1ULL << k), "r"(x));
+        return (unsigned)__builtin_ctzll(r);
+    }
+#endif
+    /* Byte counts, their running sums, then the byte where the sum passes k. */
+    const uint64_t ones = 0x0101010101010101ULL, highs = 0x8080808080808080ULL;
+    uint64_t c = x - ((x >> 1) & 0x5555555555555555ULL);
+    c = (c & 0x3333333333333333ULL) + ((c >> 2) & 0x3333333333333333ULL);
+    c = ((c + (c >> 4)) & 0x0f0f0f0f0f0f0f0fULL) * ones;
+    uint64_t le = (((k | 0x80) * ones) - c) & highs; /* bytes whose sum is at most k */
+    unsigned byte = (unsigned)__builtin_ctzll(~le & highs) >> 3;
+    unsigned kk = k - (unsigned)(((c << 8) >> (8 * byte)) & 0xff);
+    uint64_t y = (x >> (8 * byte)) & 0xff;
+    for (; kk; kk--)
+        y &= y - 1;
+    return byte * 8 + (unsigned)__builtin_ctzll(y);
+}
+
+/* Position of the k-th zero of the header (there are at least Q). */
+PF_INLINE unsigned select0(const pf_t *pf, const uint64_t *w, unsigned k)
+{
+    if (pf->hwords <= 4) { /* every shape below p = 0.1: pick the word without a branch */
+        uint64_t z = 0;
+        unsigned base = 0, before = 0, kk = 0;
+        for (unsigned i = 0; i < 4; i++) {
+            uint64_t zi = ~w[i] & pf->hmask[i];
+            unsigned c = (unsigned)__builtin_popcountll(zi);
+            bool here = k - before < c;
+            z = here ? zi : z;
+            kk = here ? k - before : kk;
+            base = here ? i * 64 : base;
+            before += c;
+        }
+        return base + select64(z, kk);
+    }
+    for (unsigned i = 0;; i++) {
+        uint64_t z = ~w[i] & pf->hmask[i];
+        unsigned c = (unsigned)__builtin_popcountll(z);
+        if (k < c)
+            return i * 64 + select64(z, k);
+        k -= c;
+    }
+}
+
+PF_INLINE unsigned header_ones(const pf_t *pf, const uint64_t *w)
+{
+    unsigned m = 0;
+    for (unsigned i = 0; i < pf->hwords; i++)
+        m += (unsigned)__builtin_popcountll(w[i] & pf->hmask[i]);
+    return m;
+}
+
+/* The header's last one (the bin holds at least one fingerprint). */
+PF_INLINE unsigned header_top(const pf_t *pf, const uint64_t *w)
+{
+    for (unsigned i = pf->hwords - 1;; i--) {
+        uint64_t x = w[i] & pf->hmask[i];
+        if (x)
+            return i * 64 + 63 - (unsigned)__builtin_clzll(x);
+    }
+}
+
+/* Where quotient q's run starts in the header, its length, and how many of
+ * its remainders are below rem (*found when one equals it). */
+typedef struct run {
+    unsigned start, len, below;
+    bool found;
+} run;
+
+PF_INLINE run find_run(const pf_t *pf, const uint64_t *w, unsigned q, uint64_t rem)
+{
+    run u = {.start = q ? select0(pf, w, q - 1) + 1 : 0};
+    for (unsigned p = u.start;; p += 64) {
+        uint64_t zeros = ~get64(w, p); /* the run ends before the header does */
+        if (zeros) {
+            u.len += (unsigned)__builtin_ctzll(zeros);
+            break;
+        }
+        u.len += 64;
+    }
+    unsigned slot = u.start - q;
+    for (; u.below < u.len; u.below++) {
+        uint64_t x = get_bits(w, pf->H + (slot + u.below) * pf->r, pf->r);
+        if (x >= rem) {
+            u.found = x == rem;
+            break;
+        }
+    }
+    return u;
+}
+
+/* Whether quotient q's run holds rem (a reader's question): the run's
+ * remainders are compared at once as r-bit fields of one word when it fits
+ * there, as nearly every run does. */
+PF_INLINE bool run_has(const pf_t *pf, const uint64_t *w, unsigned q, uint64_t rem)
+{
+    unsigned start = q ? select0(pf, w, q - 1) + 1 : 0;
+    uint64_t zeros = ~get64(w, start);
+    unsigned len = zeros ? (unsigned)__builtin_ctzll(zeros) : 64;
+    if (len * pf->r >= 64)
+        return find_run(pf, w, q, rem).found;
+    uint64_t x = get64(w, pf->H + (start - q) * pf->r) ^ (rem * pf->field_ones);
+    /* A field's top bit ends up set iff the field is zero. */
+    uint64_t zero = ~(((x & pf->field_low) + pf->field_low) | x | pf->field_low);
+    return (zero & ((1ULL << (len * pf->r)) - 1)) != 0;
+}
+
+/* The largest fingerprint of a bin holding m > 0: its quotient is the
+ * count of zeros before the header's last one. */
+PF_INLINE uint64_t bin_max(const pf_t *pf, const uint64_t *w, unsigned m)
+{
+    uint64_t q = header_top(pf, w) - (m - 1);
+    return (q << pf->r) | get_bits(w, pf->H + (m - 1) * pf->r, pf->r);
+}
+
+/* ---- hashing ---- */
+
+typedef struct key {
+    uint64_t bin;
+    unsigned q;
+    uint64_t rem;
+} key;
+
+static inline key key_of(const pf_t *pf, bloomery_hash h)
+{
+    return (key){.bin = bk_mulhi(h.lo, pf->nbins),
+                 .q = (unsigned)(((h.hi >> 32) * pf->Q) >> 32),
+                 .rem = h.hi & pf->rmask};
+}
+
+/* The spare's key for a bin's fingerprint. */
+static inline bloomery_hash spare_hash(const pf_t *pf, uint64_t bin, uint64_t v)
+{
+    uint64_t lo = bk_mix64(bin * 0x9e3779b97f4a7c15ULL ^ bk_mix64(v + pf->salt));
+    return (bloomery_hash){lo, bk_mix64(lo ^ v ^ 0xd6e8feb86659fd93ULL)};
+}
+
+static inline uint32_t *seq_of(const pf_t *pf, uint64_t bin)
+{
+    return &seqs[bk_mix64(bin ^ pf->stripe_salt) & (SEQ_STRIPES - 1)].seq;
+}
+
+/* ---- readers ---- */
+
+static inline void read_bin(const pf_t *pf, uint64_t bin, uint64_t *w)
+{
+    const uint32_t *seq = seq_of(pf, bin);
+    const uint64_t *src = pf->bins + bin * WORDS;
+    for (;;) {
+        uint32_t s1 = __atomic_load_n(seq, __ATOMIC_ACQUIRE);
+        if (!(s1 & 1)) {
+            /* Acquire loads keep the second read of the sequence after them,
+             * and one that sees a writer's (release) store sees its odd
+             * sequence: no fences, which x86 would not need either. */
+            for (unsigned i = 0; i < WORDS; i++)
+                w[i] = __atomic_load_n(&src[i], __ATOMIC_ACQUIRE);
+            if (__atomic_load_n(seq, __ATOMIC_RELAXED) == s1)
+                return;
+        }
+#if defined(__x86_64__) || defined(__i386__)
+        __builtin_ia32_pause();
+#endif
+    }
+}
+
+PF_INLINE bool check_core(const pf_t *pf, bloomery_hash h)
+{
+    key k = key_of(pf, h);
+    uint64_t w[COPY_WORDS] = {0};
+    read_bin(pf, k.bin, w);
+    if (run_has(pf, w, k.q, k.rem))
+        return true;
+    unsigned m = header_ones(pf, w);
+    uint64_t v = ((uint64_t)k.q << pf->r) | k.rem;
+    if (m < pf->S || v < bin_max(pf, w, m))
+        return false;
+    return bf_check_hashed(pf->spare, spare_hash(pf, k.bin, v));
+}
+
+/* ---- writers ---- */
+
+static inline uint32_t lock_bin(const pf_t *pf, uint64_t bin)
+{
+    uint32_t *seq = seq_of(pf, bin);
+    for (unsigned spins = 0;; spins++) {
+        uint32_t s = __atomic_load_n(seq, __ATOMIC_RELAXED);
+        if (!(s & 1) &&
+            __atomic_compare_exchange_n(seq, &s, s + 1, false, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
+            return s + 2;
+        if (spins > 1000) {
+            sched_yield();
+            spins = 0;
+        }
+#if defined(__x86_64__) || defined(__i386__)
+        __builtin_ia32_pause();
+#endif
+    }
+}
+
+static inline void unlock_bin(const pf_t *pf, uint64_t bin, uint32_t next)
+{
+    __atomic_store_n(seq_of(pf, bin), next, __ATOMIC_RELEASE);
+}
+
+PF_INLINE void insert_at(const pf_t *pf, uint64_t *w, unsigned q, run u, uint64_t rem)
+{
+    unsigned slot = u.start - q + u.below;
+    shift_up(w, u.start + u.below, pf->H, 1);
+    w[(u.start + u.below) >> 6] |= 1ULL << ((u.start + u.below) & 63);
+    unsigned body = pf->H + pf->S * pf->r, at = pf->H + slot * pf->r;
+    if (at + pf->r < body)
+        shift_up(w, at, body, pf->r);
+    put_bits(w, at, pf->r, rem);
+}
+
+/* Drops the largest fingerprint of a full bin. */
+PF_INLINE void drop_max(const pf_t *pf, uint64_t *w, unsigned m)
+{
+    unsigned top = header_top(pf, w);
+    w[top >> 6] &= ~(1ULL << (top & 63));
+    put_bits(w, pf->H + (m - 1) * pf->r, pf->r, 0);
+}
+
+PF_INLINE bool add_locked(pf_t *pf, key k)
+{
+    uint64_t *dst = pf->bins + k.bin * WORDS;
+    uint64_t w[COPY_WORDS] = {0};
+    for (unsigned i = 0; i < WORDS; i++)
+        w[i] = __atomic_load_n(&dst[i], __ATOMIC_RELAXED);
+    run u = find_run(pf, w, k.q, k.rem);
+    if (u.found)
+        return false;
+    unsigned m = header_ones(pf, w);
+    uint64_t v = ((uint64_t)k.q << pf->r) | k.rem;
+    if (m == pf->S) {
+        uint64_t top = bin_max(pf, w, m);
+        if (v > top) {
+            bloomery_hash sh = spare_hash(pf, k.bin, v);
+            if (bf_check_hashed(pf->spare, sh))
+                return false;
+            bf_add_hashed(pf->spare, sh);
+            __atomic_fetch_add(&pf->spared, 1, __ATOMIC_RELAXED);
+            return true;
+        }
+        /* The spare has the largest before the bin lets it go. */
+        bf_add_hashed(pf->spare, spare_hash(pf, k.bin, top));
+        __atomic_fetch_add(&pf->spared, 1, __ATOMIC_RELAXED);
+        drop_max(pf, w, m);
+        u = find_run(pf, w, k.q, k.rem);
+    }
+    insert_at(pf, w, k.q, u, k.rem);
+    for (unsigned i = 0; i < WORDS; i++) /* release: after the odd sequence (read_bin) */
+        __atomic_store_n(&dst[i], w[i], __ATOMIC_RELEASE);
+    return true;
+}
+
+/* Adds g hashed items; the count takes one atomic add for them all. */
+PF_INLINE void add_core(pf_t *pf, const bloomery_hash *h, size_t g, uint8_t *out)
+{
+    uint64_t added = 0;
+    for (size_t i = 0; i < g; i++) {
+        key k = key_of(pf, h[i]);
+        uint32_t next = lock_bin(pf, k.bin);
+        bool a = add_locked(pf, k);
+        unlock_bin(pf, k.bin, next);
+        added += a;
+        if (out)
+            out[i] = a;
+    }
+    if (added)
+        __atomic_fetch_add(&pf->count, added, __ATOMIC_RELAXED);
+}
+
+/* ---- batches ---- */
+
+static void add_hashed_group(pf_t *pf, const bloomery_hash *h, size_t g, uint8_t *out);
+
+void pf_check_many(const pf_t *pf, const void *const *items, const size_t *lens, size_t n,
+                   uint8_t *out)
+{
+    bloomery_hash h[GROUP];
+    for (size_t base = 0; base < n; base += GROUP) {
+        size_t g = n - base < GROUP ? n - base : GROUP;
+        for (size_t i = 0; i < g; i++) {
+            h[i] = bloomery_hash_item(items[base + i], lens[base + i], pf->seed);
+            __builtin_prefetch(pf->bins + bk_mulhi(h[i].lo, pf->nbins) * WORDS, 0);
+        }
+        for (size_t i = 0; i < g; i++)
+            out[base + i] = pf_check_hashed(pf, h[i]);
+    }
+}
+
+void pf_add_many(pf_t *pf, const void *const *items, const size_t *lens, size_t n, uint8_t *out)
+{
+    bloomery_hash h[GROUP];
+    for (size_t base = 0; base < n; base += GROUP) {
+        size_t g = n - base < GROUP ? n - base : GROUP;
+        for (size_t i = 0; i < g; i++) {
+            h[i] = bloomery_hash_item(items[base + i], lens[base + i], pf->seed);
+            __builtin_prefetch(pf->bins + bk_mulhi(h[i].lo, pf->nbins) * WORDS, 1);
+        }
+        add_hashed_group(pf, h, g, out ? out + base : NULL);
+    }
+}
+
+/* ---- state ---- */
+
+pf_shape pf_get_shape(const pf_t *pf) { return pf->shape; }
+uint64_t pf_nbins(const pf_t *pf) { return pf->nbins; }
+uint64_t pf_bytes(const pf_t *pf) { return pf->bin_bytes + bf_bytes(pf->spare); }
+uint64_t pf_seed(const pf_t *pf) { return pf->seed; }
+uint64_t pf_capacity(const pf_t *pf) { return pf->capacity; }
+double pf_error_rate(const pf_t *pf) { return pf->error_rate; }
+uint64_t pf_count(const pf_t *pf) { return __atomic_load_n(&pf->count, __ATOMIC_RELAXED); }
+uint64_t pf_spare_count(const pf_t *pf) { return __atomic_load_n(&pf->spared, __ATOMIC_RELAXED); }
+
+PF_INLINE double estimate_core(const pf_t *pf)
+{
+    double space = (double)pf->Q * ldexp(1, (int)pf->r);
+    double spare = bf_fpr_estimate(pf->spare), sum = 0;
+    uint64_t w[COPY_WORDS] = {0};
+    for (uint64_t b = 0; b < pf->nbins; b++) {
+        read_bin(pf, b, w);
+        unsigned m = header_ones(pf, w);
+        sum += m / space;
+        if (m == pf->S)
+            sum += (space - 1 - (double)bin_max(pf, w, m)) / space * spare;
+    }
+    /* A fingerprint equal to one that went to the spare. */
+    return sum / (double)pf->nbins + (double)pf_spare_count(pf) / (double)pf->nbins / space;
+}
+
+/* ---- one copy per instruction set ---- */
+
+#if defined(__x86_64__)
+#define FAST __attribute__((target("popcnt")))
+#else
+#define FAST
+#endif
+static bool check_base(const pf_t *pf, bloomery_hash h) { return check_core(pf, h); }
+FAST static bool check_fast(const pf_t *pf, bloomery_hash h) { return check_core(pf, h); }
+static void add_base(pf_t *pf, const bloomery_hash *h, size_t g, uint8_t *out)
+{
+    add_core(pf, h, g, out);
+}
+FAST static void add_fast(pf_t *pf, const bloomery_hash *h, size_t g, uint8_t *out)
+{
+    add_core(pf, h, g, out);
+}
+static double estimate_base(const pf_t *pf) { return estimate_core(pf); }
+FAST static double estimate_fast(const pf_t *pf) { return estimate_core(pf); }
+
+bool pf_check_hashed(const pf_t *pf, bloomery_hash h)
+{
+    return cpu() ? check_fast(pf, h) : check_base(pf, h);
+}
+
+static void add_hashed_group(pf_t *pf, const bloomery_hash *h, size_t g, uint8_t *out)
+{
+    if (cpu())
+        add_fast(pf, h, g, out);
+    else
+        add_base(pf, h, g, out);
+}
+
+bool pf_add_hashed(pf_t *pf, bloomery_hash h)
+{
+    uint8_t added;
+    add_hashed_group(pf, &h, 1, &added);
+    return added;
+}
+
+double pf_fpr_estimate(const pf_t *pf) { return cpu() ? estimate_fast(pf) : estimate_base(pf); }
+
+bool pf_check(const pf_t *pf, const void *item, size_t len)
+{
+    return pf_check_hashed(pf, bloomery_hash_item(item, len, pf->seed));
+}
+
+bool pf_add(pf_t *pf, const void *item, size_t len)
+{
+    return pf_add_hashed(pf, bloomery_hash_item(item, len, pf->seed));
+}
+
+bool pf_check_and_add(pf_t *pf, const void *item, size_t len) { return pf_add(pf, item, len); }
