@@ -18,7 +18,7 @@
 static void test_growth_rules(void **state)
 {
     (void)state;
-    for (int layout = 0; layout < 2; layout++) {
+    for (int layout = 0; layout < 3; layout++) {
         sbf_t *s;
         sbf_options o = {.layout = (bloomery_layout)layout, .expansion = 2};
         assert_int_equal(sbf_create(&s, 100, 0.01, &o), BLOOMERY_OK);
@@ -44,6 +44,12 @@ static void test_growth_rules(void **state)
             assert_true(e0 > 0.005 && e0 <= 0.01 * 0.9);
             assert_true(bf_error_rate(sbf_link_blocked(s, 1)) == (0.01 - e0) * 0.5);
             assert_true(bf_error_rate(sbf_link_blocked(s, 2)) == (0.01 - e0) * 0.25);
+        } else if (layout == BLOOMERY_LAYOUT_PREFIX) {
+            /* Prefix: RedisBloom's rates, in fewer bits. */
+            assert_true(pf_error_rate(sbf_link_prefix(s, 0)) == 0.005);
+            assert_true(pf_error_rate(sbf_link_prefix(s, 2)) == 0.00125);
+            assert_null(sbf_link_blocked(s, 0));
+            assert_null(sbf_link_classic(s, 0));
         } else {
             assert_true(cbf_error_rate(sbf_link_classic(s, 0)) == 0.005);
             assert_true(cbf_error_rate(sbf_link_classic(s, 2)) == 0.00125);
@@ -124,9 +130,11 @@ static void chain_fpr(bloomery_layout layout, double p, uint64_t cap0, uint64_t 
     double rate = (double)fp / (double)q;
     printf("# %s chain p=%g cap0=%llu n=%llu links=%zu: measured %.3g (bound %.3g), estimate %.3g, "
            "%.2f bits/item\n",
-           layout == BLOOMERY_LAYOUT_CLASSIC ? "classic" : "blocked", p, (unsigned long long)cap0,
-           (unsigned long long)n, sbf_nlinks(s), rate, tu_fpr_bound(p, q), sbf_fpr_estimate(s),
-           8.0 * (double)sbf_bytes(s) / (double)n);
+           layout == BLOOMERY_LAYOUT_CLASSIC  ? "classic"
+           : layout == BLOOMERY_LAYOUT_PREFIX ? "prefix"
+                                              : "blocked",
+           p, (unsigned long long)cap0, (unsigned long long)n, sbf_nlinks(s), rate,
+           tu_fpr_bound(p, q), sbf_fpr_estimate(s), 8.0 * (double)sbf_bytes(s) / (double)n);
     assert_true(rate <= tu_fpr_bound(p, q));
     sbf_free(s);
 }
@@ -219,8 +227,10 @@ static void test_growth_fpr(void **state)
     for (size_t i = 0; i < 4; i++) {
         double p = rates[i];
         uint64_t q = (uint64_t)(tu_scale(100, 30) / p);
-        for (uint64_t m = 2; m <= 8; m *= 2)
+        for (uint64_t m = 2; m <= 8; m *= 2) {
             chain_fpr(BLOOMERY_LAYOUT_BLOCKED, p, cap0, m * cap0, q);
+            chain_fpr(BLOOMERY_LAYOUT_PREFIX, p, cap0, m * cap0, q);
+        }
     }
     chain_fpr(BLOOMERY_LAYOUT_CLASSIC, 1e-3, cap0, 8 * cap0, (uint64_t)(tu_scale(100, 30) / 1e-3));
 }
@@ -237,6 +247,9 @@ static void test_chain_fpr(void **state)
     chain_fpr(BLOOMERY_LAYOUT_BLOCKED, 0.001, cap0, filled, q);
     chain_fpr(BLOOMERY_LAYOUT_BLOCKED, 1e-4, cap0, filled, tu_scale(20000000, 1000000));
     chain_fpr(BLOOMERY_LAYOUT_BLOCKED, 1e-5, cap0, filled, tu_scale(50000000, 1000000));
+    chain_fpr(BLOOMERY_LAYOUT_PREFIX, 0.01, cap0, filled, q);
+    chain_fpr(BLOOMERY_LAYOUT_PREFIX, 0.001, cap0, filled, q);
+    chain_fpr(BLOOMERY_LAYOUT_PREFIX, 1e-4, cap0, filled, tu_scale(20000000, 1000000));
     /* Classic links keep RedisBloom's sizing, whose (1 - e^(-kn/m))^k model
      * is optimistic for small arrays (double hashing modulo a small m): with
      * ten links of a few thousand items the compound rate lands a few
@@ -372,7 +385,7 @@ static void *adder(void *arg)
 static void concurrent_adds_with_growth(bool batched)
 {
     uint64_t n = tu_scale(300000, 30000);
-    for (int layout = 0; layout < 2; layout++) {
+    for (int layout = 0; layout < 3; layout++) {
         sbf_t *s;
         sbf_options o = {.layout = (bloomery_layout)layout, .expansion = 2};
         /* Tiny first link: the chain grows many times during the race. */
@@ -554,6 +567,15 @@ static void test_merge(void **state)
     sbf_free(a);
     sbf_free(b);
     sbf_free(c);
+    /* Prefix bins do not combine: refused, nothing changed. */
+    o.layout = BLOOMERY_LAYOUT_PREFIX;
+    assert_int_equal(sbf_create(&a, 1000, 0.01, &o), BLOOMERY_OK);
+    assert_int_equal(sbf_create(&b, 1000, 0.01, &o), BLOOMERY_OK);
+    assert_int_equal(sbf_add(b, "x", 1), 1);
+    assert_int_equal(sbf_merge(a, b), BLOOMERY_EINVAL);
+    assert_int_equal(sbf_count(a), 0);
+    sbf_free(a);
+    sbf_free(b);
 }
 
 /* Replaying logged hashes rebuilds the same chain as adding the items. */

@@ -35,7 +35,10 @@ static bloomery_object make(bloomery_type type, int variant)
             cntbf_add(o.u.cnt, key, tu_key(key, "s:", i));
         break;
     case BLOOMERY_TYPE_SCALABLE: {
-        sbf_options opt = {.layout = variant ? BLOOMERY_LAYOUT_CLASSIC : BLOOMERY_LAYOUT_BLOCKED,
+        /* Variants: blocked, classic and prefix links. */
+        sbf_options opt = {.layout = variant == 2   ? BLOOMERY_LAYOUT_PREFIX
+                                     : variant == 1 ? BLOOMERY_LAYOUT_CLASSIC
+                                                    : BLOOMERY_LAYOUT_BLOCKED,
                            .expansion = 2,
                            .seed = 77};
         assert_int_equal(sbf_create(&o.u.sbf, 50, 0.01, &opt), BLOOMERY_OK);
@@ -196,11 +199,13 @@ static const bloomery_type types[] = {
     BLOOMERY_TYPE_CMS,     BLOOMERY_TYPE_TOPK,     BLOOMERY_TYPE_TDIGEST};
 #define NTYPES (int)(sizeof types / sizeof types[0])
 
+static int variants(bloomery_type t) { return t == BLOOMERY_TYPE_SCALABLE ? 3 : 2; }
+
 static void test_round_trip(void **state)
 {
     (void)state;
     for (int t = 0; t < NTYPES; t++) {
-        for (int v = 0; v < 2; v++) {
+        for (int v = 0; v < variants(types[t]); v++) {
             bloomery_object o = make(types[t], v);
             uint8_t *blob;
             size_t len;
@@ -228,8 +233,9 @@ static void test_round_trip(void **state)
 static void test_every_flip_and_truncation(void **state)
 {
     (void)state;
-    for (int t = 0; t < NTYPES; t++) {
-        bloomery_object o = make(types[t], 0);
+    for (int t = 0; t <= NTYPES; t++) {
+        /* Every type, then the prefix chain. */
+        bloomery_object o = t < NTYPES ? make(types[t], 0) : make(BLOOMERY_TYPE_SCALABLE, 2);
         uint8_t *blob;
         size_t len;
         assert_int_equal(bloomery_serialize(o, 128, &blob, &len), BLOOMERY_OK);
@@ -252,7 +258,7 @@ static void test_every_flip_and_truncation(void **state)
                 bloomery_object_free(&back);
             }
         }
-        printf("# type %d: %zu bytes, %zu byte changes and %zu truncations tried\n", types[t], len,
+        printf("# type %d: %zu bytes, %zu byte changes and %zu truncations tried\n", o.type, len,
                255 * len, len);
         assert_int_equal(accepted, 0);
         free(copy);
@@ -466,6 +472,78 @@ static void test_cuckoo_forged_shapes(void **state)
     bloomery_object_free(&o);
 }
 
+/* A prefix chain's header with a valid checksum but an impossible link is
+ * refused when opened; bins whose checksums are right but whose header
+ * holds more fingerprints than a bin can are refused when the load
+ * finishes, before the chain is used. */
+static void test_prefix_forged(void **state)
+{
+    (void)state;
+    bloomery_object o = make(BLOOMERY_TYPE_SCALABLE, 2);
+    uint8_t *blob;
+    size_t len;
+    assert_int_equal(bloomery_serialize(o, 128, &blob, &len), BLOOMERY_OK);
+    uint32_t plen = blob[16] | blob[17] << 8;
+    size_t hlen = 24 + plen + 8 * (size_t)(blob[20] | blob[21] << 8) + 8;
+    /* params: u8 layout, u32 expansion, u64 capacity, f64 p, u64 seed, u32
+     * links; link 0 from 33: u64 bins, u32 r, S, Q, f64 load, u64 capacity,
+     * f64 p, u64 count, spared, then the spare's u64 blocks, u32 b, ... */
+    struct {
+        size_t off;
+        int width;
+        uint64_t value;
+    } bad[] = {
+        {0, 1, 3},  {33, 8, 0},  {33, 8, 1000}, {41, 4, 0},   {41, 4, 40},
+        {45, 4, 0}, {45, 4, 60}, {49, 4, 0},    {49, 4, 600}, {53, 8, 0},
+        {61, 8, 0}, {69, 8, 0},  {93, 8, 0},    {101, 4, 0},  {101, 4, 99},
+    };
+    uint8_t *copy = malloc(len);
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        memcpy(copy, blob, len);
+        put_le(copy + 24 + bad[i].off, bad[i].value, bad[i].width);
+        put_le(copy + hlen - 8, XXH3_64bits(copy, hlen - 8), 8);
+        bloomery_loader *l;
+        if (bloomery_loader_open(&l, copy, len, MAX_BYTES, NULL) == BLOOMERY_OK)
+            fail_msg("forged field at %zu = %llu accepted", bad[i].off,
+                     (unsigned long long)bad[i].value);
+        bloomery_loader_free(l);
+    }
+    free(copy);
+
+    for (int forge = 0; forge < 2; forge++) {
+        bloomery_image *img;
+        assert_int_equal(bloomery_image_create(&img, o, 64), BLOOMERY_OK);
+        size_t hl;
+        const uint8_t *h = bloomery_image_header(img, &hl);
+        bloomery_loader *l;
+        assert_int_equal(bloomery_loader_open(&l, h, hl, MAX_BYTES, NULL), BLOOMERY_OK);
+        for (uint64_t k = 0; k < bloomery_image_nchunks(img); k++) {
+            size_t cl;
+            const uint8_t *c = bloomery_image_chunk(img, k, &cl);
+            uint8_t buf[64];
+            memcpy(buf, c, cl);
+            if (forge && k == 0)
+                memset(buf, 0xff, 16); /* the first bin's header: 128 ones */
+            assert_int_equal(bloomery_loader_chunk(l, k, buf, cl,
+                                                   bloomery_image_chunk_checksum(img, k, buf, cl)),
+                             BLOOMERY_OK);
+        }
+        bloomery_object back;
+        if (forge) {
+            assert_int_equal(bloomery_loader_finish(l, &back), BLOOMERY_ECORRUPT);
+            assert_non_null(strstr(bloomery_loader_error(l), "too many"));
+        } else {
+            assert_int_equal(bloomery_loader_finish(l, &back), BLOOMERY_OK);
+            same_answers(o, back);
+            bloomery_object_free(&back);
+        }
+        bloomery_loader_free(l);
+        bloomery_image_free(img);
+    }
+    free(blob);
+    bloomery_object_free(&o);
+}
+
 static void test_garbage(void **state)
 {
     (void)state;
@@ -535,6 +613,7 @@ int main(void)
         cmocka_unit_test(test_loader_chunks),
         cmocka_unit_test(test_loader_in_place),
         cmocka_unit_test(test_cuckoo_forged_shapes),
+        cmocka_unit_test(test_prefix_forged),
         cmocka_unit_test(test_garbage),
         cmocka_unit_test(test_chunk_at),
     };

@@ -88,6 +88,21 @@ BLOOMERY_API double pf_error_rate(const pf_t *pf);
 BLOOMERY_API uint64_t pf_count(const pf_t *pf);       /* items reported new */
 BLOOMERY_API uint64_t pf_spare_count(const pf_t *pf); /* fingerprints moved to the spare */
 
+/* For serialization: the bins (pf_data_bytes() bytes) and the spare; an
+ * explicit shape whose spare the filter takes over; the counters; and a
+ * check of loaded bins (BLOOMERY_ECORRUPT when a header holds more than S
+ * fingerprints), to run before a loaded filter is used. */
+BLOOMERY_API int pf_create_shape(pf_t **out, uint64_t nbins, const pf_shape *shape, bf_t *spare,
+                                 uint64_t seed, uint64_t capacity, double error_rate);
+BLOOMERY_API const uint8_t *pf_data(const pf_t *pf);
+BLOOMERY_API uint8_t *pf_data_mut(pf_t *pf);
+BLOOMERY_API uint64_t pf_data_bytes(const pf_t *pf);
+BLOOMERY_API const bf_t *pf_spare(const pf_t *pf);
+BLOOMERY_API bf_t *pf_spare_mut(pf_t *pf);
+BLOOMERY_API void pf_set_count(pf_t *pf, uint64_t count);
+BLOOMERY_API void pf_set_spare_count(pf_t *pf, uint64_t n);
+BLOOMERY_API int pf_validate(const pf_t *pf);
+
 /* FPR of a random non-member against the filter as it is now, from each
  * bin's fingerprints and the spare's bits (linear time). */
 BLOOMERY_API double pf_fpr_estimate(const pf_t *pf);

@@ -3,7 +3,9 @@
  * A scaling chain's links have error rates summing to less than p, so the
  * compound FPR stays below p however far it grows; each new link has the
  * previous link's capacity times `expansion`. Classic chains follow
- * RedisBloom exactly: p/2, p/4, p/8, ... Blocked chains give the first link
+ * RedisBloom exactly: p/2, p/4, p/8, ..., and prefix chains take the same
+ * rates (a prefix link needs fewer bits than a classic one at every rate
+ * from 1e-2 down). Blocked chains give the first link
  * p_0 in [p/2, 0.9 p], the most that keeps its memory within RedisBloom's
  * first link where the layout allows, then (p - p_0)/2 and halve from there
  * (the blocked chains of earlier versions have p_0 = p/2 and keep growing
@@ -13,8 +15,9 @@
  * (items already present still answer 0).
  *
  * Add checks every link newest-first and inserts into the newest only if no
- * link has the item. Links are blocked filters (bf_t) or classic RedisBloom
- * filters (cbf_t); a classic chain is bit-identical to RedisBloom's.
+ * link has the item. Links are blocked filters (bf_t), classic RedisBloom
+ * filters (cbf_t) or prefix filters (pf_t); a classic chain is
+ * bit-identical to RedisBloom's.
  *
  * Concurrency: any mix of calls from any threads. Adds of one item are
  * linearizable (striped lock on the item hash); growth takes the chain's
@@ -30,6 +33,7 @@
 #include "bloomery/blocked.h"
 #include "bloomery/classic.h"
 #include "bloomery/export.h"
+#include "bloomery/prefix.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -38,6 +42,7 @@ extern "C" {
 typedef enum bloomery_layout {
     BLOOMERY_LAYOUT_BLOCKED = 0,
     BLOOMERY_LAYOUT_CLASSIC = 1,
+    BLOOMERY_LAYOUT_PREFIX = 2, /* prefix filters (prefix.h): fewer bits, no merge */
 } bloomery_layout;
 
 #define SBF_DEFAULT_EXPANSION 2
@@ -114,9 +119,10 @@ BLOOMERY_API uint64_t sbf_seed(const sbf_t *s);
 BLOOMERY_API size_t sbf_nlinks(const sbf_t *s);
 BLOOMERY_API double sbf_fpr_estimate(const sbf_t *s); /* 1 - prod(1 - link estimate) */
 
-/* Link i (0 = oldest): exactly one of the two is non-NULL. */
+/* Link i (0 = oldest): exactly one of the three is non-NULL. */
 BLOOMERY_API bf_t *sbf_link_blocked(const sbf_t *s, size_t i);
 BLOOMERY_API cbf_t *sbf_link_classic(const sbf_t *s, size_t i);
+BLOOMERY_API pf_t *sbf_link_prefix(const sbf_t *s, size_t i);
 
 /* Build a chain from links made elsewhere (a loader). Takes ownership of the
  * links on success. */
@@ -130,7 +136,8 @@ BLOOMERY_API int sbf_assemble(sbf_t **out, bloomery_layout layout, uint64_t capa
 BLOOMERY_API void sbf_set_may_allocate(sbf_t *s, bool (*may_allocate)(void *ctx, uint64_t bytes),
                                        void *ctx);
 
-/* OR src into dst: same layout, expansion, link count and link shapes. */
+/* OR src into dst: same layout, expansion, link count and link shapes;
+ * BLOOMERY_EINVAL for prefix chains. */
 BLOOMERY_API int sbf_merge(sbf_t *dst, const sbf_t *src);
 
 #ifdef __cplusplus

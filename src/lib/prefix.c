@@ -244,6 +244,55 @@ uint64_t pf_bytes_for(uint64_t capacity, double error_rate)
     return spare ? nbins * 64 + spare : 0;
 }
 
+/* Whether a bin geometry fits the line and the fingerprint a 64-bit word. */
+static bool shape_ok(unsigned r, unsigned S, unsigned Q)
+{
+    return r >= 1 && r <= MAX_R && S >= 1 && Q >= 1 && (uint64_t)S * (r + 1) + Q <= LINE_BITS &&
+           r + 64 - (unsigned)__builtin_clzll(Q) <= 63;
+}
+
+int pf_create_shape(pf_t **out, uint64_t nbins, const pf_shape *shape, bf_t *spare, uint64_t seed,
+                    uint64_t capacity, double error_rate)
+{
+    *out = NULL;
+    unsigned r = shape->remainder_bits, S = shape->slots, Q = shape->quotients;
+    if (nbins == 0 || !shape_ok(r, S, Q) || !spare || capacity == 0 ||
+        !(error_rate > 0 && error_rate < 1))
+        return BLOOMERY_EINVAL;
+    if (nbins > SIZE_MAX / 64 / WORDS / 2)
+        return BLOOMERY_ETOOBIG;
+    pf_t *pf = calloc(1, sizeof *pf);
+    if (!pf)
+        return BLOOMERY_ENOMEM;
+    pf->bin_bytes = (size_t)nbins * 64;
+    pf->bins = bloomery_alloc_zeroed(pf->bin_bytes);
+    if (!pf->bins) {
+        free(pf);
+        return BLOOMERY_ENOMEM;
+    }
+    pf->spare = spare;
+    pf->nbins = nbins;
+    pf->r = r;
+    pf->S = S;
+    pf->Q = Q;
+    pf->H = Q + S;
+    pf->hwords = (pf->H + 63) / 64;
+    for (unsigned f = 0; f + r <= 64; f += r)
+        pf->field_ones |= 1ULL << f;
+    pf->field_low = pf->field_ones * ((1ULL << (r - 1)) - 1);
+    for (unsigned i = 0; i < pf->hwords; i++)
+        pf->hmask[i] = pf->H >= 64 * (i + 1) ? ~0ULL : (1ULL << (pf->H % 64)) - 1;
+    pf->rmask = (1ULL << r) - 1;
+    pf->shape = *shape;
+    pf->seed = seed;
+    pf->capacity = capacity;
+    pf->error_rate = error_rate;
+    pf->salt = bk_mix64(seed ^ 0x243f6a8885a308d3ULL);
+    pf->stripe_salt = bk_mix64((uint64_t)(uintptr_t)pf);
+    *out = pf;
+    return BLOOMERY_OK;
+}
+
 int pf_create(pf_t **out, uint64_t capacity, double error_rate, uint64_t seed)
 {
     *out = NULL;
@@ -252,38 +301,15 @@ int pf_create(pf_t **out, uint64_t capacity, double error_rate, uint64_t seed)
     int rc = plan_sizes(capacity, error_rate, &sh, &nbins, &spare_cap);
     if (rc)
         return rc;
-    pf_t *pf = calloc(1, sizeof *pf);
-    if (!pf)
-        return BLOOMERY_ENOMEM;
-    pf->bin_bytes = (size_t)nbins * 64;
-    pf->bins = bloomery_alloc_zeroed(pf->bin_bytes);
+    bf_t *spare;
     bf_options so = {.seed = seed ^ 0x5be0cd19137e2179ULL, .policy = BLOOMERY_POLICY_MEMORY};
-    rc =
-        pf->bins ? bf_create(&pf->spare, spare_cap, spare_error(error_rate), &so) : BLOOMERY_ENOMEM;
-    if (rc) {
-        pf_free(pf);
+    rc = bf_create(&spare, spare_cap, spare_error(error_rate), &so);
+    if (rc)
         return rc;
-    }
-    pf->nbins = nbins;
-    pf->r = sh.remainder_bits;
-    pf->S = sh.slots;
-    pf->Q = sh.quotients;
-    pf->H = pf->Q + pf->S;
-    pf->hwords = (pf->H + 63) / 64;
-    for (unsigned f = 0; f + pf->r <= 64; f += pf->r)
-        pf->field_ones |= 1ULL << f;
-    pf->field_low = pf->field_ones * ((1ULL << (pf->r - 1)) - 1);
-    for (unsigned i = 0; i < pf->hwords; i++)
-        pf->hmask[i] = pf->H >= 64 * (i + 1) ? ~0ULL : (1ULL << (pf->H % 64)) - 1;
-    pf->rmask = (1ULL << pf->r) - 1;
-    pf->shape = sh;
-    pf->seed = seed;
-    pf->capacity = capacity;
-    pf->error_rate = error_rate;
-    pf->salt = bk_mix64(seed ^ 0x243f6a8885a308d3ULL);
-    pf->stripe_salt = bk_mix64((uint64_t)(uintptr_t)pf);
-    *out = pf;
-    return BLOOMERY_OK;
+    rc = pf_create_shape(out, nbins, &sh, spare, seed, capacity, error_rate);
+    if (rc)
+        bf_free(spare);
+    return rc;
 }
 
 void pf_free(pf_t *pf)
@@ -694,6 +720,34 @@ uint64_t pf_bytes(const pf_t *pf) { return pf->bin_bytes + bf_bytes(pf->spare); 
 uint64_t pf_seed(const pf_t *pf) { return pf->seed; }
 uint64_t pf_capacity(const pf_t *pf) { return pf->capacity; }
 double pf_error_rate(const pf_t *pf) { return pf->error_rate; }
+const bf_t *pf_spare(const pf_t *pf) { return pf->spare; }
+bf_t *pf_spare_mut(pf_t *pf) { return pf->spare; }
+const uint8_t *pf_data(const pf_t *pf) { return (const uint8_t *)pf->bins; }
+uint8_t *pf_data_mut(pf_t *pf) { return (uint8_t *)pf->bins; }
+uint64_t pf_data_bytes(const pf_t *pf) { return pf->bin_bytes; }
+void pf_set_count(pf_t *pf, uint64_t count)
+{
+    __atomic_store_n(&pf->count, count, __ATOMIC_RELAXED);
+}
+void pf_set_spare_count(pf_t *pf, uint64_t n)
+{
+    __atomic_store_n(&pf->spared, n, __ATOMIC_RELAXED);
+}
+
+int pf_validate(const pf_t *pf)
+{
+    /* At most S ones leaves every quotient its zero: all a lookup needs to
+     * stay within the line. */
+    for (uint64_t b = 0; b < pf->nbins; b++) {
+        const uint64_t *w = pf->bins + b * WORDS;
+        unsigned m = 0;
+        for (unsigned i = 0; i < pf->hwords; i++)
+            m += (unsigned)__builtin_popcountll(w[i] & pf->hmask[i]);
+        if (m > pf->S)
+            return BLOOMERY_ECORRUPT;
+    }
+    return BLOOMERY_OK;
+}
 uint64_t pf_count(const pf_t *pf) { return __atomic_load_n(&pf->count, __ATOMIC_RELAXED); }
 uint64_t pf_spare_count(const pf_t *pf) { return __atomic_load_n(&pf->spared, __ATOMIC_RELAXED); }
 

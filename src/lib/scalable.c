@@ -6,7 +6,8 @@
  * link when the newest one's count reaches its capacity, adds go to the
  * newest link only when no link has the item.
  *
- * Blocked chains give the first link most of the budget (blocked_first_error)
+ * Prefix chains take RedisBloom's rates too (their links need fewer bits at
+ * each). Blocked chains give the first link most of the budget (blocked_first_error)
  * and then follow one rule: link 1 takes half of what the first link left,
  * p_1 = (p - p_0) / 2, and every later link half of its predecessor's error,
  * so sum p_i < p however many links grow. The rule needs nothing but the
@@ -28,7 +29,8 @@
  * stripes and still sees n links keeps seeing n until it lets go: two adds
  * of one item either take the same stripes in the same newest link, or one
  * of them runs wholly before the new link appeared and the other sees its
- * bits. Classic chains keep an item lock (stripe.h) around the add.
+ * bits. Classic and prefix chains keep an item lock (stripe.h) around the
+ * add.
  */
 #include "bloomery/scalable.h"
 #include "bloomery/bloomery.h"
@@ -103,44 +105,80 @@ static inline void **load_links(const sbf_t *s)
 
 static uint64_t link_capacity(const sbf_t *s, const void *l)
 {
-    return s->layout == BLOOMERY_LAYOUT_CLASSIC ? cbf_capacity(l) : bf_capacity(l);
+    switch (s->layout) {
+    case BLOOMERY_LAYOUT_CLASSIC: return cbf_capacity(l);
+    case BLOOMERY_LAYOUT_PREFIX: return pf_capacity(l);
+    default: return bf_capacity(l);
+    }
 }
 
 static double link_error(const sbf_t *s, const void *l)
 {
-    return s->layout == BLOOMERY_LAYOUT_CLASSIC ? cbf_error_rate(l) : bf_error_rate(l);
+    switch (s->layout) {
+    case BLOOMERY_LAYOUT_CLASSIC: return cbf_error_rate(l);
+    case BLOOMERY_LAYOUT_PREFIX: return pf_error_rate(l);
+    default: return bf_error_rate(l);
+    }
 }
 
 static uint64_t link_count(const sbf_t *s, const void *l)
 {
-    return s->layout == BLOOMERY_LAYOUT_CLASSIC ? cbf_count(l) : bf_count(l);
+    switch (s->layout) {
+    case BLOOMERY_LAYOUT_CLASSIC: return cbf_count(l);
+    case BLOOMERY_LAYOUT_PREFIX: return pf_count(l);
+    default: return bf_count(l);
+    }
 }
 
 static uint64_t link_bytes(const sbf_t *s, const void *l)
 {
-    return s->layout == BLOOMERY_LAYOUT_CLASSIC ? cbf_bytes(l) : bf_bytes(l);
+    switch (s->layout) {
+    case BLOOMERY_LAYOUT_CLASSIC: return cbf_bytes(l);
+    case BLOOMERY_LAYOUT_PREFIX: return pf_bytes(l);
+    default: return bf_bytes(l);
+    }
+}
+
+static double link_fpr_estimate(const sbf_t *s, const void *l)
+{
+    switch (s->layout) {
+    case BLOOMERY_LAYOUT_CLASSIC: return cbf_fpr_estimate(l);
+    case BLOOMERY_LAYOUT_PREFIX: return pf_fpr_estimate(l);
+    default: return bf_fpr_estimate(l);
+    }
 }
 
 static void link_free(bloomery_layout layout, void *l)
 {
-    if (layout == BLOOMERY_LAYOUT_CLASSIC)
-        cbf_free(l);
-    else
-        bf_free(l);
+    switch (layout) {
+    case BLOOMERY_LAYOUT_CLASSIC: cbf_free(l); break;
+    case BLOOMERY_LAYOUT_PREFIX: pf_free(l); break;
+    default: bf_free(l);
+    }
 }
 
 static bool link_check(const sbf_t *s, const void *l, item_hash h)
 {
-    return s->layout == BLOOMERY_LAYOUT_CLASSIC ? cbf_check_hashed(l, h.classic)
-                                                : bf_check_hashed(l, h.blocked);
+    switch (s->layout) {
+    case BLOOMERY_LAYOUT_CLASSIC: return cbf_check_hashed(l, h.classic);
+    case BLOOMERY_LAYOUT_PREFIX: return pf_check_hashed(l, h.blocked);
+    default: return bf_check_hashed(l, h.blocked);
+    }
 }
 
-static bool link_add_classic(void *l, item_hash h) { return cbf_add_hashed(l, h.classic); }
+/* The layouts whose adds go through an item lock (add_hashed). */
+static bool link_add_locked(const sbf_t *s, void *l, item_hash h)
+{
+    return s->layout == BLOOMERY_LAYOUT_CLASSIC ? cbf_add_hashed(l, h.classic)
+                                                : pf_add_hashed(l, h.blocked);
+}
 
 static uint64_t link_bytes_for(const sbf_t *s, uint64_t capacity, double error)
 {
     if (s->layout == BLOOMERY_LAYOUT_CLASSIC)
         return cbf_bytes_for(capacity, error);
+    if (s->layout == BLOOMERY_LAYOUT_PREFIX)
+        return pf_bytes_for(capacity, error);
     bf_options o = {.seed = s->seed, .policy = s->policy};
     return bf_bytes_for(capacity, error, &o);
 }
@@ -149,6 +187,8 @@ static int link_create(const sbf_t *s, uint64_t capacity, double error, void **o
 {
     if (s->layout == BLOOMERY_LAYOUT_CLASSIC)
         return cbf_create((cbf_t **)out, capacity, error);
+    if (s->layout == BLOOMERY_LAYOUT_PREFIX)
+        return pf_create((pf_t **)out, capacity, error, s->seed);
     bf_options o = {.seed = s->seed, .policy = s->policy};
     return bf_create((bf_t **)out, capacity, error, &o);
 }
@@ -251,7 +291,8 @@ static int validate(uint64_t capacity, double error_rate, const sbf_options *o)
     if (capacity == 0 || !(error_rate > 0 && error_rate < 1))
         return BLOOMERY_EINVAL;
     if (o && (o->expansion > SBF_MAX_EXPANSION ||
-              (o->layout != BLOOMERY_LAYOUT_BLOCKED && o->layout != BLOOMERY_LAYOUT_CLASSIC) ||
+              (o->layout != BLOOMERY_LAYOUT_BLOCKED && o->layout != BLOOMERY_LAYOUT_CLASSIC &&
+               o->layout != BLOOMERY_LAYOUT_PREFIX) ||
               (o->schedule != SBF_SCHEDULE_FIRST_SHARE && o->schedule != SBF_SCHEDULE_HALVES)))
         return BLOOMERY_EINVAL;
     return BLOOMERY_OK;
@@ -309,7 +350,7 @@ static double first_error(const sbf_options *o, double p)
 {
     if (!o->expansion)
         return p;
-    if (o->layout == BLOOMERY_LAYOUT_CLASSIC || o->schedule == SBF_SCHEDULE_HALVES)
+    if (o->layout != BLOOMERY_LAYOUT_BLOCKED || o->schedule == SBF_SCHEDULE_HALVES)
         return p * 0.5;
     return blocked_first_error(p, o->policy);
 }
@@ -473,7 +514,7 @@ static int add_hashed(sbf_t *s, item_hash h)
         /* A concurrent add of another item may have set every bit meanwhile;
          * then, as in RedisBloom, the item counts as already present. */
         size_t n = load_nlinks(s);
-        rc = link_add_classic(load_links(s)[n - 1], h) ? 1 : 0;
+        rc = link_add_locked(s, load_links(s)[n - 1], h) ? 1 : 0;
     }
     bloomery_stripe_unlock(key);
     return rc;
@@ -672,9 +713,7 @@ double sbf_fpr_estimate(const sbf_t *s)
     void **links = load_links(s);
     double pass = 1.0;
     for (size_t i = 0; i < n; i++) {
-        double e = s->layout == BLOOMERY_LAYOUT_CLASSIC ? cbf_fpr_estimate(links[i])
-                                                        : bf_fpr_estimate(links[i]);
-        pass *= 1.0 - e;
+        pass *= 1.0 - link_fpr_estimate(s, links[i]);
     }
     return 1.0 - pass;
 }
@@ -693,6 +732,13 @@ cbf_t *sbf_link_classic(const sbf_t *s, size_t i)
     return load_links(s)[i];
 }
 
+pf_t *sbf_link_prefix(const sbf_t *s, size_t i)
+{
+    if (s->layout != BLOOMERY_LAYOUT_PREFIX || i >= load_nlinks(s))
+        return NULL;
+    return load_links(s)[i];
+}
+
 void sbf_set_may_allocate(sbf_t *s, bool (*may_allocate)(void *ctx, uint64_t bytes), void *ctx)
 {
     s->may_allocate = may_allocate;
@@ -702,8 +748,9 @@ void sbf_set_may_allocate(sbf_t *s, bool (*may_allocate)(void *ctx, uint64_t byt
 int sbf_merge(sbf_t *dst, const sbf_t *src)
 {
     size_t n = load_nlinks(dst);
+    /* Fingerprint bins do not combine by OR. */
     if (dst->layout != src->layout || dst->expansion != src->expansion || dst->seed != src->seed ||
-        n != load_nlinks(src))
+        n != load_nlinks(src) || dst->layout == BLOOMERY_LAYOUT_PREFIX)
         return BLOOMERY_EINVAL;
     void **d = load_links(dst), **s = load_links(src);
     for (size_t i = 0; i < n; i++) {

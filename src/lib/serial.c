@@ -219,7 +219,9 @@ static int describe(bloomery_object obj, wbuf *params, region **regions, uint32_
     case BLOOMERY_TYPE_SCALABLE: {
         const sbf_t *s = obj.u.sbf;
         size_t n = sbf_nlinks(s);
-        if (n > MAX_REGIONS)
+        /* A prefix link is two regions: its bins and its spare's blocks. */
+        size_t per = sbf_layout(s) == BLOOMERY_LAYOUT_PREFIX ? 2 : 1;
+        if (n * per > MAX_REGIONS)
             return BLOOMERY_ETOOBIG;
         uint8_t layout = (uint8_t)sbf_layout(s);
         put(params, &layout, 1);
@@ -228,11 +230,28 @@ static int describe(bloomery_object obj, wbuf *params, region **regions, uint32_
         put_f64(params, sbf_error_rate(s));
         put_u64(params, sbf_seed(s));
         put_u32(params, (uint32_t)n);
-        *regions = malloc(n * sizeof **regions);
+        *regions = malloc(n * per * sizeof **regions);
         if (!*regions)
             return BLOOMERY_ENOMEM;
         for (size_t i = 0; i < n; i++) {
-            if (sbf_layout(s) == BLOOMERY_LAYOUT_CLASSIC) {
+            if (sbf_layout(s) == BLOOMERY_LAYOUT_PREFIX) {
+                const pf_t *l = sbf_link_prefix(s, i);
+                const bf_t *sp = pf_spare(l);
+                pf_shape sh = pf_get_shape(l);
+                put_u64(params, pf_nbins(l));
+                put_u32(params, sh.remainder_bits);
+                put_u32(params, sh.slots);
+                put_u32(params, sh.quotients);
+                put_f64(params, sh.load);
+                put_u64(params, pf_capacity(l));
+                put_f64(params, pf_error_rate(l));
+                put_u64(params, pf_count(l));
+                put_u64(params, pf_spare_count(l));
+                put_blocked_params(params, bf_nblocks(sp), bf_blocks_per_key(sp), bf_seed(sp),
+                                   bf_capacity(sp), bf_error_rate(sp), bf_count(sp));
+                (*regions)[2 * i] = (region){pf_data(l), pf_data_bytes(l)};
+                (*regions)[2 * i + 1] = (region){bf_data(sp), bf_bytes(sp)};
+            } else if (sbf_layout(s) == BLOOMERY_LAYOUT_CLASSIC) {
                 const cbf_t *l = sbf_link_classic(s, i);
                 cbf_shape sh;
                 cbf_shape_of(l, &sh);
@@ -253,7 +272,7 @@ static int describe(bloomery_object obj, wbuf *params, region **regions, uint32_
                 (*regions)[i] = (region){bf_data(l), bf_bytes(l)};
             }
         }
-        *nregions = (uint32_t)n;
+        *nregions = (uint32_t)(n * per);
         return BLOOMERY_OK;
     }
     case BLOOMERY_TYPE_HLL: {
@@ -560,6 +579,46 @@ static int fail(bloomery_loader *l, int rc, const char *fmt, ...)
 
 static int valid_error(double e) { return e > 0 && e < 1; }
 
+/* Link i of a prefix chain: its bins (region 2i) and its spare (2i + 1). */
+static int build_prefix_link(bloomery_loader *l, rbuf *p, uint32_t i, uint64_t seed, pf_t **out)
+{
+    pf_shape sh = {0};
+    uint64_t nbins = get_u64(p);
+    sh.remainder_bits = get_u32(p);
+    sh.slots = get_u32(p);
+    sh.quotients = get_u32(p);
+    sh.load = get_f64(p);
+    uint64_t cap = get_u64(p);
+    double e = get_f64(p);
+    uint64_t count = get_u64(p), spared = get_u64(p);
+    uint64_t snblocks = get_u64(p);
+    uint32_t sb = get_u32(p);
+    uint64_t sseed = get_u64(p), scap = get_u64(p);
+    double se = get_f64(p);
+    uint64_t scount = get_u64(p);
+    if (p->short_read || nbins == 0 || nbins > UINT64_MAX / 64 || nbins * 64 != l->lens[2 * i] ||
+        snblocks == 0 || snblocks > UINT64_MAX / 64 || snblocks * 64 != l->lens[2 * i + 1] ||
+        sb == 0 || sb > BLOOMERY_MAX_BLOCKS_PER_KEY || !valid_error(e) || !valid_error(se) ||
+        cap == 0 || scap == 0 || !(sh.load > 0))
+        return fail(l, BLOOMERY_ECORRUPT, "invalid prefix link %u", i);
+    bf_t *spare;
+    int rc = bf_create_shape(&spare, snblocks, sb, sseed, scap, se);
+    if (rc != BLOOMERY_OK)
+        return fail(l, rc, "cannot allocate link %u: %s", i, bloomery_strerror(rc));
+    rc = pf_create_shape(out, nbins, &sh, spare, seed, cap, e);
+    if (rc != BLOOMERY_OK) {
+        bf_free(spare);
+        return fail(l, rc == BLOOMERY_EINVAL ? BLOOMERY_ECORRUPT : rc, "invalid prefix link %u: %s",
+                    i, bloomery_strerror(rc));
+    }
+    bf_set_count(spare, scount);
+    pf_set_count(*out, count);
+    pf_set_spare_count(*out, spared);
+    l->dest[2 * i] = pf_data_mut(*out);
+    l->dest[2 * i + 1] = bf_data_mut(spare);
+    return BLOOMERY_OK;
+}
+
 /* Creates the zeroed object the header describes and points dest at its
  * regions. The params reader must be consumed exactly. */
 static int build_object(bloomery_loader *l, rbuf *p, uint64_t max_bytes)
@@ -618,8 +677,10 @@ static int build_object(bloomery_loader *l, rbuf *p, uint64_t max_bytes)
         uint32_t nlinks = get_u32(p);
         if (p->short_read)
             return fail(l, BLOOMERY_ECORRUPT, "parameters are truncated");
-        if (layout > BLOOMERY_LAYOUT_CLASSIC || expansion > SBF_MAX_EXPANSION || capacity == 0 ||
-            !valid_error(error) || nlinks == 0 || nlinks != l->nregions)
+        uint32_t per = layout == BLOOMERY_LAYOUT_PREFIX ? 2 : 1;
+        if (layout > BLOOMERY_LAYOUT_PREFIX || expansion > SBF_MAX_EXPANSION || capacity == 0 ||
+            !valid_error(error) || nlinks == 0 || nlinks > MAX_REGIONS ||
+            (uint64_t)nlinks * per != l->nregions)
             return fail(l, BLOOMERY_ECORRUPT, "invalid chain parameters");
         void **links = calloc(nlinks, sizeof *links);
         if (!links)
@@ -627,7 +688,9 @@ static int build_object(bloomery_loader *l, rbuf *p, uint64_t max_bytes)
         int rc = BLOOMERY_OK;
         uint32_t made = 0;
         for (; made < nlinks && rc == BLOOMERY_OK; made++) {
-            if (layout == BLOOMERY_LAYOUT_CLASSIC) {
+            if (layout == BLOOMERY_LAYOUT_PREFIX) {
+                rc = build_prefix_link(l, p, made, seed, (pf_t **)&links[made]);
+            } else if (layout == BLOOMERY_LAYOUT_CLASSIC) {
                 cbf_shape sh = {0};
                 sh.capacity = get_u64(p);
                 sh.error_rate = get_f64(p);
@@ -680,7 +743,9 @@ static int build_object(bloomery_loader *l, rbuf *p, uint64_t max_bytes)
         }
         if (rc != BLOOMERY_OK) {
             for (uint32_t i = 0; i < nlinks; i++) {
-                if (layout == BLOOMERY_LAYOUT_CLASSIC)
+                if (layout == BLOOMERY_LAYOUT_PREFIX)
+                    pf_free(links[i]);
+                else if (layout == BLOOMERY_LAYOUT_CLASSIC)
                     cbf_free(links[i]);
                 else
                     bf_free(links[i]);
@@ -1032,6 +1097,14 @@ int bloomery_loader_finish(bloomery_loader *l, bloomery_object *out)
                         bloomery_strerror(rc));
         l->obj.type = BLOOMERY_TYPE_HLL;
         l->obj.u.hll = h;
+    }
+    if (l->type == BLOOMERY_TYPE_SCALABLE && sbf_layout(l->obj.u.sbf) == BLOOMERY_LAYOUT_PREFIX) {
+        for (size_t i = 0; i < sbf_nlinks(l->obj.u.sbf); i++)
+            if (pf_validate(sbf_link_prefix(l->obj.u.sbf, i)) != BLOOMERY_OK)
+                return fail(l, BLOOMERY_ECORRUPT,
+                            "prefix link %zu has a bin with too many "
+                            "fingerprints",
+                            i);
     }
     if (l->type == BLOOMERY_TYPE_CMS && cms_check(l->obj.u.cms) != BLOOMERY_OK)
         return fail(l, BLOOMERY_ECORRUPT, "the counters do not sum to the total in every row");
