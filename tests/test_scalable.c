@@ -637,6 +637,78 @@ static void test_invalid(void **state)
     assert_true(sbf_bytes_for(100, 0.01, NULL) > 0);
 }
 
+/* A prefix chain's write barrier names every bin before it changes: the
+ * bins as they were when it was set, rebuilt from the live ones and a copy
+ * of each bin the barrier named, are exactly the bins then, across bins
+ * that fill and give fingerprints to the spare, and growth. */
+typedef struct barrier_log {
+    const sbf_t *s;
+    uint8_t *saved[2];   /* per link: the bins' bytes as first named */
+    uint8_t *named[2];   /* per bin: whether it was named */
+    uint64_t calls;
+} barrier_log;
+
+static void record_write(void *ctx, uint32_t region, uint64_t off, uint64_t len)
+{
+    barrier_log *b = ctx;
+    assert_true(region % 2 == 0 && region / 2 < 2 && len == 64 && off % 64 == 0);
+    const pf_t *l = sbf_link_prefix(b->s, region / 2);
+    assert_true(off + len <= pf_data_bytes(l));
+    if (!b->named[region / 2][off / 64]) {
+        memcpy(b->saved[region / 2] + off, pf_data(l) + off, 64);
+        b->named[region / 2][off / 64] = 1;
+    }
+    b->calls++;
+}
+
+static void test_prefix_write_barrier(void **state)
+{
+    (void)state;
+    sbf_options o = {.layout = BLOOMERY_LAYOUT_PREFIX, .expansion = 2, .seed = 9};
+    sbf_t *s;
+    assert_int_equal(sbf_create(&s, 2000, 0.01, &o), BLOOMERY_OK);
+    char key[32];
+    for (uint64_t i = 0; i < 3000; i++) /* two links, the second part full */
+        sbf_add(s, key, tu_key(key, "w:", i));
+    assert_int_equal(sbf_nlinks(s), 2);
+    barrier_log b = {.s = s};
+    uint8_t *at_start[2];
+    for (int i = 0; i < 2; i++) {
+        const pf_t *l = sbf_link_prefix(s, i);
+        size_t n = pf_data_bytes(l);
+        at_start[i] = malloc(n);
+        memcpy(at_start[i], pf_data(l), n);
+        b.saved[i] = malloc(n);
+        b.named[i] = calloc(n / 64, 1);
+    }
+    sbf_set_write_hook(s, record_write, &b);
+    /* The newest link fills (bins overflow to the spare) and a third grows;
+     * old items are added again (present: named or not, nothing changes). */
+    for (uint64_t i = 0; i < 9000; i++)
+        sbf_add(s, key, tu_key(key, "w:", i));
+    assert_int_equal(sbf_nlinks(s), 3);
+    assert_true(pf_spare_count(sbf_link_prefix(s, 1)) > 0);
+    sbf_set_write_hook(s, NULL, NULL);
+    for (uint64_t i = 9000; i < 10000; i++) /* unhooked: no calls */
+        sbf_add(s, key, tu_key(key, "w:", i));
+    uint64_t changed = 0;
+    for (int i = 0; i < 2; i++) {
+        const pf_t *l = sbf_link_prefix(s, i);
+        for (uint64_t bin = 0; bin < pf_data_bytes(l) / 64; bin++) {
+            const uint8_t *was = b.named[i][bin] ? b.saved[i] + bin * 64 : pf_data(l) + bin * 64;
+            if (i == 1 && !b.named[i][bin])
+                changed += memcmp(pf_data(l) + bin * 64, at_start[i] + bin * 64, 64) != 0;
+            assert_memory_equal(was, at_start[i] + bin * 64, 64);
+        }
+        free(at_start[i]);
+        free(b.saved[i]);
+        free(b.named[i]);
+    }
+    assert_true(b.calls >= 2500); /* the 3000 adds to link 1 less false positives */
+    assert_int_equal(changed, 0);
+    sbf_free(s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -654,6 +726,7 @@ int main(void)
         cmocka_unit_test(test_batch_overtaken_by_growth),
         cmocka_unit_test(test_allocation_veto),
         cmocka_unit_test(test_merge),
+        cmocka_unit_test(test_prefix_write_barrier),
         cmocka_unit_test(test_hashed_replay),
         cmocka_unit_test(test_invalid),
     };

@@ -103,6 +103,15 @@ BLOOMERY_API void pf_set_count(pf_t *pf, uint64_t count);
 BLOOMERY_API void pf_set_spare_count(pf_t *pf, uint64_t n);
 BLOOMERY_API int pf_validate(const pf_t *pf);
 
+/* A write barrier for copy-on-write snapshots: called with region, the
+ * bin's byte offset and 64 before a writer may change a bin (also when the
+ * item turns out present). The spare is not reported: its bits only go from
+ * 0 to 1, and every fingerprint in it belongs to an added item, so a copy of
+ * it taken later than the bins holds no less than they gave up. Set or
+ * remove (NULL) it only while no other call on the filter runs. */
+typedef void (*pf_write_hook)(void *ctx, uint32_t region, uint64_t offset, uint64_t len);
+BLOOMERY_API void pf_set_write_hook(pf_t *pf, pf_write_hook hook, void *ctx, uint32_t region);
+
 /* FPR of a random non-member against the filter as it is now, from each
  * bin's fingerprints and the spare's bits (linear time). */
 BLOOMERY_API double pf_fpr_estimate(const pf_t *pf);

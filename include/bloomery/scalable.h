@@ -109,6 +109,8 @@ BLOOMERY_API void sbf_check_many(const sbf_t *s, const void *const *items, const
                                  size_t n, int *results);
 
 BLOOMERY_API bloomery_layout sbf_layout(const sbf_t *s);
+/* "blocked", "classic", "prefix" by bloomery_layout, then NULL. */
+BLOOMERY_API extern const char *const sbf_layout_names[];
 BLOOMERY_API uint32_t sbf_expansion(const sbf_t *s); /* 0 for non-scaling */
 BLOOMERY_API double sbf_error_rate(const sbf_t *s);  /* as requested */
 BLOOMERY_API uint64_t sbf_initial_capacity(const sbf_t *s);
@@ -135,6 +137,13 @@ BLOOMERY_API int sbf_assemble(sbf_t **out, bloomery_layout layout, uint64_t capa
  * call before the chain is shared. */
 BLOOMERY_API void sbf_set_may_allocate(sbf_t *s, bool (*may_allocate)(void *ctx, uint64_t bytes),
                                        void *ctx);
+
+/* A write barrier for copy-on-write snapshots of prefix chains: link i's
+ * bins report as region 2i (its image's; pf_set_write_hook). Links grown
+ * after it was set report nothing. Blocked and classic links only set bits
+ * (a copy taken while they change is a valid state) and report nothing. Set
+ * or remove (NULL) it only while no other call on the chain runs. */
+BLOOMERY_API void sbf_set_write_hook(sbf_t *s, pf_write_hook hook, void *ctx);
 
 /* OR src into dst: same layout, expansion, link count and link shapes;
  * BLOOMERY_EINVAL for prefix chains. */

@@ -68,6 +68,9 @@ struct pf {
     size_t bin_bytes;
     uint64_t count;  /* atomic */
     uint64_t spared; /* atomic */
+    pf_write_hook write_hook;
+    void *write_hook_ctx;
+    uint32_t write_hook_region;
 };
 
 /* Sequence locks shared by all filters, one per cache line: odd while a
@@ -669,6 +672,9 @@ PF_INLINE void add_core(pf_t *pf, const bloomery_hash *h, size_t g, uint8_t *out
     uint64_t added = 0;
     for (size_t i = 0; i < g; i++) {
         key k = key_of(pf, h[i]);
+        /* Before the lock: the barrier may wait for a snapshot's copy. */
+        if (pf->write_hook)
+            pf->write_hook(pf->write_hook_ctx, pf->write_hook_region, k.bin * 64, 64);
         uint32_t next = lock_bin(pf, k.bin);
         bool a = add_locked(pf, k);
         unlock_bin(pf, k.bin, next);
@@ -725,6 +731,12 @@ bf_t *pf_spare_mut(pf_t *pf) { return pf->spare; }
 const uint8_t *pf_data(const pf_t *pf) { return (const uint8_t *)pf->bins; }
 uint8_t *pf_data_mut(pf_t *pf) { return (uint8_t *)pf->bins; }
 uint64_t pf_data_bytes(const pf_t *pf) { return pf->bin_bytes; }
+void pf_set_write_hook(pf_t *pf, pf_write_hook hook, void *ctx, uint32_t region)
+{
+    pf->write_hook = hook;
+    pf->write_hook_ctx = ctx;
+    pf->write_hook_region = region;
+}
 void pf_set_count(pf_t *pf, uint64_t count)
 {
     __atomic_store_n(&pf->count, count, __ATOMIC_RELAXED);

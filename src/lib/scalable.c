@@ -687,6 +687,8 @@ void sbf_check_many(const sbf_t *s, const void *const *items, const size_t *lens
 /* ---- state ---- */
 
 bloomery_layout sbf_layout(const sbf_t *s) { return s->layout; }
+
+const char *const sbf_layout_names[] = {"blocked", "classic", "prefix", NULL};
 uint32_t sbf_expansion(const sbf_t *s) { return s->expansion; }
 double sbf_error_rate(const sbf_t *s) { return s->error_rate; }
 uint64_t sbf_initial_capacity(const sbf_t *s) { return s->capacity0; }
@@ -743,6 +745,14 @@ void sbf_set_may_allocate(sbf_t *s, bool (*may_allocate)(void *ctx, uint64_t byt
 {
     s->may_allocate = may_allocate;
     s->may_allocate_ctx = ctx;
+}
+
+void sbf_set_write_hook(sbf_t *s, pf_write_hook hook, void *ctx)
+{
+    if (s->layout != BLOOMERY_LAYOUT_PREFIX)
+        return;
+    for (size_t i = 0; i < s->nlinks; i++)
+        pf_set_write_hook(s->links[i], hook, ctx, (uint32_t)(2 * i));
 }
 
 int sbf_merge(sbf_t *dst, const sbf_t *src)

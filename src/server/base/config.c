@@ -39,7 +39,6 @@ typedef struct cfg_entry {
 } cfg_entry;
 
 static const char *const loglevels[] = {"debug", "verbose", "notice", "warning", NULL};
-static const char *const layouts[] = {"blocked", "classic", NULL};
 static const char *const policies[] = {"noeviction", NULL};
 static const char *const yesno[] = {"no", "yes", NULL};
 static const char *const fsyncs[] = {"always", "everysec", "no", NULL};
@@ -84,7 +83,7 @@ static const cfg_entry table[] = {
     {"bf-initial-size", T_INT, true, &cfg.bf_initial_size, 1, 1LL << 30, NULL, NULL, NULL, "100"},
     {"bf-expansion-factor", T_INT, true, &cfg.bf_expansion, 0, SBF_MAX_EXPANSION, NULL, NULL, NULL,
      "2"},
-    {"bf-default-layout", T_ENUM, true, &cfg.bf_layout, 0, 0, NULL, layouts, NULL, "blocked"},
+    {"bf-default-layout", T_ENUM, true, &cfg.bf_layout, 0, 0, NULL, sbf_layout_names, NULL, "blocked"},
     {"cf-max-expansions", T_INT, true, &cfg.cf_max_expansions, 1, CF_MAX_MAX_FILTERS, NULL, NULL,
      NULL, "32"},
     /* For tests only: added to the clock windowed filters rotate by. */

@@ -115,7 +115,7 @@ kv_entry *bfc_create(cmd_ctx *c, ks_ref *ref, const void *arg)
 
 enum { R_ERROR, R_CAPACITY, R_NONSCALING, R_EXPANSION, R_LAYOUT, R_COUNTING, R_TTL, R_N };
 
-static const char *const layouts[] = {"blocked", "classic", NULL}; /* bloomery_layout */
+#define LAYOUT_TEXT "ERR LAYOUT must be BLOCKED, CLASSIC or PREFIX"
 static const char *err_cannot_expand = "Nonscaling filters cannot expand";
 
 /* ctx: the defaults. An expansion of 0 makes the filter non-scaling; any
@@ -130,7 +130,7 @@ static const char *check_expansion(const opt_val *v, const void *ctx)
 static const char *check_counting(const opt_val *v, const void *ctx)
 {
     (void)ctx;
-    if (v[R_LAYOUT].at && v[R_LAYOUT].n == BLOOMERY_LAYOUT_CLASSIC)
+    if (v[R_LAYOUT].at && v[R_LAYOUT].n != BLOOMERY_LAYOUT_BLOCKED)
         return "ERR COUNTING filters use the blocked layout";
     return v[R_EXPANSION].at && v[R_EXPANSION].n != 0 ? err_cannot_expand : NULL;
 }
@@ -151,9 +151,9 @@ static const opt_spec reserve_specs[R_N] = {
                      .check = check_expansion},
     [R_LAYOUT] = {.name = "LAYOUT",
                   .kind = OPT_CHOICE,
-                  .choices = layouts,
-                  .bad = "ERR LAYOUT must be BLOCKED or CLASSIC",
-                  .missing = "ERR LAYOUT must be BLOCKED or CLASSIC"},
+                  .choices = sbf_layout_names,
+                  .bad = LAYOUT_TEXT,
+                  .missing = LAYOUT_TEXT},
     [R_COUNTING] = {.name = "COUNTING", .kind = OPT_FLAG, .check = check_counting},
     [R_TTL] = BF_TTL_SPEC(0, BF_TTL_TEXT),
 };
@@ -226,8 +226,8 @@ static const opt_spec insert_specs[I_N] = {
     [I_NONSCALING] = {.name = "NONSCALING", .kind = OPT_FLAG, .letters = 1},
     [I_LAYOUT] = {.name = "LAYOUT",
                   .kind = OPT_CHOICE,
-                  .choices = layouts,
-                  .bad = "ERR LAYOUT must be BLOCKED or CLASSIC",
+                  .choices = sbf_layout_names,
+                  .bad = LAYOUT_TEXT,
                   .letters = 1},
     [I_TTL] = BF_TTL_SPEC(1, NULL),
 };

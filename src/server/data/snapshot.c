@@ -440,7 +440,7 @@ static bool capture_key(snapshot *s, const kv_entry *e)
         bloomery_image_chunk(img, i, &k->chunks[i].len);
         total += k->chunks[i].len;
     }
-    if (o->type->monotone) {
+    if (o->type->monotone && o->type->monotone(o->v)) {
         k->img = img;
     } else if (o->type->set_write_hook) {
         /* Copy-on-write: the barrier is installed once the walk is done. */

@@ -1,5 +1,9 @@
-/* The Bloom filter value: libbloomery's scalable chain (sbf_t), blocked or
- * classic links, behind BF.* (bf.h lists its files).
+/* The Bloom filter value: libbloomery's scalable chain (sbf_t), blocked,
+ * classic or prefix links, behind BF.* (bf.h lists its files).
+ *
+ * Snapshots read blocked and classic chains live (their bits only go from 0
+ * to 1); a prefix chain's bins shift and give fingerprints up, so its bins
+ * are saved copy-on-write (sbf_set_write_hook).
  *
  * Log: WAL_CREATE (also for counting filters, by kind) and WAL_BF_ADD, the
  * items' chain hashes with the bit saying whether the add reported each
@@ -27,7 +31,12 @@ static uint64_t adopt(kv_obj *o)
 static void adjust_count(sbf_t *f, int delta)
 {
     size_t n = sbf_nlinks(f);
-    if (sbf_layout(f) == BLOOMERY_LAYOUT_CLASSIC) {
+    if (sbf_layout(f) == BLOOMERY_LAYOUT_PREFIX) {
+        pf_t *l = sbf_link_prefix(f, n - 1);
+        uint64_t v = pf_count(l);
+        if (delta > 0 || v > 0)
+            pf_set_count(l, v + (uint64_t)(int64_t)delta);
+    } else if (sbf_layout(f) == BLOOMERY_LAYOUT_CLASSIC) {
         cbf_t *l = sbf_link_classic(f, n - 1);
         uint64_t v = cbf_count(l);
         if (delta > 0 || v > 0)
@@ -114,6 +123,8 @@ static bool same_shape(const kv_obj *a, const kv_obj *b)
     if (sbf_layout(x) != sbf_layout(y) || sbf_expansion(x) != sbf_expansion(y) ||
         sbf_seed(x) != sbf_seed(y) || n != sbf_nlinks(y))
         return false;
+    if (sbf_layout(x) == BLOOMERY_LAYOUT_PREFIX)
+        return false; /* fingerprint bins do not combine by OR */
     for (size_t i = 0; i < n; i++) {
         if (sbf_layout(x) == BLOOMERY_LAYOUT_CLASSIC) {
             cbf_shape sa, sb;
@@ -250,7 +261,7 @@ static const uint8_t records[] = {WAL_CREATE, WAL_BF_ADD, WAL_BF_MERGE, 0};
 static void stats(const kv_obj *o, value_stats *s)
 {
     const sbf_t *f = o->v;
-    s->layout = sbf_layout(f) == BLOOMERY_LAYOUT_CLASSIC ? "classic" : "blocked";
+    s->layout = sbf_layout_names[sbf_layout(f)];
     s->capacity = sbf_capacity(f);
     s->items = sbf_count(f);
     s->bytes = sbf_bytes(f);
@@ -260,13 +271,21 @@ static void stats(const kv_obj *o, value_stats *s)
 
 static double fpr(const kv_obj *o) { return sbf_fpr_estimate(o->v); }
 
+static bool monotone(const void *v) { return sbf_layout(v) != BLOOMERY_LAYOUT_PREFIX; }
+
+static void set_write_hook(void *v, value_write_hook hook, void *ctx)
+{
+    sbf_set_write_hook(v, hook, ctx);
+}
+
 const value_type bloom_type = {
     .name = "Bloom filter",
     .type_reply = "MBbloom--",
     .module_type = "bloomerBF",
     .snap_kind = SNAP_KIND_BLOOM,
     .image = BLOOMERY_TYPE_SCALABLE,
-    .monotone = true,
+    .monotone = monotone,
+    .set_write_hook = set_write_hook,
     .filter = true,
     .free_value = free_value,
     .adopt = adopt,

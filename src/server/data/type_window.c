@@ -78,13 +78,19 @@ static void stats(const kv_obj *o, value_stats *s)
     s->fpr = -1; /* the library keeps no estimate for a ring of slices */
 }
 
+static bool always_monotone(const void *v)
+{
+    (void)v;
+    return true;
+}
+
 const value_type window_type = {
     .name = "windowed filter",
     .type_reply = "MBbloom--",
     .module_type = "bloomerBF",
     .snap_kind = SNAP_KIND_WINDOW,
     .image = BLOOMERY_TYPE_WINDOW,
-    .monotone = true,
+    .monotone = always_monotone,
     .filter = true,
     .free_value = free_value,
     .adopt = adopt,

@@ -40,7 +40,7 @@ typedef struct value_type {
     const char *type_reply; /* what TYPE answers */
     /* Snapshots: the index kind and serial.h image type (0: never in a
      * snapshot, as a dump still being loaded). A monotone value's chunks
-     * are read live while writers run and the log replayed from the
+     * (monotone NULL: none; else asked per value) are read live while writers run and the log replayed from the
      * snapshot's start fixes any mix of old and new. Any other value must
      * be saved as it was at the start: with set_write_hook, copy-on-write
      * (the snapshot installs the library's write barrier, hook NULL removes
@@ -48,7 +48,7 @@ typedef struct value_type {
      * them); without, copied at the capture (small values). */
     uint8_t snap_kind;
     bloomery_type image;
-    bool monotone;
+    bool (*monotone)(const void *v);
     void (*set_write_hook)(void *v, value_write_hook hook, void *ctx);
     /* Readers and writers serialize on kv_obj.lock (values that are not
      * safe for concurrent readers). */

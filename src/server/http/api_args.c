@@ -116,12 +116,19 @@ bool api_sizing(const char *capacity, const char *error_rate, const char *layout
         out->bytes = sbf_bytes_for(n, p, &o);
         out->fpr = bloomery_classic_fpr((double)bloomery_classic_bits(n, p) / (double)n,
                                         bloomery_classic_hashes(p));
+    } else if (present(layout) && strcmp(layout, "prefix") == 0) {
+        sbf_options o = {.layout = BLOOMERY_LAYOUT_PREFIX, .expansion = 2};
+        pf_shape sh;
+        out->layout = "prefix";
+        out->bytes = sbf_bytes_for(n, p, &o);
+        /* The first link is built at p/2, as a classic chain's. */
+        out->fpr = pf_plan(p * 0.5, &sh) == 0 ? sh.model_fpr : p;
     } else if (!present(layout) || strcmp(layout, "blocked") == 0) {
         sbf_options o = {.layout = BLOOMERY_LAYOUT_BLOCKED, .expansion = 2};
         out->bytes = sbf_bytes_for(n, p, &o);
         out->fpr = bloomery_model_fpr_split((double)out->bytes * 8 / (double)n, b, 64);
     } else {
-        snprintf(err, errlen, "layout must be blocked, classic or counting");
+        snprintf(err, errlen, "layout must be blocked, classic, prefix or counting");
         return false;
     }
     if (out->bytes == 0) {
