@@ -389,6 +389,7 @@ def build_values(c):
     """One value of every kind, a large one among them (several chunks)."""
     c.execute_command("BF.RESERVE", "blocked", "0.01", "1000")
     c.execute_command("BF.RESERVE", "classic", "0.01", "100", "LAYOUT", "CLASSIC")
+    c.execute_command("BF.RESERVE", "prefix", "0.01", "100", "LAYOUT", "PREFIX")
     c.execute_command("BF.RESERVE", "counting", "0.01", "100", "COUNTING")
     # Room for the items in its current slice: a full slice is rotated by
     # the module's timer, which would change the value under the tests.
@@ -396,7 +397,7 @@ def build_values(c):
     c.execute_command("BF.RESERVE", "large", "0.0001", "3000000")
     c.execute_command("CF.RESERVE", "cuckoo", "100")
     items = ["item%d" % i for i in range(300)]
-    for k in ("blocked", "classic", "counting", "window", "large"):
+    for k in ("blocked", "classic", "prefix", "counting", "window", "large"):
         c.execute_command("BF.MADD", k, *items)
     c.execute_command("BF.DEL", "counting", "item1")
     for it in items:
@@ -444,7 +445,7 @@ def sketch_answers(c):
     }
 
 
-BLOOM_KEYS = ("blocked", "classic", "counting", "window", "large")
+BLOOM_KEYS = ("blocked", "classic", "prefix", "counting", "window", "large")
 
 
 def answers(c, bloom_keys=BLOOM_KEYS):
