@@ -72,6 +72,9 @@ BLOOMERY_API bool pf_check_and_add(pf_t *pf, const void *item, size_t len);
 BLOOMERY_API bool pf_check_hashed(const pf_t *pf, bloomery_hash h);
 BLOOMERY_API bool pf_add_hashed(pf_t *pf, bloomery_hash h);
 
+/* Starts loading h's bin (for a batch's later probe of it). */
+BLOOMERY_API void pf_prefetch(const pf_t *pf, bloomery_hash h, bool for_write);
+
 /* Batches: hash and prefetch a group, then probe; out[i] as the single call
  * (out may be NULL for adds). */
 BLOOMERY_API void pf_check_many(const pf_t *pf, const void *const *items, const size_t *lens,

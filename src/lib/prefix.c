@@ -688,6 +688,15 @@ PF_INLINE void add_core(pf_t *pf, const bloomery_hash *h, size_t g, uint8_t *out
 
 /* ---- batches ---- */
 
+void pf_prefetch(const pf_t *pf, bloomery_hash h, bool for_write)
+{
+    const uint64_t *bin = pf->bins + bk_mulhi(h.lo, pf->nbins) * WORDS;
+    if (for_write)
+        __builtin_prefetch(bin, 1);
+    else
+        __builtin_prefetch(bin, 0);
+}
+
 static void add_hashed_group(pf_t *pf, const bloomery_hash *h, size_t g, uint8_t *out);
 
 void pf_check_many(const pf_t *pf, const void *const *items, const size_t *lens, size_t n,

@@ -558,10 +558,15 @@ int sbf_check_hashed(const sbf_t *s, sbf_hash h) { return chain_has(s, from_publ
 /* Adds write the newest link only: the others are fetched for reading. */
 static void prefetch(const sbf_t *s, item_hash h, bool for_write)
 {
-    if (s->layout != BLOOMERY_LAYOUT_BLOCKED)
+    if (s->layout == BLOOMERY_LAYOUT_CLASSIC)
         return;
     size_t n = load_nlinks(s);
     void **links = load_links(s);
+    if (s->layout == BLOOMERY_LAYOUT_PREFIX) {
+        for (size_t i = 0; i < n; i++)
+            pf_prefetch(links[i], h.blocked, for_write && i == n - 1);
+        return;
+    }
     bf_prefetch_all((const bf_t *const *)links, n - for_write, h.blocked);
     if (for_write)
         bf_prefetch(links[n - 1], h.blocked, true);
