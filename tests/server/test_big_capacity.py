@@ -164,6 +164,40 @@ def test_reserve_1e10_info_and_bits_past_2_32(big):
 
 
 @needs_memory
+def test_prefix_1e10_bins_past_2_32(big):
+    """LAYOUT PREFIX: bins of 64 bytes, the bin from the hash's low word
+    as a block is; items whose bins lie past byte 2^32 and 2^33."""
+    s, c = big
+    assert c.execute_command("BF.RESERVE", "pf", "0.01", BIG, "LAYOUT", "PREFIX") == b"OK"
+    debug = [x.decode() for x in c.execute_command("BF.DEBUG", "pf")]
+    link = dict(kv.split(":", 1) for kv in debug[1].split())
+    nbins = int(link["bins"])
+    # The first link at half the rate, under RedisBloom's 11.03 bits per item.
+    assert 9.0 < int(link["bytes"]) * 8 / BIG < 11.03
+    assert nbins * 64 > 1 << 33 and int(link["capacity"]) == BIG
+    h = xxh3_128()
+    far, farther = [], []
+    for n in range(2000):
+        item = b"pfar:%d" % n
+        off = ((h(item).low64 * nbins) >> 64) * 64
+        if off >= 1 << 33 and len(farther) < 16:
+            farther.append(item)
+        elif (1 << 32) <= off < 1 << 33 and len(far) < 16:
+            far.append(item)
+    names = far + farther
+    assert len(names) == 32
+    assert c.execute_command("BF.MEXISTS", "pf", *names) == [0] * 32
+    assert c.execute_command("BF.MADD", "pf", *names) == [1] * 32
+    assert c.execute_command("BF.MEXISTS", "pf", *names) == [1] * 32
+    assert c.execute_command("BF.ADD", "pf", names[0]) == 0
+    assert c.execute_command("BF.CARD", "pf") == 32
+    assert c.execute_command("BF.MEXISTS", "pf", *[b"absent:%d" % n for n in range(100)]) \
+        == [0] * 100
+    assert rss(s) < GIB
+    assert c.delete("pf") == 1
+
+
+@needs_memory
 def test_insert_and_windows_past_2_30(big):
     s, c = big
     r = c.execute_command("BF.INSERT", "ins", "CAPACITY", 6 * 10 ** 9, "ITEMS", "a", "b")

@@ -190,7 +190,18 @@ bool bfDebugCommand(cmd_ctx *c)
     for (size_t i = 0; i < n; i++) {
         const cbf_t *cl = sbf_link_classic(o->v, i);
         const bf_t *bl = sbf_link_blocked(o->v, i);
-        if (cl)
+        const pf_t *pl = sbf_link_prefix(o->v, i);
+        if (pl) {
+            pf_shape sh = pf_get_shape(pl);
+            snprintf(line, sizeof(line),
+                     "bytes:%llu bins:%llu remainder_bits:%u slots:%u quotients:%u "
+                     "spare_bytes:%llu spared:%llu capacity:%llu size:%llu ratio:%g",
+                     (unsigned long long)pf_bytes(pl), (unsigned long long)pf_nbins(pl),
+                     sh.remainder_bits, sh.slots, sh.quotients,
+                     (unsigned long long)bf_bytes(pf_spare(pl)),
+                     (unsigned long long)pf_spare_count(pl), (unsigned long long)pf_capacity(pl),
+                     (unsigned long long)pf_count(pl), pf_error_rate(pl));
+        } else if (cl)
             snprintf(line, sizeof(line),
                      "bytes:%llu bits:%llu hashes:%u hashwidth:64 capacity:%llu size:%llu ratio:%g",
                      (unsigned long long)cbf_bytes(cl), (unsigned long long)cbf_bits(cl),
