@@ -84,6 +84,7 @@ def test_create_list_expire_delete(start_server):
 
     # Layouts, windows, counting.
     for name, extra in (("c", {"layout": "classic"}), ("n", {"layout": "counting"}),
+                        ("p", {"layout": "prefix"}),
                         ("w", {"window": "600", "slices": "3"})):
         st, body = post(s, "/api/filters", dict(name=name, capacity="1000", error_rate="0.01",
                                                 **extra))
@@ -91,6 +92,7 @@ def test_create_list_expire_delete(start_server):
     got = filters(s)
     assert got["c"]["layout"] == "classic"
     assert got["n"]["layout"] == "counting"
+    assert got["p"]["layout"] == "prefix"
     assert got["w"]["layout"] == "window" and got["w"]["parts"] == 3
 
     st, body = post(s, "/api/filters/expire", {"name": "c", "seconds": "100"})
@@ -105,7 +107,7 @@ def test_create_list_expire_delete(start_server):
 
     # Counted by the same dispatch as a client's commands.
     stats = c.info("commandstats")
-    assert stats["cmdstat_bf.reserve"]["calls"] == 6
+    assert stats["cmdstat_bf.reserve"]["calls"] == 7
     assert stats["cmdstat_bf.reserve"]["failed_calls"] == 2
     assert stats["cmdstat_del"]["calls"] == 2
     c.close()
@@ -128,7 +130,7 @@ def test_binary_names_round_trip(start_server):
 def test_calculator_matches_what_is_allocated(start_server):
     s = http_server(start_server)
     c = s.client()
-    for layout, extra in (("blocked", {}), ("classic", {}), ("counting", {}),
+    for layout, extra in (("blocked", {}), ("classic", {}), ("prefix", {}), ("counting", {}),
                           ("window", {"window": "3600", "slices": "6"})):
         q = dict(capacity="1000000", error_rate="0.001", layout=layout, **extra)
         st, calc = get_json(s, "/api/calc?" + urllib.parse.urlencode(q))
