@@ -7,7 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "bloomery/sizing.h"
+#include "bloomery/bloomery.h"
 #include "cli.h"
 
 static void calc_usage(FILE *f)
@@ -43,7 +43,9 @@ static int forward(unsigned long long n, double p, bloomery_policy policy)
     unsigned b = bloomery_blocks_per_key(p, policy);
     uint64_t nblocks = bloomery_blocked_nblocks(n, p, b);
     uint64_t cbits = bloomery_classic_bits(n, p);
-    if (nblocks == 0 || cbits == 0) {
+    uint64_t pbytes = pf_bytes_for(n, p);
+    pf_shape sh;
+    if (nblocks == 0 || cbits == 0 || pbytes == 0 || pf_plan(p, &sh) != BLOOMERY_OK) {
         fprintf(stderr, "bloomery calc: a filter of that size does not fit 64-bit sizes\n");
         return CLI_ERROR;
     }
@@ -51,27 +53,31 @@ static int forward(unsigned long long n, double p, bloomery_policy policy)
     double bpk = bbits / (double)n;
     unsigned k = bloomery_classic_hashes(p);
     double cbpk = (double)cbits / (double)n;
-    char hb[48], hc[48];
+    double pbpk = (double)pbytes * 8 / (double)n;
+    char hb[48], hc[48], hp[48];
     human_bytes(bbits / 8, hb, sizeof hb);
     human_bytes((double)cbits / 8, hc, sizeof hc);
+    human_bytes((double)pbytes, hp, sizeof hp);
 
     printf("capacity       %llu\n", n);
     printf("error rate     %g\n\n", p);
-    printf("%-22s %-24s %s\n", "", "blocked", "classic");
-    printf("%-22s %-24.2f %.2f\n", "bits per key", bpk, cbpk);
-    printf("%-22s %-24.4g %.4g\n", "bits", bbits, (double)cbits);
-    printf("%-22s %-24s %s\n", "memory", hb, hc);
-    printf("%-22s %-24llu %llu\n", "bytes", (unsigned long long)(bbits / 8),
-           (unsigned long long)(cbits / 8));
-    char probes[32];
+    printf("%-22s %-24s %-24s %s\n", "", "blocked", "classic", "prefix");
+    printf("%-22s %-24.2f %-24.2f %.2f\n", "bits per key", bpk, cbpk, pbpk);
+    printf("%-22s %-24.4g %-24.4g %.4g\n", "bits", bbits, (double)cbits, (double)pbytes * 8);
+    printf("%-22s %-24s %-24s %s\n", "memory", hb, hc, hp);
+    printf("%-22s %-24llu %-24llu %llu\n", "bytes", (unsigned long long)(bbits / 8),
+           (unsigned long long)(cbits / 8), (unsigned long long)pbytes);
+    char probes[32], fp[32];
     snprintf(probes, sizeof probes, "%u (%u per block)", 8 * b, 8u);
-    printf("%-22s %-24s %u\n", "hashes (k)", probes, k);
-    char lines[32], klines[32];
+    snprintf(fp, sizeof fp, "1 (%u-bit fingerprint)", sh.remainder_bits);
+    printf("%-22s %-24s %-24u %s\n", "hashes (k)", probes, k, fp);
+    char lines[32], klines[32], plines[48];
     snprintf(lines, sizeof lines, "%u", b);
     snprintf(klines, sizeof klines, "up to %u", k);
-    printf("%-22s %-24s %s\n", "cache lines per op", lines, klines);
-    printf("%-22s %-24.3g %.3g\n", "expected FPR", bloomery_model_fpr_split(bpk, b, 64),
-           bloomery_classic_fpr(cbpk, k));
+    snprintf(plines, sizeof plines, "1 (2 for %.1f%%)", 100 * sh.to_spare);
+    printf("%-22s %-24s %-24s %s\n", "cache lines per op", lines, klines, plines);
+    printf("%-22s %-24.3g %-24.3g %.3g\n", "expected FPR", bloomery_model_fpr_split(bpk, b, 64),
+           bloomery_classic_fpr(cbpk, k), sh.model_fpr);
     return CLI_OK;
 }
 
