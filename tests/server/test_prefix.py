@@ -111,6 +111,10 @@ def test_restart_keeps_filter(tmp_path):
         c.execute_command("SAVE")
         second = ["b%d" % i for i in range(20000)]    # in the log only
         madd(c, "p", second)
+        # Created after the snapshot: the log's create record names the layout.
+        c.execute_command("BF.RESERVE", "late", "0.001", 1000, "LAYOUT", "PREFIX")
+        madd(c, "late", second[:5000])
+        late = info(c, "late")
         before = info(c, "p")
         probes = ["p%d" % i for i in range(50000)]
         fp = mexists(c, "p", probes)
@@ -124,6 +128,8 @@ def test_restart_keeps_filter(tmp_path):
                   b"Bytes"):
             assert after[k] == before[k], k
         assert mexists(c, "p", probes) == fp
+        assert info(c, "late") == late and late[b"Layout"] == b"prefix"
+        assert mexists(c, "late", second[:5000]) == [1] * 5000
         c.close()
     finally:
         s.stop()

@@ -43,6 +43,8 @@ def fill(c):
     """A key of every type, with changes of every kind of record."""
     c.execute_command("BF.RESERVE", "bf", 0.01, 1000)
     c.execute_command("BF.MADD", "bf", *range(3000))          # scales
+    c.execute_command("BF.RESERVE", "pbf", 0.01, 1000, "LAYOUT", "PREFIX")
+    c.execute_command("BF.MADD", "pbf", *range(3000))         # scales, bins overflow
     c.execute_command("BF.RESERVE", "cnt", 0.01, 1000, "COUNTING")
     c.execute_command("BF.MADD", "cnt", *range(100))
     c.execute_command("BF.DEL", "cnt", 5)
@@ -72,6 +74,7 @@ def state(c):
         "keys": sorted(c.keys("*")),
         "bf": scandump(c, "BF", "bf"),
         "bf_info": c.execute_command("BF.INFO", "bf"),
+        "pbf": scandump(c, "BF", "pbf"),
         "cnt": c.execute_command("BF.MEXISTS", "cnt", *range(110)),
         "win": c.execute_command("BF.MEXISTS", "win", "w1", "w2", "w3"),
         "cf": scandump(c, "CF", "cf"),
