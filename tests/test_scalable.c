@@ -643,8 +643,8 @@ static void test_invalid(void **state)
  * that fill and give fingerprints to the spare, and growth. */
 typedef struct barrier_log {
     const sbf_t *s;
-    uint8_t *saved[2];   /* per link: the bins' bytes as first named */
-    uint8_t *named[2];   /* per bin: whether it was named */
+    uint8_t *saved[2]; /* per link: the bins' bytes as first named */
+    uint8_t *named[2]; /* per bin: whether it was named */
     uint64_t calls;
 } barrier_log;
 

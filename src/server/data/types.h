@@ -40,12 +40,13 @@ typedef struct value_type {
     const char *type_reply; /* what TYPE answers */
     /* Snapshots: the index kind and serial.h image type (0: never in a
      * snapshot, as a dump still being loaded). A monotone value's chunks
-     * (monotone NULL: none; else asked per value) are read live while writers run and the log replayed from the
-     * snapshot's start fixes any mix of old and new. Any other value must
-     * be saved as it was at the start: with set_write_hook, copy-on-write
-     * (the snapshot installs the library's write barrier, hook NULL removes
-     * it, and keeps the original bytes of what writers change before it read
-     * them); without, copied at the capture (small values). */
+     * (monotone NULL: none; else asked per value) are read live while
+     * writers run and the log replayed from the snapshot's start fixes any
+     * mix of old and new. Any other value must be saved as it was at the
+     * start: with set_write_hook, copy-on-write (the snapshot installs the
+     * library's write barrier, hook NULL removes it, and keeps the original
+     * bytes of what writers change before it read them); without, copied
+     * at the capture (small values). */
     uint8_t snap_kind;
     bloomery_type image;
     bool (*monotone)(const void *v);
