@@ -109,8 +109,6 @@ BLOOMERY_API void sbf_check_many(const sbf_t *s, const void *const *items, const
                                  size_t n, int *results);
 
 BLOOMERY_API bloomery_layout sbf_layout(const sbf_t *s);
-/* "blocked", "classic", "prefix" by bloomery_layout, then NULL. */
-BLOOMERY_API extern const char *const sbf_layout_names[];
 BLOOMERY_API uint32_t sbf_expansion(const sbf_t *s); /* 0 for non-scaling */
 BLOOMERY_API double sbf_error_rate(const sbf_t *s);  /* as requested */
 BLOOMERY_API uint64_t sbf_initial_capacity(const sbf_t *s);

@@ -692,8 +692,6 @@ void sbf_check_many(const sbf_t *s, const void *const *items, const size_t *lens
 /* ---- state ---- */
 
 bloomery_layout sbf_layout(const sbf_t *s) { return s->layout; }
-
-const char *const sbf_layout_names[] = {"blocked", "classic", "prefix", NULL};
 uint32_t sbf_expansion(const sbf_t *s) { return s->expansion; }
 double sbf_error_rate(const sbf_t *s) { return s->error_rate; }
 uint64_t sbf_initial_capacity(const sbf_t *s) { return s->capacity0; }

@@ -38,6 +38,7 @@ typedef struct cfg_entry {
     const char *deflt;
 } cfg_entry;
 
+const char *const cfg_layout_names[] = {"blocked", "classic", "prefix", NULL};
 static const char *const loglevels[] = {"debug", "verbose", "notice", "warning", NULL};
 static const char *const policies[] = {"noeviction", NULL};
 static const char *const yesno[] = {"no", "yes", NULL};
@@ -83,7 +84,7 @@ static const cfg_entry table[] = {
     {"bf-initial-size", T_INT, true, &cfg.bf_initial_size, 1, 1LL << 30, NULL, NULL, NULL, "100"},
     {"bf-expansion-factor", T_INT, true, &cfg.bf_expansion, 0, SBF_MAX_EXPANSION, NULL, NULL, NULL,
      "2"},
-    {"bf-default-layout", T_ENUM, true, &cfg.bf_layout, 0, 0, NULL, sbf_layout_names, NULL,
+    {"bf-default-layout", T_ENUM, true, &cfg.bf_layout, 0, 0, NULL, cfg_layout_names, NULL,
      "blocked"},
     {"cf-max-expansions", T_INT, true, &cfg.cf_max_expansions, 1, CF_MAX_MAX_FILTERS, NULL, NULL,
      NULL, "32"},

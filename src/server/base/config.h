@@ -49,6 +49,10 @@ typedef struct server_config {
 
 extern server_config cfg;
 
+/* The Bloom layouts' names by bloomery_layout, then NULL: bf-default-layout,
+ * the LAYOUT options and what BF.INFO shows. */
+extern const char *const cfg_layout_names[];
+
 enum { LOG_DEBUG = 0, LOG_VERBOSE = 1, LOG_NOTICE = 2, LOG_WARNING = 3 };
 
 /* Defaults into cfg. */

@@ -37,7 +37,7 @@ static void stats_of(const kv_obj *o, bf_stats *s, bool with_fpr)
         s->filters = sbf_nlinks(f);
         s->items = sbf_count(f);
         s->expansion = sbf_expansion(f) ? (long long)sbf_expansion(f) : -1;
-        s->layout = sbf_layout_names[sbf_layout(f)];
+        s->layout = cfg_layout_names[sbf_layout(f)];
         s->fpr = with_fpr ? sbf_fpr_estimate(f) : 0;
     }
     s->size = RB_CHAIN_OVERHEAD + RB_LINK_OVERHEAD * s->filters + s->bytes;

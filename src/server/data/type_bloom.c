@@ -261,7 +261,7 @@ static const uint8_t records[] = {WAL_CREATE, WAL_BF_ADD, WAL_BF_MERGE, 0};
 static void stats(const kv_obj *o, value_stats *s)
 {
     const sbf_t *f = o->v;
-    s->layout = sbf_layout_names[sbf_layout(f)];
+    s->layout = cfg_layout_names[sbf_layout(f)];
     s->capacity = sbf_capacity(f);
     s->items = sbf_count(f);
     s->bytes = sbf_bytes(f);
