@@ -428,8 +428,9 @@ static void test_concurrent_batched_adds_with_growth(void **state)
     concurrent_adds_with_growth(true);
 }
 
-/* An add overtaken by growth, in a fixed order: thread A has chosen the
- * newest link for item x and stops before locking there; the main thread
+/* An add overtaken by growth, in a fixed order (blocked and prefix
+ * chains): thread A has chosen the newest link for item x and stops before
+ * locking there; the main thread
  * fills that link, grows the chain and adds x to the new link. A must see x
  * once it locks (it reads the link count again), so exactly one of the two
  * adds reports x new. Otherwise a chance race of one in millions. */
@@ -466,19 +467,21 @@ static void *overtaken_adder(void *arg)
     return NULL;
 }
 
-static void overtaken_add(bool batched)
+static void overtaken_add(bool batched, bloomery_layout layout)
 {
-    /* A batch's group locks only while the link has room for far more than
-     * the group: a fresh link of 5000; a single add needs one free slot. */
-    uint64_t cap = batched ? 5000 : 100, i = 0;
+    /* A blocked batch's group locks only while the link has room for far
+     * more than the group: a fresh link of 5000; a single add, and a prefix
+     * chain's batch (item by item), need one free slot. */
+    bool group = batched && layout == BLOOMERY_LAYOUT_BLOCKED;
+    uint64_t cap = group ? 5000 : 100, i = 0;
     sbf_t *s;
-    sbf_options o = {.layout = BLOOMERY_LAYOUT_BLOCKED, .expansion = 2, .seed = 11};
+    sbf_options o = {.layout = layout, .expansion = 2, .seed = 11};
     assert_int_equal(sbf_create(&s, cap, 0.01, &o), BLOOMERY_OK);
     char key[32];
-    while (!batched && sbf_count(s) < cap - 1)
+    while (!group && sbf_count(s) < cap - 1)
         sbf_add(s, key, tu_key(key, "fill:", i++));
     assert_int_equal(sbf_check(s, "x", 1), 0);
-    overtake_point = batched ? TEST_POINT_CHAIN_GROUP_LOCK : TEST_POINT_CHAIN_ADD_LOCK;
+    overtake_point = group ? TEST_POINT_CHAIN_GROUP_LOCK : TEST_POINT_CHAIN_ADD_LOCK;
     overtake_stage = 0;
     test_point_set(overtake_hook);
     overtaken a = {s, batched, -1};
@@ -502,13 +505,15 @@ static void overtaken_add(bool batched)
 static void test_add_overtaken_by_growth(void **state)
 {
     (void)state;
-    overtaken_add(false);
+    overtaken_add(false, BLOOMERY_LAYOUT_BLOCKED);
+    overtaken_add(false, BLOOMERY_LAYOUT_PREFIX);
 }
 
 static void test_batch_overtaken_by_growth(void **state)
 {
     (void)state;
-    overtaken_add(true);
+    overtaken_add(true, BLOOMERY_LAYOUT_BLOCKED);
+    overtaken_add(true, BLOOMERY_LAYOUT_PREFIX);
 }
 
 static bool veto(void *ctx, uint64_t bytes)

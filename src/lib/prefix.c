@@ -32,6 +32,7 @@
 #include "blocked_kernel.h"
 #include "mem.h"
 #include "prefix_cpu.h"
+#include "prefix_lock.h"
 
 #define WORDS 8
 #define COPY_WORDS (WORDS + 1) /* a line copied with a zero word after it */
@@ -559,7 +560,9 @@ static inline void read_bin(const pf_t *pf, uint64_t bin, uint64_t *w)
     const uint32_t *seq = seq_of(pf, bin);
     const uint64_t *src = pf->bins + bin * WORDS;
     for (;;) {
-        uint32_t s1 = __atomic_load_n(seq, __ATOMIC_ACQUIRE);
+        /* Sequentially consistent (prefix_lock.h); no dearer than acquire
+         * on x86 or Arm. */
+        uint32_t s1 = __atomic_load_n(seq, __ATOMIC_SEQ_CST);
         if (!(s1 & 1)) {
             /* Acquire loads keep the second read of the sequence after them,
              * and one that sees a writer's (release) store sees its odd
@@ -597,7 +600,7 @@ static inline uint32_t lock_bin(const pf_t *pf, uint64_t bin)
     for (unsigned spins = 0;; spins++) {
         uint32_t s = __atomic_load_n(seq, __ATOMIC_RELAXED);
         if (!(s & 1) &&
-            __atomic_compare_exchange_n(seq, &s, s + 1, false, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
+            __atomic_compare_exchange_n(seq, &s, s + 1, false, __ATOMIC_SEQ_CST, __ATOMIC_RELAXED))
             return s + 2;
         if (spins > 1000) {
             sched_yield();
@@ -684,6 +687,26 @@ PF_INLINE void add_core(pf_t *pf, const bloomery_hash *h, size_t g, uint8_t *out
     }
     if (added)
         __atomic_fetch_add(&pf->count, added, __ATOMIC_RELAXED);
+}
+
+/* A chain's conditional add (prefix_lock.h). */
+PF_INLINE int add_if_core(pf_t *pf, bloomery_hash h, const size_t *guard, size_t expect)
+{
+    key k = key_of(pf, h);
+    if (pf->write_hook)
+        pf->write_hook(pf->write_hook_ctx, pf->write_hook_region, k.bin * 64, 64);
+    uint32_t next = lock_bin(pf, k.bin);
+    int rc = -1;
+    if (__atomic_load_n(guard, __ATOMIC_SEQ_CST) == expect)
+        rc = add_locked(pf, k);
+    unlock_bin(pf, k.bin, next);
+    return rc;
+}
+
+void pf_count_add(pf_t *pf, uint64_t n)
+{
+    if (n)
+        __atomic_fetch_add(&pf->count, n, __ATOMIC_RELAXED);
 }
 
 /* ---- batches ---- */
@@ -805,6 +828,14 @@ FAST static void add_fast(pf_t *pf, const bloomery_hash *h, size_t g, uint8_t *o
 {
     add_core(pf, h, g, out);
 }
+static int add_if_base(pf_t *pf, bloomery_hash h, const size_t *guard, size_t expect)
+{
+    return add_if_core(pf, h, guard, expect);
+}
+FAST static int add_if_fast(pf_t *pf, bloomery_hash h, const size_t *guard, size_t expect)
+{
+    return add_if_core(pf, h, guard, expect);
+}
 static double estimate_base(const pf_t *pf) { return estimate_core(pf); }
 FAST static double estimate_fast(const pf_t *pf) { return estimate_core(pf); }
 
@@ -819,6 +850,11 @@ static void add_hashed_group(pf_t *pf, const bloomery_hash *h, size_t g, uint8_t
         add_fast(pf, h, g, out);
     else
         add_base(pf, h, g, out);
+}
+
+int pf_add_if(pf_t *pf, bloomery_hash h, const size_t *guard, size_t expect)
+{
+    return cpu() ? add_if_fast(pf, h, guard, expect) : add_if_base(pf, h, guard, expect);
 }
 
 bool pf_add_hashed(pf_t *pf, bloomery_hash h)

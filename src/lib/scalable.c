@@ -29,8 +29,10 @@
  * stripes and still sees n links keeps seeing n until it lets go: two adds
  * of one item either take the same stripes in the same newest link, or one
  * of them runs wholly before the new link appeared and the other sees its
- * bits. Classic and prefix chains keep an item lock (stripe.h) around the
- * add.
+ * bits. Prefix chains check the older links first, then add under the
+ * item's bin lock in the newest link if the link count is still the one
+ * they checked (prefix_lock.h). Classic chains keep an item lock (stripe.h)
+ * around the add.
  */
 #include "bloomery/scalable.h"
 #include "bloomery/bloomery.h"
@@ -42,6 +44,7 @@
 
 #include "blocked_chain.h"
 #include "blocked_lock.h"
+#include "prefix_lock.h"
 #include "stripe.h"
 #include "test_point.h"
 
@@ -166,13 +169,6 @@ static bool link_check(const sbf_t *s, const void *l, item_hash h)
     }
 }
 
-/* The layouts whose adds go through an item lock (add_hashed). */
-static bool link_add_locked(const sbf_t *s, void *l, item_hash h)
-{
-    return s->layout == BLOOMERY_LAYOUT_CLASSIC ? cbf_add_hashed(l, h.classic)
-                                                : pf_add_hashed(l, h.blocked);
-}
-
 static uint64_t link_bytes_for(const sbf_t *s, uint64_t capacity, double error)
 {
     if (s->layout == BLOOMERY_LAYOUT_CLASSIC)
@@ -226,7 +222,8 @@ static int append_link(sbf_t *s, void *link)
     s->links[n] = link;
     if (blocked && n)
         bf_lock_span(link);
-    __atomic_store_n(&s->nlinks, n + 1, __ATOMIC_RELEASE);
+    /* Sequentially consistent for prefix chains' adds (prefix_lock.h). */
+    __atomic_store_n(&s->nlinks, n + 1, __ATOMIC_SEQ_CST);
     if (blocked && n)
         bf_unlock_span(link);
     return BLOOMERY_OK;
@@ -448,15 +445,35 @@ static bool chain_has(const sbf_t *s, item_hash h)
 #define COUNT_SLACK 4096
 
 typedef struct pending {
-    bf_t *link;
+    bloomery_layout layout; /* blocked or prefix */
+    void *link;
     uint64_t n;
 } pending;
 
 static void flush_count(pending *p)
 {
     if (p && p->n) {
-        bf_count_add(p->link, p->n);
+        if (p->layout == BLOOMERY_LAYOUT_PREFIX)
+            pf_count_add(p->link, p->n);
+        else
+            bf_count_add(p->link, p->n);
         p->n = 0;
+    }
+}
+
+/* Counts an add of the newest link: in the batch's pending count while the
+ * link has room for far more (COUNT_SLACK), else at once. */
+static void count_added(bloomery_layout layout, pending *p, void *last, uint64_t left, int added)
+{
+    if (added && p && left > COUNT_SLACK) {
+        if (p->link != last) {
+            flush_count(p);
+            p->link = last;
+        }
+        p->n++;
+    } else if (added) {
+        pending now = {layout, last, 1};
+        flush_count(&now);
     }
 }
 
@@ -488,15 +505,36 @@ static int add_blocked(sbf_t *s, bloomery_hash h, pending *p)
          * then, as in RedisBloom, the item counts as already present. */
         int rc = !bf_check_any_hashed(links, n, h) && bf_set_locked(last, h);
         bf_unlock_stripes(last, held);
-        if (rc && p && cap - count > COUNT_SLACK) {
-            if (p->link != last) {
-                flush_count(p);
-                p->link = last;
-            }
-            p->n++;
-        } else {
-            bf_count_add(last, (uint64_t)rc);
+        count_added(BLOOMERY_LAYOUT_BLOCKED, p, last, cap - count, rc);
+        return rc;
+    }
+}
+
+/* A prefix chain's add (prefix_lock.h): the links checked without a lock,
+ * then the newest link's bin lock while the chain still has them. */
+static int add_prefix(sbf_t *s, bloomery_hash h, pending *p)
+{
+    for (;;) {
+        size_t n = __atomic_load_n(&s->nlinks, __ATOMIC_SEQ_CST);
+        void **links = load_links(s);
+        for (size_t i = n; i-- > 0;)
+            if (pf_check_hashed(links[i], h))
+                return 0;
+        pf_t *last = links[n - 1];
+        uint64_t count = pf_count(last) + (p && p->link == last ? p->n : 0);
+        uint64_t cap = pf_capacity(last);
+        if (count >= cap) {
+            flush_count(p);
+            int rc = ensure_room(s);
+            if (rc != BLOOMERY_OK)
+                return rc;
+            continue;
         }
+        test_point(TEST_POINT_CHAIN_ADD_LOCK);
+        int rc = pf_add_if(last, h, &s->nlinks, n);
+        if (rc < 0)
+            continue;
+        count_added(BLOOMERY_LAYOUT_PREFIX, p, last, cap - count, rc);
         return rc;
     }
 }
@@ -505,6 +543,8 @@ static int add_hashed(sbf_t *s, item_hash h)
 {
     if (s->layout == BLOOMERY_LAYOUT_BLOCKED)
         return add_blocked(s, h.blocked, NULL);
+    if (s->layout == BLOOMERY_LAYOUT_PREFIX)
+        return add_prefix(s, h.blocked, NULL);
     uint64_t key = stripe_key(s, h);
     bloomery_stripe_lock(key);
     int rc;
@@ -514,7 +554,7 @@ static int add_hashed(sbf_t *s, item_hash h)
         /* A concurrent add of another item may have set every bit meanwhile;
          * then, as in RedisBloom, the item counts as already present. */
         size_t n = load_nlinks(s);
-        rc = link_add_locked(s, load_links(s)[n - 1], h) ? 1 : 0;
+        rc = cbf_add_hashed(load_links(s)[n - 1], h.classic) ? 1 : 0;
     }
     bloomery_stripe_unlock(key);
     return rc;
@@ -648,7 +688,7 @@ static size_t add_group_blocked(sbf_t *s, const item_hash *h, size_t m, int *res
 size_t sbf_add_many(sbf_t *s, const void *const *items, const size_t *lens, size_t n, int *results)
 {
     item_hash h[2][BATCH];
-    pending p = {NULL, 0};
+    pending p = {s->layout, NULL, 0};
     bool blocked = s->layout == BLOOMERY_LAYOUT_BLOCKED;
     size_t cur = n ? hash_group(s, items, lens, n, 0, h[0], true) : 0;
     for (size_t base = 0, g = 0; base < n; base += cur, cur = g) {
@@ -664,10 +704,13 @@ size_t sbf_add_many(sbf_t *s, const void *const *items, const size_t *lens, size
             continue;
         }
         for (size_t i = 0; i < cur; i++) {
-            int rc = add_hashed(s, hg[i]);
+            int rc = s->layout == BLOOMERY_LAYOUT_PREFIX ? add_prefix(s, hg[i].blocked, &p)
+                                                         : add_hashed(s, hg[i]);
             results[base + i] = rc;
-            if (rc < 0)
+            if (rc < 0) {
+                flush_count(&p);
                 return base + i + 1;
+            }
         }
     }
     flush_count(&p);

@@ -3,13 +3,10 @@
 #include <sched.h>
 
 /* One lock per cache line so neighbouring stripes do not false-share. */
-typedef struct {
+static struct {
     unsigned char locked;
     unsigned char pad[63];
-} stripe;
-
-static stripe stripes[BLOOMERY_STRIPES] __attribute__((aligned(64))); /* by index */
-static stripe items[BLOOMERY_STRIPES] __attribute__((aligned(64)));   /* item locks */
+} stripes[BLOOMERY_STRIPES] __attribute__((aligned(64)));
 
 unsigned bloomery_stripe_of(uint64_t key)
 {
@@ -18,8 +15,9 @@ unsigned bloomery_stripe_of(uint64_t key)
     return (unsigned)(key >> 54) & (BLOOMERY_STRIPES - 1);
 }
 
-static void lock(unsigned char *l)
+void bloomery_stripe_lock_at(unsigned i)
 {
+    unsigned char *l = &stripes[i].locked;
     for (unsigned spins = 0;; spins++) {
         if (!__atomic_exchange_n(l, 1, __ATOMIC_ACQUIRE))
             return;
@@ -36,16 +34,11 @@ static void lock(unsigned char *l)
     }
 }
 
-void bloomery_stripe_lock_at(unsigned i) { lock(&stripes[i].locked); }
-
 void bloomery_stripe_unlock_at(unsigned i)
 {
     __atomic_store_n(&stripes[i].locked, 0, __ATOMIC_RELEASE);
 }
 
-void bloomery_stripe_lock(uint64_t key) { lock(&items[bloomery_stripe_of(key)].locked); }
+void bloomery_stripe_lock(uint64_t key) { bloomery_stripe_lock_at(bloomery_stripe_of(key)); }
 
-void bloomery_stripe_unlock(uint64_t key)
-{
-    __atomic_store_n(&items[bloomery_stripe_of(key)].locked, 0, __ATOMIC_RELEASE);
-}
+void bloomery_stripe_unlock(uint64_t key) { bloomery_stripe_unlock_at(bloomery_stripe_of(key)); }

@@ -7,12 +7,8 @@
  * through the index functions. The critical sections are a few loads and
  * stores, so a spinlock is cheaper than a mutex.
  *
- * Item locks and the index stripes are two tables, so that an add holding
- * an item lock may write a blocked filter (a prefix chain's add reaches its
- * link's spare). Deadlock freedom: locks are taken in the order item lock,
- * then a prefix bin's sequence lock (prefix.c), then index stripes; a
- * thread holds at most one item lock, and takes several index stripes in
- * ascending index order. */
+ * Deadlock freedom: a thread holding an item lock takes no other stripe;
+ * a thread taking several stripes takes them in ascending index order. */
 #ifndef BLOOMERY_STRIPE_H
 #define BLOOMERY_STRIPE_H
 
