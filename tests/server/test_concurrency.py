@@ -53,6 +53,8 @@ def run_clients(server, key, items, use_madd):
     ("blocked", ["0.0001", "100000"], False),
     ("blocked-growing", ["0.0000001", "100"], True),   # grows to 5+ links meanwhile
     ("classic", ["0.0001", "100000", "LAYOUT", "CLASSIC"], True),
+    ("prefix", ["0.0001", "100000", "LAYOUT", "PREFIX"], False),
+    ("prefix-growing", ["0.0000001", "100", "LAYOUT", "PREFIX"], True),
     ("counting", ["0.0001", "100000", "COUNTING"], False),
 ])
 def test_each_item_new_exactly_once(start_server, layout, reserve, use_madd):
@@ -73,11 +75,12 @@ def test_each_item_new_exactly_once(start_server, layout, reserve, use_madd):
     c.close()
 
 
-def test_readers_never_miss_completed_adds(start_server):
+@pytest.mark.parametrize("layout", ["BLOCKED", "PREFIX"])
+def test_readers_never_miss_completed_adds(start_server, layout):
     """While writers add, a reader that saw an add acknowledged never gets 0."""
     s = start_server(threads=4)
     key = "rw"
-    s.raw().cmd("BF.RESERVE", key, "0.001", "1000")    # grows during the test
+    s.raw().cmd("BF.RESERVE", key, "0.001", "1000", "LAYOUT", layout)  # grows meanwhile
     n = 200 if QUICK else 1500
     acked = []
     lock = threading.Lock()
