@@ -112,6 +112,21 @@ def test_a_replica_ends_with_its_masters_state_and_refuses_writes(start_server):
     assert i["slave0"]["port"] == replica.port
 
 
+def stop_process(pid):
+    """SIGSTOP, then wait until every thread is stopped: kill() returns
+    once the signal is queued, while threads on another core may still run
+    (and a replica acknowledge) for a moment."""
+    os.kill(pid, signal.SIGSTOP)
+
+    def stopped():
+        for tid in os.listdir("/proc/%d/task" % pid):
+            with open("/proc/%d/task/%s/stat" % (pid, tid)) as f:
+                if f.read().rsplit(")", 1)[1].split()[0] not in ("T", "t"):
+                    return False
+        return True
+    wait_for(stopped, "the process to stop")
+
+
 def test_wait_counts_replicas_that_applied_the_writes(start_server):
     master, replica = start_server(), start_server()
     m = master.client()
@@ -128,7 +143,7 @@ def test_wait_counts_replicas_that_applied_the_writes(start_server):
     assert m.execute_command("WAIT", 2, 300) == 1
     assert r.execute_command("BF.EXISTS", "k", "b") == 1
     # A stopped replica acknowledges nothing new.
-    os.kill(replica.proc.pid, signal.SIGSTOP)
+    stop_process(replica.proc.pid)
     try:
         m.execute_command("BF.ADD", "k", "c")
         assert m.execute_command("WAIT", 1, 300) == 0
@@ -219,7 +234,7 @@ def test_a_replica_keeps_its_expired_keys_until_its_master_deletes_them(start_se
     caught_up(master, replica)
     # The master stops before its cron can delete the key: the replica
     # hides it from readers but keeps it, as it has no deletion for it.
-    os.kill(master.proc.pid, signal.SIGSTOP)
+    stop_process(master.proc.pid)
     try:
         wait_for(lambda: r.exists("k") == 0, "the key to look expired")
         assert r.dbsize() == 1
@@ -286,7 +301,7 @@ def test_a_replica_behind_the_log_kept_gets_a_full_resync(start_server):
     m, r = master.client(), replica.client()
     replicate(replica, master)
     batch = 5000 if QUICK else 10000
-    os.kill(replica.proc.pid, signal.SIGSTOP)
+    stop_process(replica.proc.pid)
     try:
         # Far more log than the sockets hold, so the master's sender waits
         # in the middle of it; meanwhile two snapshots delete the log files
