@@ -106,59 +106,27 @@ static inline void **load_links(const sbf_t *s)
 
 /* ---- link helpers, by layout ---- */
 
+/* The same call on a link of any layout: cbf_fn, pf_fn or bf_fn. */
+#define LINK_CALL(layout, fn, l)                                                                   \
+    ((layout) == BLOOMERY_LAYOUT_CLASSIC  ? cbf_##fn(l)                                            \
+     : (layout) == BLOOMERY_LAYOUT_PREFIX ? pf_##fn(l)                                             \
+                                          : bf_##fn(l))
+
 static uint64_t link_capacity(const sbf_t *s, const void *l)
 {
-    switch (s->layout) {
-    case BLOOMERY_LAYOUT_CLASSIC: return cbf_capacity(l);
-    case BLOOMERY_LAYOUT_PREFIX: return pf_capacity(l);
-    default: return bf_capacity(l);
-    }
+    return LINK_CALL(s->layout, capacity, l);
 }
-
 static double link_error(const sbf_t *s, const void *l)
 {
-    switch (s->layout) {
-    case BLOOMERY_LAYOUT_CLASSIC: return cbf_error_rate(l);
-    case BLOOMERY_LAYOUT_PREFIX: return pf_error_rate(l);
-    default: return bf_error_rate(l);
-    }
+    return LINK_CALL(s->layout, error_rate, l);
 }
-
-static uint64_t link_count(const sbf_t *s, const void *l)
-{
-    switch (s->layout) {
-    case BLOOMERY_LAYOUT_CLASSIC: return cbf_count(l);
-    case BLOOMERY_LAYOUT_PREFIX: return pf_count(l);
-    default: return bf_count(l);
-    }
-}
-
-static uint64_t link_bytes(const sbf_t *s, const void *l)
-{
-    switch (s->layout) {
-    case BLOOMERY_LAYOUT_CLASSIC: return cbf_bytes(l);
-    case BLOOMERY_LAYOUT_PREFIX: return pf_bytes(l);
-    default: return bf_bytes(l);
-    }
-}
-
+static uint64_t link_count(const sbf_t *s, const void *l) { return LINK_CALL(s->layout, count, l); }
+static uint64_t link_bytes(const sbf_t *s, const void *l) { return LINK_CALL(s->layout, bytes, l); }
 static double link_fpr_estimate(const sbf_t *s, const void *l)
 {
-    switch (s->layout) {
-    case BLOOMERY_LAYOUT_CLASSIC: return cbf_fpr_estimate(l);
-    case BLOOMERY_LAYOUT_PREFIX: return pf_fpr_estimate(l);
-    default: return bf_fpr_estimate(l);
-    }
+    return LINK_CALL(s->layout, fpr_estimate, l);
 }
-
-static void link_free(bloomery_layout layout, void *l)
-{
-    switch (layout) {
-    case BLOOMERY_LAYOUT_CLASSIC: cbf_free(l); break;
-    case BLOOMERY_LAYOUT_PREFIX: pf_free(l); break;
-    default: bf_free(l);
-    }
-}
+static void link_free(bloomery_layout layout, void *l) { LINK_CALL(layout, free, l); }
 
 static bool link_check(const sbf_t *s, const void *l, item_hash h)
 {
