@@ -445,6 +445,22 @@ static void count_added(bloomery_layout layout, pending *p, void *last, uint64_t
     }
 }
 
+/* Whether the newest link has room for one more add, counting the batch's
+ * pending adds: 1 with *left set, 0 once the chain grew (look again), or
+ * an error. */
+static int newest_has_room(sbf_t *s, void *last, pending *p, uint64_t *left)
+{
+    uint64_t count = link_count(s, last) + (p && p->link == last ? p->n : 0);
+    uint64_t cap = link_capacity(s, last);
+    if (count < cap) {
+        *left = cap - count;
+        return 1;
+    }
+    flush_count(p);
+    int rc = ensure_room(s);
+    return rc == BLOOMERY_OK ? 0 : rc;
+}
+
 static int add_blocked(sbf_t *s, bloomery_hash h, pending *p)
 {
     /* Present needs no lock: every bit is already visible. */
@@ -454,13 +470,11 @@ static int add_blocked(sbf_t *s, bloomery_hash h, pending *p)
         size_t n = load_nlinks(s);
         const bf_t *const *links = (const bf_t *const *)load_links(s);
         bf_t *last = (bf_t *)links[n - 1];
-        uint64_t count = bf_count(last) + (p && p->link == last ? p->n : 0);
-        uint64_t cap = bf_capacity(last);
-        if (count >= cap) {
-            flush_count(p);
-            int rc = ensure_room(s);
-            if (rc != BLOOMERY_OK)
-                return rc;
+        uint64_t left = 0;
+        int room = newest_has_room(s, last, p, &left);
+        if (room <= 0) {
+            if (room < 0)
+                return room;
             continue;
         }
         test_point(TEST_POINT_CHAIN_ADD_LOCK);
@@ -473,7 +487,7 @@ static int add_blocked(sbf_t *s, bloomery_hash h, pending *p)
          * then, as in RedisBloom, the item counts as already present. */
         int rc = !bf_check_any_hashed(links, n, h) && bf_set_locked(last, h);
         bf_unlock_stripes(last, held);
-        count_added(BLOOMERY_LAYOUT_BLOCKED, p, last, cap - count, rc);
+        count_added(BLOOMERY_LAYOUT_BLOCKED, p, last, left, rc);
         return rc;
     }
 }
@@ -489,20 +503,18 @@ static int add_prefix(sbf_t *s, bloomery_hash h, pending *p)
             if (pf_check_hashed(links[i], h))
                 return 0;
         pf_t *last = links[n - 1];
-        uint64_t count = pf_count(last) + (p && p->link == last ? p->n : 0);
-        uint64_t cap = pf_capacity(last);
-        if (count >= cap) {
-            flush_count(p);
-            int rc = ensure_room(s);
-            if (rc != BLOOMERY_OK)
-                return rc;
+        uint64_t left = 0;
+        int room = newest_has_room(s, last, p, &left);
+        if (room <= 0) {
+            if (room < 0)
+                return room;
             continue;
         }
         test_point(TEST_POINT_CHAIN_ADD_LOCK);
         int rc = pf_add_if(last, h, &s->nlinks, n);
         if (rc < 0)
             continue;
-        count_added(BLOOMERY_LAYOUT_PREFIX, p, last, cap - count, rc);
+        count_added(BLOOMERY_LAYOUT_PREFIX, p, last, left, rc);
         return rc;
     }
 }
