@@ -101,7 +101,6 @@ BLOOMERY_API const uint8_t *pf_data(const pf_t *pf);
 BLOOMERY_API uint8_t *pf_data_mut(pf_t *pf);
 BLOOMERY_API uint64_t pf_data_bytes(const pf_t *pf);
 BLOOMERY_API const bf_t *pf_spare(const pf_t *pf);
-BLOOMERY_API bf_t *pf_spare_mut(pf_t *pf);
 BLOOMERY_API void pf_set_count(pf_t *pf, uint64_t count);
 BLOOMERY_API void pf_set_spare_count(pf_t *pf, uint64_t n);
 BLOOMERY_API int pf_validate(const pf_t *pf);

@@ -617,6 +617,15 @@ static inline void unlock_bin(const pf_t *pf, uint64_t bin, uint32_t next)
     __atomic_store_n(seq_of(pf, bin), next, __ATOMIC_RELEASE);
 }
 
+/* A writer's start on a bin: the barrier first (it may wait for a
+ * snapshot's copy, so not under the lock), then the lock. */
+static inline uint32_t begin_write(const pf_t *pf, uint64_t bin)
+{
+    if (pf->write_hook)
+        pf->write_hook(pf->write_hook_ctx, pf->write_hook_region, bin * 64, 64);
+    return lock_bin(pf, bin);
+}
+
 PF_INLINE void insert_at(const pf_t *pf, uint64_t *w, unsigned q, run u, uint64_t rem)
 {
     unsigned slot = u.start - q + u.below;
@@ -675,10 +684,7 @@ PF_INLINE void add_core(pf_t *pf, const bloomery_hash *h, size_t g, uint8_t *out
     uint64_t added = 0;
     for (size_t i = 0; i < g; i++) {
         key k = key_of(pf, h[i]);
-        /* Before the lock: the barrier may wait for a snapshot's copy. */
-        if (pf->write_hook)
-            pf->write_hook(pf->write_hook_ctx, pf->write_hook_region, k.bin * 64, 64);
-        uint32_t next = lock_bin(pf, k.bin);
+        uint32_t next = begin_write(pf, k.bin);
         bool a = add_locked(pf, k);
         unlock_bin(pf, k.bin, next);
         added += a;
@@ -693,9 +699,7 @@ PF_INLINE void add_core(pf_t *pf, const bloomery_hash *h, size_t g, uint8_t *out
 PF_INLINE int add_if_core(pf_t *pf, bloomery_hash h, const size_t *guard, size_t expect)
 {
     key k = key_of(pf, h);
-    if (pf->write_hook)
-        pf->write_hook(pf->write_hook_ctx, pf->write_hook_region, k.bin * 64, 64);
-    uint32_t next = lock_bin(pf, k.bin);
+    uint32_t next = begin_write(pf, k.bin);
     int rc = -1;
     if (__atomic_load_n(guard, __ATOMIC_SEQ_CST) == expect)
         rc = add_locked(pf, k);
@@ -759,7 +763,6 @@ uint64_t pf_seed(const pf_t *pf) { return pf->seed; }
 uint64_t pf_capacity(const pf_t *pf) { return pf->capacity; }
 double pf_error_rate(const pf_t *pf) { return pf->error_rate; }
 const bf_t *pf_spare(const pf_t *pf) { return pf->spare; }
-bf_t *pf_spare_mut(pf_t *pf) { return pf->spare; }
 const uint8_t *pf_data(const pf_t *pf) { return (const uint8_t *)pf->bins; }
 uint8_t *pf_data_mut(pf_t *pf) { return (uint8_t *)pf->bins; }
 uint64_t pf_data_bytes(const pf_t *pf) { return pf->bin_bytes; }
@@ -782,14 +785,9 @@ int pf_validate(const pf_t *pf)
 {
     /* At most S ones leaves every quotient its zero: all a lookup needs to
      * stay within the line. */
-    for (uint64_t b = 0; b < pf->nbins; b++) {
-        const uint64_t *w = pf->bins + b * WORDS;
-        unsigned m = 0;
-        for (unsigned i = 0; i < pf->hwords; i++)
-            m += (unsigned)__builtin_popcountll(w[i] & pf->hmask[i]);
-        if (m > pf->S)
+    for (uint64_t b = 0; b < pf->nbins; b++)
+        if (header_ones(pf, pf->bins + b * WORDS) > pf->S)
             return BLOOMERY_ECORRUPT;
-    }
     return BLOOMERY_OK;
 }
 uint64_t pf_count(const pf_t *pf) { return __atomic_load_n(&pf->count, __ATOMIC_RELAXED); }
