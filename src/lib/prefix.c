@@ -334,46 +334,57 @@ PF_INLINE uint64_t get64(const uint64_t *w, unsigned pos)
     return o ? (w[i] >> o) | (w[i + 1] << (64 - o)) : w[i];
 }
 
+/* n < 64 bits from pos of a padded copy. */
 PF_INLINE uint64_t get_bits(const uint64_t *w, unsigned pos, unsigned n)
 {
-    unsigned i = pos >> 6, o = pos & 63;
-    uint64_t v = w[i] >> o;
-    if (o + n > 64)
-        v |= w[i + 1] << (64 - o);
-    return n >= 64 ? v : v & ((1ULL << n) - 1);
+    return get64(w, pos) & ((1ULL << n) - 1);
 }
 
-/* Bits [lo, hi) of word i. */
-PF_INLINE uint64_t range_mask(unsigned i, unsigned lo, unsigned hi)
-{
-    unsigned wlo = i * 64;
-    if (hi <= wlo || lo >= wlo + 64)
-        return 0;
-    unsigned l = lo > wlo ? lo - wlo : 0, h = hi < wlo + 64 ? hi - wlo : 64;
-    uint64_t m = h == 64 ? ~0ULL : (1ULL << h) - 1;
-    return m & ~((1ULL << l) - 1);
-}
-
+/* Stores v (below 2^n, n < 64) at pos of a padded copy. */
 PF_INLINE void put_bits(uint64_t *w, unsigned pos, unsigned n, uint64_t v)
 {
     unsigned i = pos >> 6, o = pos & 63;
-    w[i] = (w[i] & ~range_mask(i, pos, pos + n)) | (v << o);
-    if (o + n > 64)
-        w[i + 1] = (w[i + 1] & ~range_mask(i + 1, pos, pos + n)) | (v >> (64 - o));
+    uint64_t field = (1ULL << n) - 1;
+    w[i] = (w[i] & ~(field << o)) | (v << o);
+    /* The part past the word, if any: x >> (64 - o) without a shift by 64. */
+    w[i + 1] = (w[i + 1] & ~((field >> 1) >> (63 - o))) | ((v >> 1) >> (63 - o));
+}
+
+/* A line as one value, so that a shift across it is a few vector
+ * operations wherever it starts: a loop over the words paid for each word
+ * and for mispredicting where it stopped, at a position that changes with
+ * every insert. */
+typedef uint64_t line_v __attribute__((vector_size(64)));
+
+static const uint64_t ones_then_zeros[16] = {~0ULL, ~0ULL, ~0ULL, ~0ULL,
+                                             ~0ULL, ~0ULL, ~0ULL, ~0ULL};
+static const uint64_t one_word[16] = {[8] = ~0ULL};
+
+/* The line's bits below x (0 <= x <= 512). Through a pointer: a 64-byte
+ * vector has no return convention below AVX-512. */
+PF_INLINE void below(unsigned x, line_v *m)
+{
+    unsigned k = x >> 6;
+    line_v full, at;
+    memcpy(&full, ones_then_zeros + 8 - k, sizeof full); /* words below k */
+    memcpy(&at, one_word + 8 - k, sizeof at);            /* word k */
+    *m = full | (at & ((1ULL << (x & 63)) - 1));
 }
 
 /* Moves bits [a, b - n) to [a + n, b) and clears [a, a + n); 0 < n < 64,
- * a < b. Only the words of [a, b) change, the highest first so that each
- * still reads its lower neighbour as it was. */
+ * a + n <= b <= 512. */
 PF_INLINE void shift_up(uint64_t *w, unsigned a, unsigned b, unsigned n)
 {
-    for (unsigned i = (b - 1) >> 6;; i--) {
-        uint64_t s = (w[i] << n) | (i ? w[i - 1] >> (64 - n) : 0);
-        uint64_t moved = range_mask(i, a + n, b);
-        w[i] = (w[i] & ~moved & ~range_mask(i, a, a + n)) | (s & moved);
-        if (i == a >> 6)
-            break;
-    }
+    line_v v;
+    memcpy(&v, w, sizeof v);
+    line_v prev = __builtin_shufflevector(v, (line_v){0}, 8, 0, 1, 2, 3, 4, 5, 6);
+    line_v s = (v << n) | (prev >> (64 - n));
+    line_v la, lan, lb;
+    below(a, &la);
+    below(a + n, &lan);
+    below(b, &lb);
+    v = (v & (la | ~lb)) | (s & ~lan & lb);
+    memcpy(w, &v, sizeof v);
 }
 
 static int cpu_level = -1; /* as pf_set_cpu_level; -1 until detected */
