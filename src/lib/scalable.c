@@ -446,9 +446,11 @@ static void count_added(bloomery_layout layout, pending *p, void *last, uint64_t
 }
 
 /* Whether the newest link has room for one more add, counting the batch's
- * pending adds: 1 with *left set, 0 once the chain grew (look again), or
- * an error. */
-static int newest_has_room(sbf_t *s, void *last, pending *p, uint64_t *left)
+ * pending adds: 1 with *left set, 0 once the chain grew (look again), 2 if
+ * it is full and holds h (not yet checked there when `unchecked`: then the
+ * item is present and the chain must not grow for it), or an error. */
+static int newest_has_room(sbf_t *s, void *last, pending *p, uint64_t *left, bloomery_hash h,
+                           bool unchecked)
 {
     uint64_t count = link_count(s, last) + (p && p->link == last ? p->n : 0);
     uint64_t cap = link_capacity(s, last);
@@ -456,6 +458,8 @@ static int newest_has_room(sbf_t *s, void *last, pending *p, uint64_t *left)
         *left = cap - count;
         return 1;
     }
+    if (unchecked && link_check(s, last, (item_hash){.blocked = h}))
+        return 2;
     flush_count(p);
     int rc = ensure_room(s);
     return rc == BLOOMERY_OK ? 0 : rc;
@@ -471,7 +475,7 @@ static int add_blocked(sbf_t *s, bloomery_hash h, pending *p)
         const bf_t *const *links = (const bf_t *const *)load_links(s);
         bf_t *last = (bf_t *)links[n - 1];
         uint64_t left = 0;
-        int room = newest_has_room(s, last, p, &left);
+        int room = newest_has_room(s, last, p, &left, h, false);
         if (room <= 0) {
             if (room < 0)
                 return room;
@@ -499,12 +503,15 @@ static int add_prefix(sbf_t *s, bloomery_hash h, pending *p)
     for (;;) {
         size_t n = __atomic_load_n(&s->nlinks, __ATOMIC_SEQ_CST);
         void **links = load_links(s);
-        for (size_t i = n; i-- > 0;)
+        /* The newest link is asked under its lock (pf_add_if), once. */
+        for (size_t i = n - 1; i-- > 0;)
             if (pf_check_hashed(links[i], h))
                 return 0;
         pf_t *last = links[n - 1];
         uint64_t left = 0;
-        int room = newest_has_room(s, last, p, &left);
+        int room = newest_has_room(s, last, p, &left, h, true);
+        if (room == 2)
+            return 0;
         if (room <= 0) {
             if (room < 0)
                 return room;
