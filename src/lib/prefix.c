@@ -56,6 +56,7 @@ struct pf {
     uint64_t *bins; /* nbins * WORDS */
     uint64_t nbins;
     unsigned r, S, Q, H;            /* H = Q + S header bits */
+    unsigned body_end;              /* H + S * r */
     unsigned hwords;                /* words the header touches */
     uint64_t hmask[WORDS];          /* the header's bits in each of them */
     uint64_t field_ones, field_low; /* per r-bit field of a word: 1, 2^(r-1) - 1 */
@@ -280,6 +281,7 @@ int pf_create_shape(pf_t **out, uint64_t nbins, const pf_shape *shape, bf_t *spa
     pf->S = S;
     pf->Q = Q;
     pf->H = Q + S;
+    pf->body_end = pf->H + S * r;
     pf->hwords = (pf->H + 63) / 64;
     for (unsigned f = 0; f + r <= 64; f += r)
         pf->field_ones |= 1ULL << f;
@@ -371,20 +373,31 @@ PF_INLINE void below(unsigned x, line_v *m)
     *m = full | (at & ((1ULL << (x & 63)) - 1));
 }
 
+/* Word k of a line (k <= 8; 8 is none). */
+PF_INLINE void word_mask(unsigned k, line_v *m) { memcpy(m, one_word + 8 - k, sizeof *m); }
+
 /* Moves bits [a, b - n) to [a + n, b) and clears [a, a + n); 0 < n < 64,
  * a + n <= b <= 512. */
-PF_INLINE void shift_up(uint64_t *w, unsigned a, unsigned b, unsigned n)
+PF_INLINE void shift_up(line_v *v, unsigned a, unsigned b, unsigned n)
 {
-    line_v v;
-    memcpy(&v, w, sizeof v);
-    line_v prev = __builtin_shufflevector(v, (line_v){0}, 8, 0, 1, 2, 3, 4, 5, 6);
-    line_v s = (v << n) | (prev >> (64 - n));
+    line_v prev = __builtin_shufflevector(*v, (line_v){0}, 8, 0, 1, 2, 3, 4, 5, 6);
+    line_v s = (*v << n) | (prev >> (64 - n));
     line_v la, lan, lb;
     below(a, &la);
     below(a + n, &lan);
     below(b, &lb);
-    v = (v & (la | ~lb)) | (s & ~lan & lb);
-    memcpy(w, &v, sizeof v);
+    *v = (*v & (la | ~lb)) | (s & ~lan & lb);
+}
+
+/* ORs x (below 2^63) in at bit pos. */
+PF_INLINE void or_at(line_v *v, unsigned pos, uint64_t x)
+{
+    unsigned o = pos & 63;
+    line_v lo, hi;
+    word_mask(pos >> 6, &lo);
+    word_mask((pos >> 6) + 1, &hi);
+    /* The part past the word, if any: x >> (64 - o) without a shift by 64. */
+    *v |= (lo & (x << o)) | (hi & ((x >> 1) >> (63 - o)));
 }
 
 static int cpu_level = -1; /* as pf_set_cpu_level; -1 until detected */
@@ -395,7 +408,7 @@ int pf_cpu_level(void)
 #if defined(__x86_64__)
     __builtin_cpu_init();
     if (__builtin_cpu_supports("popcnt"))
-        c = __builtin_cpu_supports("bmi2") ? 2 : 1;
+        c = __builtin_cpu_supports("bmi2") && __builtin_cpu_supports("avx2") ? 2 : 1;
 #endif
     return c;
 }
@@ -637,15 +650,20 @@ static inline uint32_t begin_write(const pf_t *pf, uint64_t bin)
     return lock_bin(pf, bin);
 }
 
-PF_INLINE void insert_at(const pf_t *pf, uint64_t *w, unsigned q, run u, uint64_t rem)
+/* The bin at src with rem inserted at u, into w. It stays one vector from
+ * load to store: rebuilding it from words between the steps stalled on
+ * store forwarding. */
+PF_INLINE void insert_at(const pf_t *pf, const uint64_t *src, uint64_t *w, unsigned q, run u,
+                         uint64_t rem)
 {
-    unsigned slot = u.start - q + u.below;
-    shift_up(w, u.start + u.below, pf->H, 1);
-    w[(u.start + u.below) >> 6] |= 1ULL << ((u.start + u.below) & 63);
-    unsigned body = pf->H + pf->S * pf->r, at = pf->H + slot * pf->r;
-    if (at + pf->r < body)
-        shift_up(w, at, body, pf->r);
-    put_bits(w, at, pf->r, rem);
+    unsigned one = u.start + u.below, at = pf->H + (u.start - q + u.below) * pf->r;
+    line_v v;
+    memcpy(&v, src, sizeof v);
+    shift_up(&v, one, pf->H, 1);
+    or_at(&v, one, 1);
+    shift_up(&v, at, pf->body_end, pf->r); /* the bin has room: at + r <= body_end */
+    or_at(&v, at, rem);
+    memcpy(w, &v, sizeof v);
 }
 
 /* Drops the largest fingerprint of a full bin. */
@@ -659,6 +677,7 @@ PF_INLINE void drop_max(const pf_t *pf, uint64_t *w, unsigned m)
 PF_INLINE bool add_locked(pf_t *pf, key k)
 {
     uint64_t *dst = pf->bins + k.bin * WORDS;
+    const uint64_t *line = dst; /* no writer but us: plain reads */
     uint64_t w[COPY_WORDS] = {0};
     for (unsigned i = 0; i < WORDS; i++)
         w[i] = __atomic_load_n(&dst[i], __ATOMIC_RELAXED);
@@ -681,9 +700,10 @@ PF_INLINE bool add_locked(pf_t *pf, key k)
         bf_add_hashed(pf->spare, spare_hash(pf, k.bin, top));
         __atomic_fetch_add(&pf->spared, 1, __ATOMIC_RELAXED);
         drop_max(pf, w, m);
+        line = w;
         u = find_run(pf, w, k.q, k.rem);
     }
-    insert_at(pf, w, k.q, u, k.rem);
+    insert_at(pf, line, w, k.q, u, k.rem);
     for (unsigned i = 0; i < WORDS; i++) /* release: after the odd sequence (read_bin) */
         __atomic_store_n(&dst[i], w[i], __ATOMIC_RELEASE);
     return true;
@@ -822,40 +842,42 @@ PF_INLINE double estimate_core(const pf_t *pf)
 
 /* ---- one copy per instruction set ---- */
 
+/* base: x86-64's baseline; fast: popcnt; wide: popcnt, bmi2 and AVX2 (a
+ * line in two registers). */
 #if defined(__x86_64__)
 #define FAST __attribute__((target("popcnt")))
+#define WIDE __attribute__((target("popcnt,bmi2,avx2")))
 #else
 #define FAST
+#define WIDE
 #endif
-static bool check_base(const pf_t *pf, bloomery_hash h) { return check_core(pf, h); }
-FAST static bool check_fast(const pf_t *pf, bloomery_hash h) { return check_core(pf, h); }
-static void add_base(pf_t *pf, const bloomery_hash *h, size_t g, uint8_t *out)
-{
-    add_core(pf, h, g, out);
-}
-FAST static void add_fast(pf_t *pf, const bloomery_hash *h, size_t g, uint8_t *out)
-{
-    add_core(pf, h, g, out);
-}
-static int add_if_base(pf_t *pf, bloomery_hash h, const size_t *guard, size_t expect)
-{
-    return add_if_core(pf, h, guard, expect);
-}
-FAST static int add_if_fast(pf_t *pf, bloomery_hash h, const size_t *guard, size_t expect)
-{
-    return add_if_core(pf, h, guard, expect);
-}
-static double estimate_base(const pf_t *pf) { return estimate_core(pf); }
-FAST static double estimate_fast(const pf_t *pf) { return estimate_core(pf); }
+#define PF_COPIES(name, attr)                                                                      \
+    attr static bool check_##name(const pf_t *pf, bloomery_hash h) { return check_core(pf, h); }   \
+    attr static void add_##name(pf_t *pf, const bloomery_hash *h, size_t g, uint8_t *out)          \
+    {                                                                                              \
+        add_core(pf, h, g, out);                                                                   \
+    }                                                                                              \
+    attr static int add_if_##name(pf_t *pf, bloomery_hash h, const size_t *guard, size_t expect)   \
+    {                                                                                              \
+        return add_if_core(pf, h, guard, expect);                                                  \
+    }                                                                                              \
+    attr static double estimate_##name(const pf_t *pf) { return estimate_core(pf); }
+PF_COPIES(base, )
+PF_COPIES(fast, FAST)
+PF_COPIES(wide, WIDE)
 
 bool pf_check_hashed(const pf_t *pf, bloomery_hash h)
 {
-    return cpu() ? check_fast(pf, h) : check_base(pf, h);
+    int c = cpu();
+    return c == 2 ? check_wide(pf, h) : c ? check_fast(pf, h) : check_base(pf, h);
 }
 
 static void add_hashed_group(pf_t *pf, const bloomery_hash *h, size_t g, uint8_t *out)
 {
-    if (cpu())
+    int c = cpu();
+    if (c == 2)
+        add_wide(pf, h, g, out);
+    else if (c)
         add_fast(pf, h, g, out);
     else
         add_base(pf, h, g, out);
@@ -863,7 +885,10 @@ static void add_hashed_group(pf_t *pf, const bloomery_hash *h, size_t g, uint8_t
 
 int pf_add_if(pf_t *pf, bloomery_hash h, const size_t *guard, size_t expect)
 {
-    return cpu() ? add_if_fast(pf, h, guard, expect) : add_if_base(pf, h, guard, expect);
+    int c = cpu();
+    return c == 2 ? add_if_wide(pf, h, guard, expect)
+           : c    ? add_if_fast(pf, h, guard, expect)
+                  : add_if_base(pf, h, guard, expect);
 }
 
 bool pf_add_hashed(pf_t *pf, bloomery_hash h)
@@ -873,7 +898,11 @@ bool pf_add_hashed(pf_t *pf, bloomery_hash h)
     return added;
 }
 
-double pf_fpr_estimate(const pf_t *pf) { return cpu() ? estimate_fast(pf) : estimate_base(pf); }
+double pf_fpr_estimate(const pf_t *pf)
+{
+    int c = cpu();
+    return c == 2 ? estimate_wide(pf) : c ? estimate_fast(pf) : estimate_base(pf);
+}
 
 bool pf_check(const pf_t *pf, const void *item, size_t len)
 {

@@ -1,5 +1,6 @@
 /* Which copy of the prefix filter's bin code runs (prefix.c): 0 baseline
- * x86-64 (or another architecture), 1 with popcnt, 2 with popcnt and pdep.
+ * x86-64 (or another architecture), 1 with popcnt, 2 with popcnt, pdep and
+ * AVX2.
  * The copies must agree bit for bit; tests run each on one machine. */
 #ifndef BLOOMERY_PREFIX_CPU_H
 #define BLOOMERY_PREFIX_CPU_H
