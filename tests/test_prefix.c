@@ -317,6 +317,46 @@ static void test_check_and_add_linearizable(void **state)
     pf_free(pf);
 }
 
+/* A merge keeps, per bin, the S smallest fingerprints of both and sends the
+ * rest to the spare, as one filter given both sets would: the image is that
+ * filter's, byte for byte, bins and spare, at capacity and beyond it. */
+static void test_merge_is_one_filter_of_both(void **state)
+{
+    (void)state;
+    for (size_t i = 0; i < NRATES; i++) {
+        for (uint64_t each = 2000; each <= 6000; each += 4000) {
+            pf_t *a, *b, *both, *other;
+            assert_int_equal(pf_create(&a, 4000, rates[i], 5), BLOOMERY_OK);
+            assert_int_equal(pf_create(&b, 4000, rates[i], 5), BLOOMERY_OK);
+            assert_int_equal(pf_create(&both, 4000, rates[i], 5), BLOOMERY_OK);
+            add_all(a, "ma:", each, true);
+            add_all(b, "mb:", each, false);
+            add_all(both, "mb:", each, true);
+            add_all(both, "ma:", each, false);
+            uint64_t count = pf_count(a) + pf_count(b);
+            assert_int_equal(pf_merge(a, b), BLOOMERY_OK);
+            assert_int_equal(pf_validate(a), BLOOMERY_OK);
+            assert_int_equal(count_missing(a, "ma:", each), 0);
+            assert_int_equal(count_missing(a, "mb:", each), 0);
+            assert_int_equal(pf_count(a), count);
+            assert_memory_equal(pf_data(a), pf_data(both), pf_data_bytes(a));
+            assert_memory_equal(bf_data(pf_spare(a)), bf_data(pf_spare(both)),
+                                bf_bytes(pf_spare(a)));
+            /* Other shapes or seeds are refused, dst unchanged. */
+            assert_int_equal(pf_create(&other, 4000, rates[i], 6), BLOOMERY_OK);
+            assert_int_equal(pf_merge(a, other), BLOOMERY_EINVAL);
+            pf_free(other);
+            assert_int_equal(pf_create(&other, 8000, rates[i], 5), BLOOMERY_OK);
+            assert_int_equal(pf_merge(a, other), BLOOMERY_EINVAL);
+            pf_free(other);
+            assert_memory_equal(pf_data(a), pf_data(both), pf_data_bytes(a));
+            pf_free(a);
+            pf_free(b);
+            pf_free(both);
+        }
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -326,6 +366,7 @@ int main(void)
         cmocka_unit_test(test_overfilled_bins_keep_every_item),
         cmocka_unit_test(test_fpr_at_capacity),
         cmocka_unit_test(test_copies_agree),
+        cmocka_unit_test(test_merge_is_one_filter_of_both),
         cmocka_unit_test(test_writers_and_readers),
         cmocka_unit_test(test_check_and_add_linearizable),
     };

@@ -572,15 +572,29 @@ static void test_merge(void **state)
     sbf_free(a);
     sbf_free(b);
     sbf_free(c);
-    /* Prefix bins do not combine: refused, nothing changed. */
+    /* Prefix chains, grown to three links each: every item of both. */
     o.layout = BLOOMERY_LAYOUT_PREFIX;
+    o.expansion = 2;
     assert_int_equal(sbf_create(&a, 1000, 0.01, &o), BLOOMERY_OK);
     assert_int_equal(sbf_create(&b, 1000, 0.01, &o), BLOOMERY_OK);
-    assert_int_equal(sbf_add(b, "x", 1), 1);
-    assert_int_equal(sbf_merge(a, b), BLOOMERY_EINVAL);
-    assert_int_equal(sbf_count(a), 0);
+    assert_int_equal(sbf_create(&c, 1000, 0.01, &o), BLOOMERY_OK);
+    for (uint64_t i = 0; i < 6000; i++) {
+        sbf_add(a, key, tu_key(key, "a:", i));
+        sbf_add(b, key, tu_key(key, "b:", i));
+    }
+    assert_int_equal(sbf_nlinks(a), 3);
+    assert_int_equal(sbf_nlinks(b), 3);
+    assert_int_equal(sbf_merge(a, c), BLOOMERY_EINVAL); /* one link against three */
+    uint64_t count = sbf_count(a) + sbf_count(b);
+    assert_int_equal(sbf_merge(a, b), BLOOMERY_OK);
+    assert_int_equal(sbf_count(a), count);
+    for (uint64_t i = 0; i < 6000; i++) {
+        assert_int_equal(sbf_check(a, key, tu_key(key, "a:", i)), 1);
+        assert_int_equal(sbf_check(a, key, tu_key(key, "b:", i)), 1);
+    }
     sbf_free(a);
     sbf_free(b);
+    sbf_free(c);
 }
 
 /* Replaying logged hashes rebuilds the same chain as adding the items. */

@@ -72,6 +72,15 @@ BLOOMERY_API bool pf_check_and_add(pf_t *pf, const void *item, size_t len);
 BLOOMERY_API bool pf_check_hashed(const pf_t *pf, bloomery_hash h);
 BLOOMERY_API bool pf_add_hashed(pf_t *pf, bloomery_hash h);
 
+/* Adds src's fingerprints to dst, bin by bin (each bin keeps the S smallest
+ * of both, the rest go to dst's spare, and src's spare is ORed into dst's):
+ * dst then holds every item of both, at a rate near that of one filter
+ * holding them all. BLOOMERY_EINVAL unless both have one shape, bin count
+ * and seed. src must not change meanwhile; dst may be read. */
+BLOOMERY_API int pf_merge(pf_t *dst, const pf_t *src);
+/* Whether pf_merge takes these two. */
+BLOOMERY_API bool pf_same_shape(const pf_t *a, const pf_t *b);
+
 /* Starts loading h's bin (for a batch's later probe of it). */
 BLOOMERY_API void pf_prefetch(const pf_t *pf, bloomery_hash h, bool for_write);
 

@@ -42,7 +42,7 @@ extern "C" {
 typedef enum bloomery_layout {
     BLOOMERY_LAYOUT_BLOCKED = 0,
     BLOOMERY_LAYOUT_CLASSIC = 1,
-    BLOOMERY_LAYOUT_PREFIX = 2, /* prefix filters (prefix.h): fewer bits, no merge */
+    BLOOMERY_LAYOUT_PREFIX = 2, /* prefix filters (prefix.h): fewer bits */
 } bloomery_layout;
 
 #define SBF_DEFAULT_EXPANSION 2
@@ -143,8 +143,9 @@ BLOOMERY_API void sbf_set_may_allocate(sbf_t *s, bool (*may_allocate)(void *ctx,
  * or remove (NULL) it only while no other call on the chain runs. */
 BLOOMERY_API void sbf_set_write_hook(sbf_t *s, pf_write_hook hook, void *ctx);
 
-/* OR src into dst: same layout, expansion, link count and link shapes;
- * BLOOMERY_EINVAL for prefix chains. */
+/* src's items into dst, link by link (OR, or pf_merge for prefix links):
+ * same layout, expansion, link count and link shapes, else
+ * BLOOMERY_EINVAL with dst unchanged. */
 BLOOMERY_API int sbf_merge(sbf_t *dst, const sbf_t *src);
 
 #ifdef __cplusplus

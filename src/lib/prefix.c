@@ -38,7 +38,8 @@
 #define COPY_WORDS (WORDS + 1) /* a line copied with a zero word after it */
 #define LINE_BITS 512
 #define GROUP 16
-#define MAX_R 32 /* rem is the hash's low r bits, q comes from its high 32 */
+#define MAX_R 32  /* rem is the hash's low r bits, q comes from its high 32 */
+#define MAX_S 256 /* S * (r + 1) + Q fits a line */
 #define SEQ_STRIPES 256
 
 /* The bin code inlines into one copy per instruction set: the *_fast ones
@@ -742,6 +743,77 @@ void pf_count_add(pf_t *pf, uint64_t n)
 {
     if (n)
         __atomic_fetch_add(&pf->count, n, __ATOMIC_RELAXED);
+}
+
+/* ---- merging ---- */
+
+/* A bin's fingerprints in order (at most S); returns how many. The i-th
+ * one of the header sits at i + its quotient. */
+static unsigned bin_fingerprints(const pf_t *pf, const uint64_t *w, uint64_t *v)
+{
+    unsigned m = 0;
+    for (unsigned i = 0; i < pf->hwords; i++)
+        for (uint64_t x = w[i] & pf->hmask[i]; x && m < pf->S; x &= x - 1, m++) {
+            uint64_t q = i * 64 + (unsigned)__builtin_ctzll(x) - m;
+            v[m] = (q << pf->r) | get_bits(w, pf->H + m * pf->r, pf->r);
+        }
+    return m;
+}
+
+bool pf_same_shape(const pf_t *a, const pf_t *b)
+{
+    return a->nbins == b->nbins && a->r == b->r && a->S == b->S && a->Q == b->Q &&
+           a->seed == b->seed && bf_nblocks(a->spare) == bf_nblocks(b->spare) &&
+           bf_blocks_per_key(a->spare) == bf_blocks_per_key(b->spare);
+}
+
+int pf_merge(pf_t *dst, const pf_t *src)
+{
+    if (!pf_same_shape(dst, src))
+        return BLOOMERY_EINVAL;
+    /* src's spare first: its fingerprints are keyed by bin and value alike
+     * here, and each stays above its bin's largest, which merging only
+     * lowers (the bin keeps the S smallest of both). */
+    int rc = bf_merge(dst->spare, src->spare);
+    if (rc != BLOOMERY_OK)
+        return rc;
+    uint64_t a[MAX_S], b[MAX_S], both[2 * MAX_S], spared = 0;
+    uint64_t ws[COPY_WORDS] = {0};
+    for (uint64_t bin = 0; bin < dst->nbins; bin++) {
+        read_bin(src, bin, ws);
+        unsigned nb = bin_fingerprints(src, ws, b);
+        if (nb == 0)
+            continue;
+        uint64_t *line = dst->bins + bin * WORDS;
+        uint32_t next = begin_write(dst, bin);
+        uint64_t w[COPY_WORDS] = {0};
+        for (unsigned i = 0; i < WORDS; i++)
+            w[i] = __atomic_load_n(&line[i], __ATOMIC_RELAXED);
+        unsigned na = bin_fingerprints(dst, w, a), n = 0, i = 0, j = 0;
+        while (i < na || j < nb) {
+            uint64_t x = j == nb || (i < na && a[i] <= b[j]) ? a[i] : b[j];
+            i += i < na && a[i] == x;
+            j += j < nb && b[j] == x;
+            both[n++] = x;
+        }
+        /* The spare has what the bin lets go before the bin does. */
+        for (unsigned k = dst->S; k < n; k++)
+            bf_add_hashed(dst->spare, spare_hash(dst, bin, both[k]));
+        spared += n > dst->S ? n - dst->S : 0;
+        n = n < dst->S ? n : dst->S;
+        memset(w, 0, sizeof w);
+        for (unsigned k = 0; k < n; k++) {
+            unsigned one = (unsigned)(both[k] >> dst->r) + k;
+            w[one >> 6] |= 1ULL << (one & 63);
+            put_bits(w, dst->H + k * dst->r, dst->r, both[k] & dst->rmask);
+        }
+        for (unsigned k = 0; k < WORDS; k++)
+            __atomic_store_n(&line[k], w[k], __ATOMIC_RELEASE);
+        unlock_bin(dst, bin, next);
+    }
+    __atomic_fetch_add(&dst->spared, spared + pf_spare_count(src), __ATOMIC_RELAXED);
+    __atomic_fetch_add(&dst->count, pf_count(src), __ATOMIC_RELAXED);
+    return BLOOMERY_OK;
 }
 
 /* ---- batches ---- */

@@ -791,9 +791,8 @@ void sbf_set_write_hook(sbf_t *s, pf_write_hook hook, void *ctx)
 int sbf_merge(sbf_t *dst, const sbf_t *src)
 {
     size_t n = load_nlinks(dst);
-    /* Fingerprint bins do not combine by OR. */
     if (dst->layout != src->layout || dst->expansion != src->expansion || dst->seed != src->seed ||
-        n != load_nlinks(src) || dst->layout == BLOOMERY_LAYOUT_PREFIX)
+        n != load_nlinks(src))
         return BLOOMERY_EINVAL;
     void **d = load_links(dst), **s = load_links(src);
     for (size_t i = 0; i < n; i++) {
@@ -804,14 +803,18 @@ int sbf_merge(sbf_t *dst, const sbf_t *src)
             cbf_shape_of(s[i], &b);
             if (a.bits != b.bits || a.hashes != b.hashes)
                 return BLOOMERY_EINVAL;
+        } else if (dst->layout == BLOOMERY_LAYOUT_PREFIX) {
+            if (!pf_same_shape(d[i], s[i]))
+                return BLOOMERY_EINVAL;
         } else if (bf_nblocks(d[i]) != bf_nblocks(s[i]) ||
                    bf_blocks_per_key(d[i]) != bf_blocks_per_key(s[i])) {
             return BLOOMERY_EINVAL;
         }
     }
     for (size_t i = 0; i < n; i++) {
-        int rc =
-            dst->layout == BLOOMERY_LAYOUT_CLASSIC ? cbf_merge(d[i], s[i]) : bf_merge(d[i], s[i]);
+        int rc = dst->layout == BLOOMERY_LAYOUT_CLASSIC  ? cbf_merge(d[i], s[i])
+                 : dst->layout == BLOOMERY_LAYOUT_PREFIX ? pf_merge(d[i], s[i])
+                                                         : bf_merge(d[i], s[i]);
         if (rc != BLOOMERY_OK)
             return rc;
     }

@@ -65,11 +65,56 @@ def test_prefix_errors(r):
     assert err(r, "BF.RESERVE", "w", "0.01", "100", "WINDOW", "60", "LAYOUT", "PREFIX") == \
         "ERR WINDOW filters use the blocked layout"
     r.execute_command("BF.RESERVE", "a", "0.01", 1000, "LAYOUT", "PREFIX")
-    r.execute_command("BF.RESERVE", "b", "0.01", 1000, "LAYOUT", "PREFIX")
+    r.execute_command("BF.RESERVE", "b", "0.01", 2000, "LAYOUT", "PREFIX")
+    r.execute_command("BF.RESERVE", "c", "0.01", 1000, "LAYOUT", "BLOCKED")
     r.execute_command("BF.ADD", "b", "x")
-    # Fingerprint bins do not combine by OR.
-    assert err(r, "BF.MERGE", "a", "b").startswith("ERR filters must have the same layout")
+    r.execute_command("BF.ADD", "c", "x")
+    for other in ("b", "c"):
+        assert err(r, "BF.MERGE", "a", other).startswith("ERR filters must have the same layout")
     assert r.execute_command("BF.EXISTS", "a", "x") == 0
+
+
+def test_merge(r):
+    """Grown chains merge link by link: every item of each source, counts
+    summed; a missing destination starts as a copy of the first source."""
+    a = ["a%d" % i for i in range(7000)]
+    b = ["b%d" % i for i in range(7000)]
+    for key, items in (("m1", a), ("m2", b), ("m3", a[:3000] + b[:4000])):
+        r.execute_command("BF.RESERVE", key, "0.001", 1000, "LAYOUT", "PREFIX")
+        madd(r, key, items)
+        assert info(r, key)[b"Number of filters"] == 3
+    count = sum(info(r, k)[b"Number of items inserted"] for k in ("m1", "m2", "m3"))
+    assert r.execute_command("BF.MERGE", "m1", "m2", "m3") == b"OK"
+    assert mexists(r, "m1", a + b) == [1] * (len(a) + len(b))
+    assert info(r, "m1")[b"Number of items inserted"] == count
+    assert r.execute_command("BF.MERGE", "new", "m2") == b"OK"
+    assert info(r, "new") == info(r, "m2")
+    assert mexists(r, "new", b) == [1] * len(b)
+
+
+@bloomeryd_only
+def test_merge_replays_from_the_log(tmp_path):
+    datadir = str(tmp_path / "data")
+    s = Server("--appendfsync", "always", datadir=datadir)
+    try:
+        c = s.client()
+        items = {k: ["%s%d" % (k, i) for i in range(6000)] for k in ("x", "y")}
+        for k in items:
+            c.execute_command("BF.RESERVE", k, "0.01", 2000, "LAYOUT", "PREFIX")
+            madd(c, k, items[k])
+        c.execute_command("BF.MERGE", "x", "y")
+        probes = ["p%d" % i for i in range(20000)]
+        before, fp = info(c, "x"), mexists(c, "x", probes)
+        c.close()
+        s.kill()
+        s = Server(datadir=datadir)
+        c = s.client()
+        assert info(c, "x") == before
+        assert mexists(c, "x", items["x"] + items["y"]) == [1] * 12000
+        assert mexists(c, "x", probes) == fp
+        c.close()
+    finally:
+        s.stop()
 
 
 def test_nonscaling_full_and_growth(r):

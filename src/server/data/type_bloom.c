@@ -123,10 +123,11 @@ static bool same_shape(const kv_obj *a, const kv_obj *b)
     if (sbf_layout(x) != sbf_layout(y) || sbf_expansion(x) != sbf_expansion(y) ||
         sbf_seed(x) != sbf_seed(y) || n != sbf_nlinks(y))
         return false;
-    if (sbf_layout(x) == BLOOMERY_LAYOUT_PREFIX)
-        return false; /* fingerprint bins do not combine by OR */
     for (size_t i = 0; i < n; i++) {
-        if (sbf_layout(x) == BLOOMERY_LAYOUT_CLASSIC) {
+        if (sbf_layout(x) == BLOOMERY_LAYOUT_PREFIX) {
+            if (!pf_same_shape(sbf_link_prefix(x, i), sbf_link_prefix(y, i)))
+                return false;
+        } else if (sbf_layout(x) == BLOOMERY_LAYOUT_CLASSIC) {
             cbf_shape sa, sb;
             cbf_shape_of(sbf_link_classic(x, i), &sa);
             cbf_shape_of(sbf_link_classic(y, i), &sb);
