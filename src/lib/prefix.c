@@ -31,6 +31,7 @@
 
 #include "blocked_kernel.h"
 #include "mem.h"
+#include "blocked_lock.h"
 #include "prefix_cpu.h"
 #include "prefix_lock.h"
 
@@ -390,6 +391,16 @@ PF_INLINE void shift_up(line_v *v, unsigned a, unsigned b, unsigned n)
     *v = (*v & (la | ~lb)) | (s & ~lan & lb);
 }
 
+/* Clears the bits of x (below 2^63) shifted to bit pos. */
+PF_INLINE void clear_at(line_v *v, unsigned pos, uint64_t x)
+{
+    unsigned o = pos & 63;
+    line_v lo, hi;
+    word_mask(pos >> 6, &lo);
+    word_mask((pos >> 6) + 1, &hi);
+    *v &= ~((lo & (x << o)) | (hi & ((x >> 1) >> (63 - o))));
+}
+
 /* ORs x (below 2^63) in at bit pos. */
 PF_INLINE void or_at(line_v *v, unsigned pos, uint64_t x)
 {
@@ -655,11 +666,16 @@ static inline uint32_t begin_write(const pf_t *pf, uint64_t bin)
  * load to store: rebuilding it from words between the steps stalled on
  * store forwarding. */
 PF_INLINE void insert_at(const pf_t *pf, const uint64_t *src, uint64_t *w, unsigned q, run u,
-                         uint64_t rem)
+                         uint64_t rem, unsigned drop)
 {
     unsigned one = u.start + u.below, at = pf->H + (u.start - q + u.below) * pf->r;
     line_v v;
     memcpy(&v, src, sizeof v);
+    /* A full bin first drops its largest: the header's last one (a zero
+     * left there ends its quotient's run) and the last remainder. Both lie
+     * at or above the insert, so u holds as it was found. */
+    clear_at(&v, drop ? drop - 1 : 0, drop ? 1 : 0);
+    clear_at(&v, pf->H + (pf->S - 1) * pf->r, drop ? pf->rmask : 0);
     shift_up(&v, one, pf->H, 1);
     or_at(&v, one, 1);
     shift_up(&v, at, pf->body_end, pf->r); /* the bin has room: at + r <= body_end */
@@ -667,18 +683,35 @@ PF_INLINE void insert_at(const pf_t *pf, const uint64_t *src, uint64_t *w, unsig
     memcpy(w, &v, sizeof v);
 }
 
-/* Drops the largest fingerprint of a full bin. */
-PF_INLINE void drop_max(const pf_t *pf, uint64_t *w, unsigned m)
+/* Counts a group's writers sum up, one atomic add each per group. */
+typedef struct tally {
+    uint64_t added, spared, spare_set;
+} tally;
+
+/* Puts a fingerprint in the spare: true if that set a bit (it was not
+ * there). One probe under the spare block's stripe. */
+PF_INLINE bool spare_put(pf_t *pf, uint64_t bin, uint64_t v, tally *t)
 {
-    unsigned top = header_top(pf, w);
-    w[top >> 6] &= ~(1ULL << (top & 63));
-    put_bits(w, pf->H + (m - 1) * pf->r, pf->r, 0);
+    bloomery_hash sh = spare_hash(pf, bin, v);
+    uint64_t held = bf_lock_item(pf->spare, sh);
+    bool set = bf_set_locked(pf->spare, sh);
+    bf_unlock_stripes(pf->spare, held);
+    t->spare_set += set;
+    return set;
 }
 
-PF_INLINE bool add_locked(pf_t *pf, key k)
+PF_INLINE void tally_flush(pf_t *pf, const tally *t)
+{
+    if (t->added)
+        __atomic_fetch_add(&pf->count, t->added, __ATOMIC_RELAXED);
+    if (t->spared)
+        __atomic_fetch_add(&pf->spared, t->spared, __ATOMIC_RELAXED);
+    bf_count_add(pf->spare, t->spare_set);
+}
+
+PF_INLINE bool add_locked(pf_t *pf, key k, tally *t)
 {
     uint64_t *dst = pf->bins + k.bin * WORDS;
-    const uint64_t *line = dst; /* no writer but us: plain reads */
     uint64_t w[COPY_WORDS] = {0};
     for (unsigned i = 0; i < WORDS; i++)
         w[i] = __atomic_load_n(&dst[i], __ATOMIC_RELAXED);
@@ -687,44 +720,42 @@ PF_INLINE bool add_locked(pf_t *pf, key k)
         return false;
     unsigned m = header_ones(pf, w);
     uint64_t v = ((uint64_t)k.q << pf->r) | k.rem;
+    unsigned drop = 0; /* 1 + the header position of a largest to drop */
     if (m == pf->S) {
-        uint64_t top = bin_max(pf, w, m);
+        unsigned top_one = header_top(pf, w);
+        uint64_t top = (uint64_t)(top_one - (m - 1)) << pf->r |
+                       get_bits(w, pf->H + (m - 1) * pf->r, pf->r); /* bin_max */
         if (v > top) {
-            bloomery_hash sh = spare_hash(pf, k.bin, v);
-            if (bf_check_hashed(pf->spare, sh))
-                return false;
-            bf_add_hashed(pf->spare, sh);
-            __atomic_fetch_add(&pf->spared, 1, __ATOMIC_RELAXED);
+            if (!spare_put(pf, k.bin, v, t))
+                return false; /* every bit set: present */
+            t->spared++;
             return true;
         }
         /* The spare has the largest before the bin lets it go. */
-        bf_add_hashed(pf->spare, spare_hash(pf, k.bin, top));
-        __atomic_fetch_add(&pf->spared, 1, __ATOMIC_RELAXED);
-        drop_max(pf, w, m);
-        line = w;
-        u = find_run(pf, w, k.q, k.rem);
+        spare_put(pf, k.bin, top, t);
+        t->spared++;
+        drop = top_one + 1;
     }
-    insert_at(pf, line, w, k.q, u, k.rem);
-    for (unsigned i = 0; i < WORDS; i++) /* release: after the odd sequence (read_bin) */
+    insert_at(pf, dst, w, k.q, u, k.rem, drop); /* no writer but us: read as one vector */
+    for (unsigned i = 0; i < WORDS; i++)        /* release: after the odd sequence (read_bin) */
         __atomic_store_n(&dst[i], w[i], __ATOMIC_RELEASE);
     return true;
 }
 
-/* Adds g hashed items; the count takes one atomic add for them all. */
+/* Adds g hashed items; each count takes one atomic add for them all. */
 PF_INLINE void add_core(pf_t *pf, const bloomery_hash *h, size_t g, uint8_t *out)
 {
-    uint64_t added = 0;
+    tally t = {0};
     for (size_t i = 0; i < g; i++) {
         key k = key_of(pf, h[i]);
         uint32_t next = begin_write(pf, k.bin);
-        bool a = add_locked(pf, k);
+        bool a = add_locked(pf, k, &t);
         unlock_bin(pf, k.bin, next);
-        added += a;
+        t.added += a;
         if (out)
             out[i] = a;
     }
-    if (added)
-        __atomic_fetch_add(&pf->count, added, __ATOMIC_RELAXED);
+    tally_flush(pf, &t);
 }
 
 /* A chain's conditional add (prefix_lock.h). */
@@ -733,9 +764,11 @@ PF_INLINE int add_if_core(pf_t *pf, bloomery_hash h, const size_t *guard, size_t
     key k = key_of(pf, h);
     uint32_t next = begin_write(pf, k.bin);
     int rc = -1;
+    tally t = {0}; /* the chain counts the add (pf_count_add) */
     if (__atomic_load_n(guard, __ATOMIC_SEQ_CST) == expect)
-        rc = add_locked(pf, k);
+        rc = add_locked(pf, k, &t);
     unlock_bin(pf, k.bin, next);
+    tally_flush(pf, &t);
     return rc;
 }
 
