@@ -3,11 +3,16 @@
  * sized: bits per item, false-positive rate measured at capacity, and ns per
  * check of an absent item and per add, single-threaded.
  *
- *   bench_prefix [--items N] [--ops N]
+ *   bench_prefix [--items N | --gib G] [--ops N]
  *
  * Each filter is filled with N random 16-byte items (adds timed as they go:
  * the mean over an empty-to-full fill), then probed with max(ops, 100/p)
- * other items for the rate and timed over `ops` of them, best of three.
+ * other items for the rate and timed over `ops` of them, best of three;
+ * then min(ops, N/10) more items are added to the full filter ("at
+ * capacity"). Items are made in chunks as the fill goes, so N may be
+ * billions. --gib G sizes the prefix and blocked filters (only) at p = 0.01
+ * for G GiB of prefix bins: the big-filter rows of the library's add/check
+ * comparison.
  */
 #include <math.h>
 #include <stdio.h>
@@ -34,14 +39,18 @@ typedef struct keys {
     uint64_t n;
 } keys;
 
-static keys make_keys(uint64_t n, uint64_t stream)
+#define CHUNK (1u << 20)
+
+/* Items first .. first + n - 1 of a stream (the same bytes whatever the
+ * chunking). */
+static keys make_keys_at(uint64_t n, uint64_t stream, uint64_t first)
 {
     keys k = {malloc(n * KEY_LEN), malloc(n * sizeof(void *)), malloc(n * sizeof(size_t)), n};
     if (!k.data || !k.ptr || !k.len) {
         fprintf(stderr, "bench_prefix: out of memory for keys\n");
         exit(1);
     }
-    uint64_t s = 0x5eed ^ (stream * 0x1000193ULL);
+    uint64_t s = (0x5eed ^ (stream * 0x1000193ULL)) + 2 * first * 0x9e3779b97f4a7c15ULL;
     for (uint64_t i = 0; i < 2 * n; i++) {
         uint64_t z = (s += 0x9e3779b97f4a7c15ULL);
         z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
@@ -55,6 +64,8 @@ static keys make_keys(uint64_t n, uint64_t stream)
     }
     return k;
 }
+
+static keys make_keys(uint64_t n, uint64_t stream) { return make_keys_at(n, stream, 0); }
 
 static void free_keys(keys *k)
 {
@@ -134,6 +145,23 @@ static const layout layouts[] = {
     {"classic (RedisBloom's)", cbf_new, cbf_del, cbf_size, cbf_put, cbf_get, cbf_one},
 };
 
+/* Adds items first .. first + n - 1 of a stream in chunks; the ns per add,
+ * the making of the items not counted. */
+static double timed_adds(const layout *l, void *f, uint64_t stream, uint64_t first, uint64_t n)
+{
+    double spent = 0;
+    for (uint64_t c = 0; c < n; c += CHUNK) {
+        uint64_t m = n - c < CHUNK ? n - c : CHUNK;
+        keys k = make_keys_at(m, stream, first + c);
+        double t0 = now();
+        for (uint64_t i = 0; i < m; i += GROUP)
+            l->add(f, &k, i, m - i < GROUP ? (size_t)(m - i) : GROUP);
+        spent += now() - t0;
+        free_keys(&k);
+    }
+    return spent * 1e9 / (double)n;
+}
+
 static volatile uint64_t sink;
 
 static double time_checks(const layout *l, const void *f, const keys *q, uint64_t ops, int batched)
@@ -164,39 +192,45 @@ static double time_checks(const layout *l, const void *f, const keys *q, uint64_
 int main(int argc, char **argv)
 {
     uint64_t n = 10000000, ops = 2000000;
+    double gib = 0;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--items") == 0 && i + 1 < argc)
-            n = strtoull(argv[++i], NULL, 10);
+            n = (uint64_t)strtod(argv[++i], NULL);
+        else if (strcmp(argv[i], "--gib") == 0 && i + 1 < argc)
+            gib = strtod(argv[++i], NULL);
         else if (strcmp(argv[i], "--ops") == 0 && i + 1 < argc)
             ops = strtoull(argv[++i], NULL, 10);
         else {
-            fprintf(stderr, "usage: bench_prefix [--items N] [--ops N]\n");
+            fprintf(stderr, "usage: bench_prefix [--items N | --gib G] [--ops N]\n");
             return 2;
         }
     }
     const double rates[] = {1e-2, 1e-3, 1e-4, 1e-5};
-    keys members = make_keys(n, 1);
+    size_t nrates = sizeof rates / sizeof rates[0], nlayouts = sizeof layouts / sizeof layouts[0];
+    if (gib > 0) {
+        n = (uint64_t)(gib * 8 * 1073741824.0 / (pf_bytes_for(100000000, 0.01) * 8 / 1e8));
+        nrates = 1;
+        nlayouts = 2;
+    }
+    uint64_t more = ops < n / 10 ? ops : n / 10;
     printf("%llu items per filter; checks of absent items, best of 3 over %llu; adds: mean of "
-           "the fill\n\n",
-           (unsigned long long)n, (unsigned long long)ops);
+           "the fill, then of %llu more at capacity\n\n",
+           (unsigned long long)n, (unsigned long long)ops, (unsigned long long)more);
     printf("| p | layout | bits/item | measured FPR (probes) | ns/check single | ns/check batched "
-           "| ns/add batched |\n");
-    printf("|---|---|---:|---:|---:|---:|---:|\n");
-    for (size_t r = 0; r < sizeof rates / sizeof rates[0]; r++) {
+           "| ns/add batched | ns/add batched at capacity | add / check batched |\n");
+    printf("|---|---|---:|---:|---:|---:|---:|---:|---:|\n");
+    for (size_t r = 0; r < nrates; r++) {
         double p = rates[r];
         uint64_t nq = (uint64_t)(100 / p) > ops ? (uint64_t)(100 / p) : ops;
         keys probes = make_keys(nq, 2 + r);
-        for (size_t li = 0; li < sizeof layouts / sizeof layouts[0]; li++) {
+        for (size_t li = 0; li < nlayouts; li++) {
             const layout *l = &layouts[li];
             void *f = l->create(n, p);
             if (!f) {
                 fprintf(stderr, "bench_prefix: cannot create %s\n", l->name);
                 return 1;
             }
-            double t0 = now();
-            for (uint64_t i = 0; i < n; i += GROUP)
-                l->add(f, &members, i, n - i < GROUP ? (size_t)(n - i) : GROUP);
-            double add_ns = (now() - t0) * 1e9 / (double)n;
+            double add_ns = timed_adds(l, f, 1, 0, n);
             uint64_t fp = 0;
             uint8_t out[GROUP];
             for (uint64_t i = 0; i < nq; i += GROUP) {
@@ -205,15 +239,16 @@ int main(int argc, char **argv)
                 for (size_t j = 0; j < g; j++)
                     fp += out[j];
             }
-            printf("| %g | %s | %.2f | %.3g (%llu) | %.1f | %.1f | %.1f |\n", p, l->name,
-                   (double)l->bytes(f) * 8 / (double)n, (double)fp / (double)nq,
-                   (unsigned long long)fp, time_checks(l, f, &probes, ops, 0),
-                   time_checks(l, f, &probes, ops, 1), add_ns);
+            double single = time_checks(l, f, &probes, ops, 0);
+            double batched = time_checks(l, f, &probes, ops, 1);
+            double full_ns = timed_adds(l, f, 1, n, more);
+            printf("| %g | %s | %.2f | %.3g (%llu) | %.1f | %.1f | %.1f | %.1f | %.2f |\n", p,
+                   l->name, (double)l->bytes(f) * 8 / (double)n, (double)fp / (double)nq,
+                   (unsigned long long)fp, single, batched, add_ns, full_ns, full_ns / batched);
             fflush(stdout);
             l->destroy(f);
         }
         free_keys(&probes);
     }
-    free_keys(&members);
     return 0;
 }
