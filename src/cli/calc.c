@@ -16,8 +16,9 @@ static void calc_usage(FILE *f)
                "       bloomery calc --bits-per-key M --hashes K [--capacity N]\n"
                "\n"
                "The first form sizes a filter for CAPACITY items at false-positive rate\n"
-               "ERROR_RATE (0 < p < 1) in the blocked layout (bloomery's default) and the\n"
-               "classic layout (RedisBloom's). The second gives the false-positive rate of\n"
+               "ERROR_RATE (0 < p < 1) in the blocked, classic (RedisBloom's) and prefix\n"
+               "layouts; BF.RESERVE makes a prefix filter by default. The second gives the "
+               "false-positive rate of\n"
                "M bits per item and K hash probes, and the memory for N items.\n"
                "Numbers may be written as 1e9.\n");
 }

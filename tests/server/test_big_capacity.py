@@ -103,7 +103,7 @@ def placement(h, nblocks):
 @needs_memory
 def test_reserve_1e10_info_and_bits_past_2_32(big):
     s, c = big
-    assert c.execute_command("BF.RESERVE", "bf", "0.01", BIG) == b"OK"
+    assert c.execute_command("BF.RESERVE", "bf", "0.01", BIG, "LAYOUT", "BLOCKED") == b"OK"
     i = info(c, "BF.INFO", "bf")
     assert i["Capacity"] == BIG
     assert i["Number of filters"] == 1

@@ -120,7 +120,7 @@ def test_info_all_extension(r):
     d = dict(zip(info[::2], info[1::2]))
     assert info[:10:2] == [b"Capacity", b"Size", b"Number of filters",
                            b"Number of items inserted", b"Expansion rate"]
-    assert d[b"Layout"] == b"blocked"
+    assert d[b"Layout"] == b"prefix"  # bf-default-layout auto, a named capacity
     assert d[b"Bytes"] + 32 + 64 == d[b"Size"]
     assert 0 < float(d[b"Estimated FPR"]) < 0.01
     assert 95 <= d[b"TTL"] <= 100
@@ -326,4 +326,4 @@ def test_default_config_used_for_autocreate(r):
     finally:
         r.config_set("bf-initial-size", 100)
         r.config_set("bf-error-rate", 0.01)
-        r.config_set("bf-default-layout", "blocked")
+        r.config_set("bf-default-layout", "auto")

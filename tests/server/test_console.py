@@ -72,7 +72,7 @@ def test_create_list_expire_delete(start_server):
     assert f["capacity"] == 100000 and f["items"] == 1000
     assert f["fill"] == 0.01 and f["bytes"] == fields[b"Bytes"]
     assert 0 < f["fpr"] < 0.001 and 3590 < f["ttl"] <= 3600
-    assert f["layout"] == "blocked" and f["type"] == "Bloom filter"
+    assert f["layout"] == "prefix" and f["type"] == "Bloom filter"  # BF.RESERVE's default
 
     # The command's own error, word for word.
     st, body = post(s, "/api/filters", {"name": "clicks", "capacity": "10", "error_rate": "0.1"})
@@ -144,7 +144,7 @@ def test_calculator_matches_what_is_allocated(start_server):
         assert st == 200, body
         assert filters(s)[name]["bytes"] == calc["bytes"]
     st, calc = get_json(s, "/api/calc?capacity=1e6&error_rate=0.01")
-    assert st == 200 and calc["layout"] == "blocked"
+    assert st == 200 and calc["layout"] == "prefix"  # what BF.RESERVE would make
     for bad in ("capacity=0&error_rate=0.01", "capacity=10&error_rate=1",
                 "capacity=abc&error_rate=0.1", "capacity=10&error_rate=0.1&layout=x",
                 "capacity=1.5&error_rate=0.1", "error_rate=0.1"):

@@ -53,11 +53,12 @@ def log_barrier(c):
 
 def bf_params(c, key):
     """The filter's parameters: its first link's shape (BF.DEBUG without the
-    item count), expansion and layout."""
+    item and spare counts), expansion and layout."""
     first = c.execute_command("BF.DEBUG", key)[1].decode().split()
     i = c.execute_command("BF.INFO", key, "ALL")
     d = dict(zip(i[0::2], i[1::2]))
-    return ([f for f in first if not f.startswith("size:")], d[b"Expansion rate"], d[b"Layout"])
+    return ([f for f in first if not f.startswith(("size:", "spared:"))], d[b"Expansion rate"],
+            d[b"Layout"])
 
 
 def exists_all(c, key, items):
@@ -99,7 +100,8 @@ class Adder(threading.Thread):
 
 
 SPECS = [
-    ("blocked", ["BF.RESERVE", "blocked", "0.01", "2000", "EXPANSION", "2"]),
+    ("blocked", ["BF.RESERVE", "blocked", "0.01", "2000", "EXPANSION", "2", "LAYOUT", "BLOCKED"]),
+    ("prefix", ["BF.RESERVE", "prefix", "0.01", "2000", "EXPANSION", "2"]),  # the default
     ("classic", ["BF.RESERVE", "classic", "0.001", "1500", "LAYOUT", "CLASSIC", "EXPANSION", "3"]),
     ("fixed", ["BF.RESERVE", "fixed", "0.01", "10000000", "NONSCALING"]),
 ]
@@ -205,14 +207,15 @@ def test_everysec_keeps_what_was_synced(faults, start_server):
 
 def make_mixed(c):
     """A dataset of every type; returns the items that were added."""
-    c.execute_command("BF.RESERVE", "blocked", "0.01", "1000", "EXPANSION", "2")
+    c.execute_command("BF.RESERVE", "blocked", "0.01", "1000", "EXPANSION", "2", "LAYOUT", "BLOCKED")
+    c.execute_command("BF.RESERVE", "prefix", "0.001", "700")  # the default layout
     c.execute_command("BF.RESERVE", "classic", "0.001", "500", "LAYOUT", "CLASSIC")
     c.execute_command("BF.RESERVE", "fixed", "0.01", "300", "NONSCALING")
     c.execute_command("BF.RESERVE", "counting", "0.01", "5000", "COUNTING")
     c.execute_command("BF.RESERVE", "withttl", "0.01", "100", "TTL", "3600")
     c.execute_command("BF.RESERVE", "big", "0.01", "200000")
     items = ["item:%d" % i for i in range(3000)]
-    for key in ("blocked", "classic"):
+    for key in ("blocked", "prefix", "classic"):
         for base in range(0, 3000, 500):       # several links each
             c.execute_command("BF.MADD", key, *items[base:base + 500])
     c.execute_command("BF.MADD", "fixed", *items[:200])

@@ -343,8 +343,8 @@ def test_schedules_added_and_reserved(start_server):
         pytest.skip("a restart on the same data directory")
     s = start_server("--appendonly", "yes", "--save", "")
     c = s.client()
-    c.execute_command("BF.RESERVE", "reserved", 0.01, 100)
-    c.execute_command("BF.INSERT", "inserted", "CAPACITY", 100, "ITEMS", "x")
+    c.execute_command("BF.RESERVE", "reserved", 0.01, 100, "LAYOUT", "BLOCKED")
+    c.execute_command("BF.INSERT", "inserted", "CAPACITY", 100, "LAYOUT", "BLOCKED", "ITEMS", "x")
     for i in range(0, 1500, 100):
         items = ["i%d" % j for j in range(i, i + 100)]
         c.execute_command("BF.MADD", "added", *items)

@@ -52,7 +52,7 @@ def test_reserve_insert_info(r):
     assert i[b"Layout"] == b"prefix"
     assert i[b"Number of items inserted"] == 5000 and i[b"Capacity"] == 100000
     # Fewer bytes than the blocked layout for the same request.
-    r.execute_command("BF.RESERVE", "b", "0.001", 100000)
+    r.execute_command("BF.RESERVE", "b", "0.001", 100000, "LAYOUT", "BLOCKED")
     assert i[b"Bytes"] < info(r, "b")[b"Bytes"]
     assert r.execute_command("BF.INSERT", "q", "CAPACITY", 1000, "ERROR", "0.01",
                              "LAYOUT", "prefix", "ITEMS", "x", "y") == [1, 1]
@@ -130,12 +130,29 @@ def test_nonscaling_full_and_growth(r):
 
 
 def test_default_layout_config(r):
+    # auto: prefix for a named capacity, blocked for a filter an add creates.
+    assert r.config_get("bf-default-layout") == {"bf-default-layout": "auto"}
+    r.execute_command("BF.RESERVE", "r", "0.01", 1000)
+    r.execute_command("BF.INSERT", "i", "CAPACITY", 1000, "ITEMS", "x")
+    r.execute_command("BF.INSERT", "d", "ITEMS", "x")
+    r.execute_command("BF.ADD", "a", "x")
+    r.execute_command("BF.MADD", "m", "x")
+    r.execute_command("BF.RESERVE", "c", "0.01", 1000, "COUNTING")
+    got = {k: info(r, k)[b"Layout"] for k in ("r", "i", "d", "a", "m")}
+    assert got == {"r": b"prefix", "i": b"prefix", "d": b"blocked", "a": b"blocked",
+                   "m": b"blocked"}
+    assert r.execute_command("BF.INSERT", "c", "ITEMS", "y") == [1]
     r.config_set("bf-default-layout", "prefix")
     try:
         r.execute_command("BF.ADD", "auto", "x")
         assert info(r, "auto")[b"Layout"] == b"prefix"
-    finally:
         r.config_set("bf-default-layout", "blocked")
+        r.execute_command("BF.RESERVE", "rb", "0.01", 1000)
+        assert info(r, "rb")[b"Layout"] == b"blocked"
+        with pytest.raises(redis.ResponseError):
+            r.config_set("bf-default-layout", "other")
+    finally:
+        r.config_set("bf-default-layout", "auto")
 
 
 def test_scandump_loadchunk(r):

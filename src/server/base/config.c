@@ -39,6 +39,15 @@ typedef struct cfg_entry {
 } cfg_entry;
 
 const char *const cfg_layout_names[] = {"blocked", "classic", "prefix", NULL};
+const char *const cfg_default_layout_names[] = {"blocked", "classic", "prefix", "auto", NULL};
+
+int cfg_default_layout(bool capacity_named)
+{
+    long long l = atomic_load_explicit(&cfg.bf_layout, memory_order_relaxed);
+    if (l == CFG_LAYOUT_AUTO)
+        return capacity_named ? 2 : 0; /* prefix, blocked */
+    return (int)l;
+}
 static const char *const loglevels[] = {"debug", "verbose", "notice", "warning", NULL};
 static const char *const policies[] = {"noeviction", NULL};
 static const char *const yesno[] = {"no", "yes", NULL};
@@ -84,8 +93,8 @@ static const cfg_entry table[] = {
     {"bf-initial-size", T_INT, true, &cfg.bf_initial_size, 1, 1LL << 30, NULL, NULL, NULL, "100"},
     {"bf-expansion-factor", T_INT, true, &cfg.bf_expansion, 0, SBF_MAX_EXPANSION, NULL, NULL, NULL,
      "2"},
-    {"bf-default-layout", T_ENUM, true, &cfg.bf_layout, 0, 0, NULL, cfg_layout_names, NULL,
-     "blocked"},
+    {"bf-default-layout", T_ENUM, true, &cfg.bf_layout, 0, 0, NULL, cfg_default_layout_names, NULL,
+     "auto"},
     {"cf-max-expansions", T_INT, true, &cfg.cf_max_expansions, 1, CF_MAX_MAX_FILTERS, NULL, NULL,
      NULL, "32"},
     /* For tests only: added to the clock windowed filters rotate by. */

@@ -35,7 +35,7 @@ typedef struct server_config {
     _Atomic long long hz;
     _Atomic long long tcp_backlog;
     _Atomic long long loglevel;              /* 0 debug .. 3 warning */
-    _Atomic long long bf_layout;             /* bloomery_layout */
+    _Atomic long long bf_layout;             /* bloomery_layout or CFG_LAYOUT_AUTO */
     _Atomic long long appendonly;            /* 0 no, 1 yes */
     _Atomic long long appendfsync;           /* FSYNC_* in persist.h */
     _Atomic long long cf_max_expansions;     /* sub-filters a cuckoo add may start from */
@@ -49,9 +49,17 @@ typedef struct server_config {
 
 extern server_config cfg;
 
-/* The Bloom layouts' names by bloomery_layout, then NULL: bf-default-layout,
- * the LAYOUT options and what BF.INFO shows. */
+/* The Bloom layouts' names by bloomery_layout, then NULL: the LAYOUT
+ * options and what BF.INFO shows. */
 extern const char *const cfg_layout_names[];
+/* bf-default-layout's values: the layouts, then "auto" (CFG_LAYOUT_AUTO),
+ * prefix for a filter whose capacity is named and blocked for one an add
+ * creates at bf-initial-size (bf_create.c). */
+extern const char *const cfg_default_layout_names[];
+#define CFG_LAYOUT_AUTO 3
+/* The layout (a bloomery_layout) bf-default-layout gives a new filter
+ * whose capacity the command names, or one an add creates. */
+int cfg_default_layout(bool capacity_named);
 
 enum { LOG_DEBUG = 0, LOG_VERBOSE = 1, LOG_NOTICE = 2, LOG_WARNING = 3 };
 

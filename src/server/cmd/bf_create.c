@@ -31,10 +31,17 @@ void bfc_default_params(bfc_params *p)
     p->error = atomic_load_explicit(&cfg.bf_error_rate, memory_order_relaxed);
     p->capacity = atomic_load_explicit(&cfg.bf_initial_size, memory_order_relaxed);
     p->expansion = atomic_load_explicit(&cfg.bf_expansion, memory_order_relaxed);
-    p->layout = (bloomery_layout)atomic_load_explicit(&cfg.bf_layout, memory_order_relaxed);
+    p->layout = (bloomery_layout)cfg_default_layout(false);
+    p->named_layout = (bloomery_layout)cfg_default_layout(true);
     p->counting = false;
     p->ttl_s = 0;
     p->schedule = SBF_SCHEDULE_HALVES;
+}
+
+void bfc_capacity_named(bfc_params *p)
+{
+    p->schedule = SBF_SCHEDULE_FIRST_SHARE;
+    p->layout = p->named_layout;
 }
 
 /* A chain's options; its links are reserved through o (NULL: sizing). */
@@ -183,7 +190,7 @@ bool bfReserveCommand(cmd_ctx *c)
         return false;
     p.error = v[R_ERROR].d;
     p.capacity = v[R_CAPACITY].n;
-    p.schedule = SBF_SCHEDULE_FIRST_SHARE;
+    bfc_capacity_named(&p);
     if (v[R_EXPANSION].at)
         p.expansion = v[R_EXPANSION].n;
     if (v[R_NONSCALING].at)
@@ -255,7 +262,7 @@ bool bfInsertCommand(cmd_ctx *c)
         p.expansion = v[I_EXPANSION].n;
     if (v[I_CAPACITY].at) {
         p.capacity = v[I_CAPACITY].n;
-        p.schedule = SBF_SCHEDULE_FIRST_SHARE;
+        bfc_capacity_named(&p);
     }
     if (v[I_NONSCALING].at)
         p.expansion = 0;

@@ -103,6 +103,8 @@ bool api_calc(const char *capacity, const char *error_rate, const char *layout, 
 {
     api_size sz;
     char err[128];
+    if (layout == NULL || *layout == '\0') /* what BF.RESERVE would make */
+        layout = cfg_layout_names[cfg_default_layout(true)];
     if (!api_sizing(capacity, error_rate, layout, window, slices, &sz, err, sizeof(err))) {
         tb_puts(b, "{\"error\":");
         tb_json_str(b, err, strlen(err));
