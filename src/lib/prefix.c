@@ -499,14 +499,17 @@ PF_INLINE unsigned header_ones(const pf_t *pf, const uint64_t *w)
     return m;
 }
 
-/* The header's last one (the bin holds at least one fingerprint). */
+/* The header's last one (the bin holds at least one fingerprint; else 0). */
 PF_INLINE unsigned header_top(const pf_t *pf, const uint64_t *w)
 {
-    for (unsigned i = pf->hwords - 1;; i--) {
+    /* Every word, without a branch on the data (see check_core). */
+    unsigned top = 0;
+    for (unsigned i = 0; i < pf->hwords; i++) {
         uint64_t x = w[i] & pf->hmask[i];
-        if (x)
-            return i * 64 + 63 - (unsigned)__builtin_clzll(x);
+        unsigned at = i * 64 + 63 - (unsigned)__builtin_clzll(x | 1);
+        top = x ? at : top;
     }
+    return top;
 }
 
 /* Where quotient q's run starts in the header, its length, and how many of
@@ -621,9 +624,12 @@ PF_INLINE bool check_core(const pf_t *pf, bloomery_hash h)
     read_bin(pf, k.bin, w);
     if (run_has(pf, w, k.q, k.rem))
         return true;
-    unsigned m = header_ones(pf, w);
+    /* Whether the spare may hold it, computed without branching on the
+     * bin: a mispredicted branch here discarded the next lookup's miss,
+     * already under way. A bin below S holds garbage for bin_max, unused. */
+    bool full = header_ones(pf, w) == pf->S;
     uint64_t v = ((uint64_t)k.q << pf->r) | k.rem;
-    if (m < pf->S || v < bin_max(pf, w, m))
+    if (!(full & (v > bin_max(pf, w, pf->S))))
         return false;
     return bf_check_hashed(pf->spare, spare_hash(pf, k.bin, v));
 }
