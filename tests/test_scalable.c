@@ -584,6 +584,8 @@ static void test_merge(void **state)
     }
     assert_int_equal(sbf_nlinks(a), 3);
     assert_int_equal(sbf_nlinks(b), 3);
+    /* A chain's adds count what their full bins moved to the spare. */
+    assert_true(pf_spare_count(sbf_link_prefix(a, 0)) > 0);
     assert_int_equal(sbf_merge(a, c), BLOOMERY_EINVAL); /* one link against three */
     uint64_t count = sbf_count(a) + sbf_count(b);
     assert_int_equal(sbf_merge(a, b), BLOOMERY_OK);
