@@ -372,7 +372,7 @@ PF_INLINE void below(unsigned x, line_v *m)
     line_v full, at;
     memcpy(&full, ones_then_zeros + 8 - k, sizeof full); /* words below k */
     memcpy(&at, one_word + 8 - k, sizeof at);            /* word k */
-    *m = full | (at & ((1ULL << (x & 63)) - 1));
+    *m = full | (at & (uint64_t)((1ULL << (x & 63)) - 1));
 }
 
 /* Word k of a line (k <= 8; 8 is none). */
