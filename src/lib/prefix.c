@@ -391,25 +391,30 @@ PF_INLINE void shift_up(line_v *v, unsigned a, unsigned b, unsigned n)
     *v = (*v & (la | ~lb)) | (s & ~lan & lb);
 }
 
-/* Clears the bits of x (below 2^63) shifted to bit pos. */
-PF_INLINE void clear_at(line_v *v, unsigned pos, uint64_t x)
+/* x (below 2^63) moved to bit pos of a line: its low part in the word of
+ * pos, the rest, if any, in the next (x >> (64 - o) without a shift by
+ * 64). */
+PF_INLINE void placed(unsigned pos, uint64_t x, line_v *m)
 {
     unsigned o = pos & 63;
     line_v lo, hi;
     word_mask(pos >> 6, &lo);
     word_mask((pos >> 6) + 1, &hi);
-    *v &= ~((lo & (x << o)) | (hi & ((x >> 1) >> (63 - o))));
+    *m = (lo & (x << o)) | (hi & ((x >> 1) >> (63 - o)));
 }
 
-/* ORs x (below 2^63) in at bit pos. */
+PF_INLINE void clear_at(line_v *v, unsigned pos, uint64_t x)
+{
+    line_v m;
+    placed(pos, x, &m);
+    *v &= ~m;
+}
+
 PF_INLINE void or_at(line_v *v, unsigned pos, uint64_t x)
 {
-    unsigned o = pos & 63;
-    line_v lo, hi;
-    word_mask(pos >> 6, &lo);
-    word_mask((pos >> 6) + 1, &hi);
-    /* The part past the word, if any: x >> (64 - o) without a shift by 64. */
-    *v |= (lo & (x << o)) | (hi & ((x >> 1) >> (63 - o)));
+    line_v m;
+    placed(pos, x, &m);
+    *v |= m;
 }
 
 static int cpu_level = -1; /* as pf_set_cpu_level; -1 until detected */
