@@ -106,9 +106,10 @@ BLOOMERY_API double bf_error_rate(const bf_t *bf);
 BLOOMERY_API uint64_t bf_count(const bf_t *bf); /* items reported new */
 BLOOMERY_API void bf_set_count(bf_t *bf, uint64_t count);
 
-/* Exact FPR of a random non-member against the bits as they are now: mean over
- * blocks of the product of lane fill ratios, to the power b. Reads the whole
- * array (linear time). */
+/* FPR of a random non-member against the bits as they are now: mean over
+ * blocks of the product of lane fill ratios, to the power b. Exact for a
+ * filter up to 65536 blocks (4 MiB); a bigger one's mean is over an even
+ * sample of 65536 blocks, so the estimate costs no more. */
 BLOOMERY_API double bf_fpr_estimate(const bf_t *bf);
 
 /* OR src into dst. Shapes (nblocks, b, seed) must match, else BLOOMERY_EINVAL.

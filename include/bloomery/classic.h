@@ -90,7 +90,8 @@ BLOOMERY_API double cbf_error_rate(const cbf_t *f);
 BLOOMERY_API uint64_t cbf_count(const cbf_t *f);
 BLOOMERY_API void cbf_set_count(cbf_t *f, uint64_t count);
 
-/* Fraction of bits set, to the power k: the FPR of a random non-member. */
+/* Fraction of bits set, to the power k: the FPR of a random non-member.
+ * Beyond 65536 words (4 Mibit) the fraction is of an even sample of them. */
 BLOOMERY_API double cbf_fpr_estimate(const cbf_t *f);
 
 /* OR src into dst. Requires equal bits, bytes, hashes and n2, else

@@ -54,6 +54,8 @@ BLOOMERY_API uint64_t cntbf_capacity(const cntbf_t *c);
 BLOOMERY_API double cntbf_error_rate(const cntbf_t *c);
 BLOOMERY_API uint64_t cntbf_count(const cntbf_t *c); /* adds minus deletes */
 BLOOMERY_API void cntbf_set_count(cntbf_t *c, uint64_t count);
+/* As bf_fpr_estimate, with nonzero counters for set bits (a sample of
+ * 65536 blocks of a bigger filter). */
 BLOOMERY_API double cntbf_fpr_estimate(const cntbf_t *c);
 /* Add src's counters into dst's, saturating at 15 (a multiset union). Shapes
  * (nblocks, b, seed) must match, else BLOOMERY_EINVAL. */

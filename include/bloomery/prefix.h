@@ -123,8 +123,10 @@ BLOOMERY_API int pf_validate(const pf_t *pf);
 typedef void (*pf_write_hook)(void *ctx, uint32_t region, uint64_t offset, uint64_t len);
 BLOOMERY_API void pf_set_write_hook(pf_t *pf, pf_write_hook hook, void *ctx, uint32_t region);
 
-/* FPR of a random non-member against the filter as it is now, from each
- * bin's fingerprints and the spare's bits (linear time). */
+/* FPR of a random non-member against the filter as it is now, from the
+ * bins' fingerprints and the spare's bits: every bin of a filter up to
+ * 65536 bins, an even sample of 65536 bins (and of the spare's blocks) of
+ * a bigger one. */
 BLOOMERY_API double pf_fpr_estimate(const pf_t *pf);
 
 #ifdef __cplusplus

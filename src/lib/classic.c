@@ -68,6 +68,7 @@
 #include "bloomery/bloomery.h"
 #include "bloomery/murmur.h"
 #include "bloomery/sizing.h"
+#include "estimate.h"
 #include "mem.h"
 
 #if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
@@ -349,9 +350,11 @@ void cbf_set_count(cbf_t *f, uint64_t count)
 double cbf_fpr_estimate(const cbf_t *f)
 {
     /* Only bits below the modulus can be probed; count those alone. */
-    uint64_t full = f->mod / 64, set = 0;
-    for (uint64_t i = 0; i < full; i++)
+    uint64_t full = f->mod / 64, set = 0, step = estimate_step(full), read = 0;
+    for (uint64_t i = 0; i < full; i += step, read++)
         set += (uint64_t)__builtin_popcountll(__atomic_load_n(&f->words[i], __ATOMIC_RELAXED));
+    if (step > 1) /* an even sample of the words below the modulus */
+        return pow((double)set / (double)(read * 64), (double)f->hashes);
     if (f->mod % 64) {
         uint64_t tail = __atomic_load_n(&f->words[full], __ATOMIC_RELAXED);
         set += (uint64_t)__builtin_popcountll(tail & (((uint64_t)1 << (f->mod % 64)) - 1));

@@ -20,6 +20,7 @@
 
 #include "block_array.h"
 #include "blocked_kernel.h"
+#include "estimate.h"
 #include "stripe.h"
 
 #define POS_BITS 4
@@ -203,7 +204,8 @@ void cntbf_set_count(cntbf_t *c, uint64_t count)
 double cntbf_fpr_estimate(const cntbf_t *c)
 {
     double sum = 0.0;
-    for (uint64_t i = 0; i < c->a.nblocks; i++) {
+    uint64_t step = estimate_step(c->a.nblocks), read = 0;
+    for (uint64_t i = 0; i < c->a.nblocks; i += step, read++) {
         const uint64_t *blk = c->a.lanes + i * 8;
         double prod = 1.0;
         for (unsigned l = 0; l < 8 && prod > 0; l++) {
@@ -215,7 +217,7 @@ double cntbf_fpr_estimate(const cntbf_t *c)
         }
         sum += prod;
     }
-    return pow(sum / (double)c->a.nblocks, (double)c->a.b);
+    return pow(sum / (double)read, (double)c->a.b);
 }
 
 /* Nibble-wise saturating add of two lanes. */

@@ -33,6 +33,7 @@
 #include "mem.h"
 #include "blocked_lock.h"
 #include "prefix_cpu.h"
+#include "estimate.h"
 #include "prefix_lock.h"
 
 #define WORDS 8
@@ -945,7 +946,8 @@ PF_INLINE double estimate_core(const pf_t *pf)
     double space = (double)pf->Q * ldexp(1, (int)pf->r);
     double spare = bf_fpr_estimate(pf->spare), sum = 0;
     uint64_t w[COPY_WORDS] = {0};
-    for (uint64_t b = 0; b < pf->nbins; b++) {
+    uint64_t step = estimate_step(pf->nbins), read = 0;
+    for (uint64_t b = 0; b < pf->nbins; b += step, read++) {
         read_bin(pf, b, w);
         unsigned m = header_ones(pf, w);
         sum += m / space;
@@ -953,7 +955,7 @@ PF_INLINE double estimate_core(const pf_t *pf)
             sum += (space - 1 - (double)bin_max(pf, w, m)) / space * spare;
     }
     /* A fingerprint equal to one that went to the spare. */
-    return sum / (double)pf->nbins + (double)pf_spare_count(pf) / (double)pf->nbins / space;
+    return sum / (double)read + (double)pf_spare_count(pf) / (double)pf->nbins / space;
 }
 
 /* ---- one copy per instruction set ---- */

@@ -1,0 +1,11 @@
+#include "estimate.h"
+
+static uint64_t sample = 1u << 16;
+
+uint64_t estimate_step(uint64_t n)
+{
+    uint64_t s = __atomic_load_n(&sample, __ATOMIC_RELAXED);
+    return s && n > s ? n / s : 1;
+}
+
+void estimate_set_sample(uint64_t n) { __atomic_store_n(&sample, n, __ATOMIC_RELAXED); }
