@@ -140,6 +140,30 @@ static void test_overfilled_bins_keep_every_item(void **state)
     }
 }
 
+/* A filter beyond the caches takes another path for adds past half its
+ * capacity: each group first reads its bins unlocked to prefetch the spare
+ * lines their adds will write. Filled past capacity, it loses no item. */
+static void test_far_filter_past_capacity(void **state)
+{
+    (void)state;
+    pf_set_far_bytes(0);
+    for (size_t i = 0; i < NRATES; i++) {
+        pf_t *pf;
+        assert_int_equal(pf_create(&pf, 20000, rates[i], 5), BLOOMERY_OK);
+        add_all(pf, "b:", 30000, true);
+        assert_int_equal(count_missing(pf, "b:", 30000), 0);
+        assert_true(pf_spare_count(pf) >= 1000);
+        pf_free(pf);
+    }
+}
+
+static int restore_far_bytes(void **state)
+{
+    (void)state;
+    pf_set_far_bytes(16u << 20);
+    return 0;
+}
+
 static void test_fpr_at_capacity(void **state)
 {
     (void)state;
@@ -364,6 +388,7 @@ int main(void)
         cmocka_unit_test(test_fewer_bits_than_classic),
         cmocka_unit_test(test_no_false_negatives),
         cmocka_unit_test(test_overfilled_bins_keep_every_item),
+        cmocka_unit_test_teardown(test_far_filter_past_capacity, restore_far_bytes),
         cmocka_unit_test(test_fpr_at_capacity),
         cmocka_unit_test(test_copies_agree),
         cmocka_unit_test(test_merge_is_one_filter_of_both),

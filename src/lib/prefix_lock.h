@@ -25,5 +25,8 @@
  * count is the caller's (pf_count_add). */
 int pf_add_if(pf_t *pf, bloomery_hash h, const size_t *guard, size_t expect);
 void pf_count_add(pf_t *pf, uint64_t n);
+/* Before a group's adds, with its bins fetched: starts loading the spare
+ * line an add of h may write, when the filter is too big for the caches. */
+void pf_prefetch_spare(const pf_t *pf, bloomery_hash h);
 
 #endif

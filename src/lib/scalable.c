@@ -690,6 +690,11 @@ size_t sbf_add_many(sbf_t *s, const void *const *items, const size_t *lens, size
             }
             continue;
         }
+        if (s->layout == BLOOMERY_LAYOUT_PREFIX) {
+            pf_t *last = load_links(s)[load_nlinks(s) - 1];
+            for (size_t i = 0; i < cur; i++)
+                pf_prefetch_spare(last, hg[i].blocked);
+        }
         for (size_t i = 0; i < cur; i++) {
             int rc = s->layout == BLOOMERY_LAYOUT_PREFIX ? add_prefix(s, hg[i].blocked, &p)
                                                          : add_hashed(s, hg[i]);
