@@ -17,7 +17,7 @@
 
 typedef struct kind {
     const char *name;
-    uint64_t capacity; /* enough for 16 times the sample of 1024 */
+    uint64_t capacity; /* enough blocks, bins or words for 2048 to be a sample */
     void *(*make)(uint64_t capacity);
     void (*add)(void *f, const void *item, size_t len);
     double (*estimate)(const void *f);
@@ -72,7 +72,7 @@ static const kind kinds[] = {
 };
 
 /* At capacity, where the estimate is held against the rate asked for:
- * the sample of 1024 is within 5% of the exact estimate, and differs from
+ * the sample of 2048 is within 10% of the exact estimate, and differs from
  * it (the sample was taken). */
 static void test_sample_near_exact(void **state)
 {
@@ -85,12 +85,12 @@ static void test_sample_near_exact(void **state)
             K->add(f, key, tu_key(key, "e:", i));
         estimate_set_sample(0);
         double exact = K->estimate(f);
-        estimate_set_sample(1024);
+        estimate_set_sample(2048);
         double sampled = K->estimate(f);
         printf("# %s at capacity: exact %.5g, sampled %.5g\n", K->name, exact, sampled);
         assert_true(exact > 0.005 && exact < 0.012);
         assert_true(sampled != exact);
-        assert_true(fabs(sampled - exact) <= 0.05 * exact);
+        assert_true(fabs(sampled - exact) <= 0.1 * exact);
         K->free(f);
     }
 }

@@ -566,14 +566,15 @@ double bf_fpr_estimate(const bf_t *bf)
      * prod(popcount(lane) / 64); averaging over blocks is exact for b = 1 and
      * for independent blocks raising to b is too. */
     double sum = 0.0;
-    uint64_t step = estimate_step(bf->a.nblocks), read = 0;
-    for (uint64_t i = 0; i < bf->a.nblocks; i += step, read++) {
-        const uint64_t *blk = block_ptr(bf, i);
-        double prod = 1.0;
-        for (unsigned l = 0; l < 8 && prod > 0; l++)
-            prod *= __builtin_popcountll(__atomic_load_n(&blk[l], __ATOMIC_RELAXED)) / 64.0;
-        sum += prod;
-    }
+    uint64_t n = bf->a.nblocks, step = estimate_step(n), read = 0;
+    for (uint64_t run = 0; run < n; run += step)
+        for (uint64_t i = run; i < run + ESTIMATE_RUN && i < n; i++, read++) {
+            const uint64_t *blk = block_ptr(bf, i);
+            double prod = 1.0;
+            for (unsigned l = 0; l < 8 && prod > 0; l++)
+                prod *= __builtin_popcountll(__atomic_load_n(&blk[l], __ATOMIC_RELAXED)) / 64.0;
+            sum += prod;
+        }
     return pow(sum / (double)read, (double)bf->a.b);
 }
 

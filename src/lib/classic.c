@@ -351,9 +351,10 @@ double cbf_fpr_estimate(const cbf_t *f)
 {
     /* Only bits below the modulus can be probed; count those alone. */
     uint64_t full = f->mod / 64, set = 0, step = estimate_step(full), read = 0;
-    for (uint64_t i = 0; i < full; i += step, read++)
-        set += (uint64_t)__builtin_popcountll(__atomic_load_n(&f->words[i], __ATOMIC_RELAXED));
-    if (step > 1) /* an even sample of the words below the modulus */
+    for (uint64_t run = 0; run < full; run += step)
+        for (uint64_t i = run; i < run + ESTIMATE_RUN && i < full; i++, read++)
+            set += (uint64_t)__builtin_popcountll(__atomic_load_n(&f->words[i], __ATOMIC_RELAXED));
+    if (read < full) /* a sample of the words below the modulus */
         return pow((double)set / (double)(read * 64), (double)f->hashes);
     if (f->mod % 64) {
         uint64_t tail = __atomic_load_n(&f->words[full], __ATOMIC_RELAXED);

@@ -201,22 +201,29 @@ void cntbf_set_count(cntbf_t *c, uint64_t count)
     __atomic_store_n(&c->a.count, count, __ATOMIC_RELAXED);
 }
 
+/* Block i's share of the estimate: the product of its lanes' fractions
+ * of nonzero counters. */
+static double block_fill(const cntbf_t *c, uint64_t i)
+{
+    const uint64_t *blk = c->a.lanes + i * 8;
+    double prod = 1.0;
+    for (unsigned l = 0; l < 8 && prod > 0; l++) {
+        uint64_t w = __atomic_load_n(&blk[l], __ATOMIC_RELAXED);
+        unsigned nonzero = 0;
+        for (unsigned p = 0; p < 16; p++)
+            nonzero += counter(w, p) != 0;
+        prod *= nonzero / 16.0;
+    }
+    return prod;
+}
+
 double cntbf_fpr_estimate(const cntbf_t *c)
 {
     double sum = 0.0;
-    uint64_t step = estimate_step(c->a.nblocks), read = 0;
-    for (uint64_t i = 0; i < c->a.nblocks; i += step, read++) {
-        const uint64_t *blk = c->a.lanes + i * 8;
-        double prod = 1.0;
-        for (unsigned l = 0; l < 8 && prod > 0; l++) {
-            uint64_t w = __atomic_load_n(&blk[l], __ATOMIC_RELAXED);
-            unsigned nonzero = 0;
-            for (unsigned p = 0; p < 16; p++)
-                nonzero += counter(w, p) != 0;
-            prod *= nonzero / 16.0;
-        }
-        sum += prod;
-    }
+    uint64_t n = c->a.nblocks, step = estimate_step(n), read = 0;
+    for (uint64_t run = 0; run < n; run += step)
+        for (uint64_t i = run; i < run + ESTIMATE_RUN && i < n; i++, read++)
+            sum += block_fill(c, i);
     return pow(sum / (double)read, (double)c->a.b);
 }
 

@@ -984,14 +984,15 @@ PF_INLINE double estimate_core(const pf_t *pf)
     double space = (double)pf->Q * ldexp(1, (int)pf->r);
     double spare = bf_fpr_estimate(pf->spare), sum = 0;
     uint64_t w[COPY_WORDS] = {0};
-    uint64_t step = estimate_step(pf->nbins), read = 0;
-    for (uint64_t b = 0; b < pf->nbins; b += step, read++) {
-        read_bin(pf, b, w);
-        unsigned m = header_ones(pf, w);
-        sum += m / space;
-        if (m == pf->S)
-            sum += (space - 1 - (double)bin_max(pf, w, m)) / space * spare;
-    }
+    uint64_t n = pf->nbins, step = estimate_step(n), read = 0;
+    for (uint64_t run = 0; run < n; run += step)
+        for (uint64_t b = run; b < run + ESTIMATE_RUN && b < n; b++, read++) {
+            read_bin(pf, b, w);
+            unsigned m = header_ones(pf, w);
+            sum += m / space;
+            if (m == pf->S)
+                sum += (space - 1 - (double)bin_max(pf, w, m)) / space * spare;
+        }
     /* A fingerprint equal to one that went to the spare. */
     return sum / (double)read + (double)pf_spare_count(pf) / (double)pf->nbins / space;
 }
