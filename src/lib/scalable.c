@@ -468,7 +468,8 @@ static int newest_has_room(sbf_t *s, void *last, pending *p, uint64_t *left, blo
 static int add_blocked(sbf_t *s, bloomery_hash h, pending *p)
 {
     /* Present needs no lock: every bit is already visible. */
-    if (bf_check_any_hashed((const bf_t *const *)load_links(s), load_nlinks(s), h))
+    size_t n0 = load_nlinks(s); /* before the array, which has at least as many */
+    if (bf_check_any_hashed((const bf_t *const *)load_links(s), n0, h))
         return 0;
     for (;;) {
         size_t n = load_nlinks(s);
@@ -622,9 +623,10 @@ static size_t add_group_blocked(sbf_t *s, const item_hash *h, size_t m, int *res
     bool absent[BATCH];
     size_t k = 0;
     for (size_t i = 0; i < m; i++) {
-        /* Present needs no lock: every bit is already visible. */
-        absent[i] =
-            !bf_check_any_hashed((const bf_t *const *)load_links(s), load_nlinks(s), h[i].blocked);
+        /* Present needs no lock: every bit is already visible. The count
+         * before the array, which has at least as many. */
+        size_t n = load_nlinks(s);
+        absent[i] = !bf_check_any_hashed((const bf_t *const *)load_links(s), n, h[i].blocked);
         k += absent[i];
     }
     for (;;) {
@@ -691,7 +693,8 @@ size_t sbf_add_many(sbf_t *s, const void *const *items, const size_t *lens, size
             continue;
         }
         if (s->layout == BLOOMERY_LAYOUT_PREFIX) {
-            pf_t *last = load_links(s)[load_nlinks(s) - 1];
+            size_t nl = load_nlinks(s); /* before the array, which has at least as many */
+            pf_t *last = load_links(s)[nl - 1];
             for (size_t i = 0; i < cur; i++)
                 pf_prefetch_spare(last, hg[i].blocked);
         }
