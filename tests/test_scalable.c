@@ -345,6 +345,36 @@ static void test_chain_probe_matches_links(void **state)
     sbf_free(s);
 }
 
+/* A batch that adds items an older link already holds answers 0 for each
+ * and adds nothing, while the newest link has room for far more than the
+ * group (the group path of every layout). */
+static void test_batch_finds_older_links(void **state)
+{
+    (void)state;
+    for (int layout = 0; layout < 3; layout++) {
+        sbf_t *s;
+        sbf_options o = {.layout = (bloomery_layout)layout, .expansion = 2, .seed = 5};
+        assert_int_equal(sbf_create(&s, 5000, 0.01, &o), BLOOMERY_OK);
+        char buf[64][32];
+        const void *ptr[64];
+        size_t len[64];
+        int res[64];
+        uint64_t i = 0;
+        for (char key[32]; sbf_nlinks(s) < 2; i++)
+            sbf_add(s, key, tu_key(key, "old:", i));
+        uint64_t count = sbf_count(s);
+        for (size_t j = 0; j < 64; j++) {
+            len[j] = tu_key(buf[j], "old:", j * 50);
+            ptr[j] = buf[j];
+        }
+        assert_int_equal(sbf_add_many(s, ptr, len, 64, res), 64);
+        for (size_t j = 0; j < 64; j++)
+            assert_int_equal(res[j], 0);
+        assert_int_equal(sbf_count(s), count);
+        sbf_free(s);
+    }
+}
+
 typedef struct race {
     sbf_t *s;
     uint64_t n;
@@ -480,10 +510,10 @@ static void *overtaken_adder(void *arg)
 
 static void overtaken_add(bool batched, bloomery_layout layout)
 {
-    /* A blocked batch's group locks only while the link has room for far
-     * more than the group: a fresh link of 5000; a single add, and a prefix
-     * chain's batch (item by item), need one free slot. */
-    bool group = batched && layout == BLOOMERY_LAYOUT_BLOCKED;
+    /* A batch's group goes to the newest link at once only while it has
+     * room for far more than the group: a fresh link of 5000; a single add
+     * needs one free slot. */
+    bool group = batched;
     uint64_t cap = group ? 5000 : 100, i = 0;
     sbf_t *s;
     sbf_options o = {.layout = layout, .expansion = 2, .seed = 11};
@@ -752,6 +782,7 @@ int main(void)
         cmocka_unit_test(test_growth_fpr),
         cmocka_unit_test(test_no_false_negatives_1e8),
         cmocka_unit_test(test_chain_probe_matches_links),
+        cmocka_unit_test(test_batch_finds_older_links),
         cmocka_unit_test(test_concurrent_adds_with_growth),
         cmocka_unit_test_teardown(test_concurrent_batched_adds_with_growth, restore_far_bytes),
         cmocka_unit_test(test_add_overtaken_by_growth),

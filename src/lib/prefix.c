@@ -789,8 +789,13 @@ PF_INLINE void prefetch_spare_core(const pf_t *pf, bloomery_hash h)
     bf_prefetch(pf->spare, spare_hash(pf, k.bin, v > top ? v : top), true);
 }
 
-/* Adds g hashed items; each count takes one atomic add for them all. */
-PF_INLINE void add_core(pf_t *pf, const bloomery_hash *h, size_t g, uint8_t *out)
+/* Adds g hashed items, each under its bin's lock: res[i] 1 added, 0
+ * present. With a guard (a chain's adds, prefix_lock.h) an item is added
+ * only if *guard, read under the lock, equals expect, else res[i] is -1,
+ * and the chain counts the adds; without one, the filter counts them, with
+ * one atomic add for the group. */
+PF_INLINE void add_core(pf_t *pf, const bloomery_hash *h, size_t g, const size_t *guard,
+                        size_t expect, int *res)
 {
     tally t = {0};
     if (spare_lines_far(pf))
@@ -799,27 +804,14 @@ PF_INLINE void add_core(pf_t *pf, const bloomery_hash *h, size_t g, uint8_t *out
     for (size_t i = 0; i < g; i++) {
         key k = key_of(pf, h[i]);
         uint32_t next = begin_write(pf, k.bin);
-        bool a = add_locked(pf, k, &t);
+        int rc = -1;
+        if (!guard || __atomic_load_n(guard, __ATOMIC_SEQ_CST) == expect)
+            rc = add_locked(pf, k, &t);
         unlock_bin(pf, k.bin, next);
-        t.added += a;
-        if (out)
-            out[i] = a;
+        t.added += !guard && rc > 0;
+        res[i] = rc;
     }
     tally_flush(pf, &t);
-}
-
-/* A chain's conditional add (prefix_lock.h). */
-PF_INLINE int add_if_core(pf_t *pf, bloomery_hash h, const size_t *guard, size_t expect)
-{
-    key k = key_of(pf, h);
-    uint32_t next = begin_write(pf, k.bin);
-    int rc = -1;
-    tally t = {0}; /* the chain counts the add (pf_count_add) */
-    if (__atomic_load_n(guard, __ATOMIC_SEQ_CST) == expect)
-        rc = add_locked(pf, k, &t);
-    unlock_bin(pf, k.bin, next);
-    tally_flush(pf, &t);
-    return rc;
 }
 
 void pf_count_add(pf_t *pf, uint64_t n)
@@ -1010,19 +1002,12 @@ PF_INLINE double estimate_core(const pf_t *pf)
 #endif
 #define PF_COPIES(name, attr)                                                                      \
     attr static bool check_##name(const pf_t *pf, bloomery_hash h) { return check_core(pf, h); }   \
-    attr static void add_##name(pf_t *pf, const bloomery_hash *h, size_t g, uint8_t *out)          \
+    attr static void add_##name(pf_t *pf, const bloomery_hash *h, size_t g, const size_t *guard,   \
+                                size_t expect, int *res)                                           \
     {                                                                                              \
-        add_core(pf, h, g, out);                                                                   \
+        add_core(pf, h, g, guard, expect, res);                                                    \
     }                                                                                              \
-    attr static int add_if_##name(pf_t *pf, bloomery_hash h, const size_t *guard, size_t expect)   \
-    {                                                                                              \
-        return add_if_core(pf, h, guard, expect);                                                  \
-    }                                                                                              \
-    attr static double estimate_##name(const pf_t *pf) { return estimate_core(pf); }               \
-    attr static void prefetch_spare_##name(const pf_t *pf, bloomery_hash h)                        \
-    {                                                                                              \
-        prefetch_spare_core(pf, h);                                                                \
-    }
+    attr static double estimate_##name(const pf_t *pf) { return estimate_core(pf); }
 PF_COPIES(base, )
 PF_COPIES(fast, FAST)
 PF_COPIES(wide, WIDE)
@@ -1033,36 +1018,32 @@ bool pf_check_hashed(const pf_t *pf, bloomery_hash h)
     return c == 2 ? check_wide(pf, h) : c ? check_fast(pf, h) : check_base(pf, h);
 }
 
-void pf_prefetch_spare(const pf_t *pf, bloomery_hash h)
+void pf_add_many_if(pf_t *pf, const bloomery_hash *h, size_t g, const size_t *guard, size_t expect,
+                    int *res)
 {
-    if (!spare_lines_far(pf))
-        return;
     int c = cpu();
     if (c == 2)
-        prefetch_spare_wide(pf, h);
+        add_wide(pf, h, g, guard, expect, res);
     else if (c)
-        prefetch_spare_fast(pf, h);
+        add_fast(pf, h, g, guard, expect, res);
     else
-        prefetch_spare_base(pf, h);
+        add_base(pf, h, g, guard, expect, res);
 }
 
+/* Up to GROUP items, counted by the filter; out may be NULL. */
 static void add_hashed_group(pf_t *pf, const bloomery_hash *h, size_t g, uint8_t *out)
 {
-    int c = cpu();
-    if (c == 2)
-        add_wide(pf, h, g, out);
-    else if (c)
-        add_fast(pf, h, g, out);
-    else
-        add_base(pf, h, g, out);
+    int res[GROUP];
+    pf_add_many_if(pf, h, g, NULL, 0, res);
+    for (size_t i = 0; out && i < g; i++)
+        out[i] = (uint8_t)res[i];
 }
 
 int pf_add_if(pf_t *pf, bloomery_hash h, const size_t *guard, size_t expect)
 {
-    int c = cpu();
-    return c == 2 ? add_if_wide(pf, h, guard, expect)
-           : c    ? add_if_fast(pf, h, guard, expect)
-                  : add_if_base(pf, h, guard, expect);
+    int rc;
+    pf_add_many_if(pf, &h, 1, guard, expect, &rc);
+    return rc;
 }
 
 bool pf_add_hashed(pf_t *pf, bloomery_hash h)

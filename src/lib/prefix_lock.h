@@ -24,9 +24,11 @@
  * equals expect: 1 added, 0 present, -1 guard changed (nothing added). The
  * count is the caller's (pf_count_add). */
 int pf_add_if(pf_t *pf, bloomery_hash h, const size_t *guard, size_t expect);
+/* The same for g items in order, res[i] for h[i]: one call for a group
+ * (their spare lines prefetched together in a filter too big for the
+ * caches). With a NULL guard the filter counts the adds itself. */
+void pf_add_many_if(pf_t *pf, const bloomery_hash *h, size_t g, const size_t *guard, size_t expect,
+                    int *res);
 void pf_count_add(pf_t *pf, uint64_t n);
-/* Before a group's adds, with its bins fetched: starts loading the spare
- * line an add of h may write, when the filter is too big for the caches. */
-void pf_prefetch_spare(const pf_t *pf, bloomery_hash h);
 
 #endif

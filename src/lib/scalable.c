@@ -671,6 +671,60 @@ static size_t add_group_blocked(sbf_t *s, const item_hash *h, size_t m, int *res
     }
 }
 
+/* A group's adds to a prefix chain: each item's older links checked
+ * without a lock, then the group added to the newest link in one call,
+ * each item under its bin's lock and only while the chain still has the
+ * links it checked (prefix_lock.h). Only while that link has room for far
+ * more than the group, as in add_group_blocked; near capacity, or for an
+ * item whose chain grew meanwhile, each goes through add_prefix. Returns
+ * how many results it wrote (all, or up to and with the first error). */
+static size_t add_group_prefix(sbf_t *s, const item_hash *h, size_t m, int *res, pending *p)
+{
+    size_t n = __atomic_load_n(&s->nlinks, __ATOMIC_SEQ_CST);
+    void **links = load_links(s);
+    pf_t *last = links[n - 1];
+    uint64_t count = pf_count(last) + (p->link == last ? p->n : 0), cap = pf_capacity(last);
+    bool room = count < cap && cap - count > COUNT_SLACK + m, redo[BATCH];
+    bloomery_hash todo[BATCH];
+    size_t at[BATCH], k = 0;
+    for (size_t i = 0; i < m; i++) {
+        res[i] = 0;
+        redo[i] = !room;
+        bool older = false;
+        for (size_t j = n - 1; room && j-- > 0 && !older;)
+            older = pf_check_hashed(links[j], h[i].blocked);
+        if (room && !older) {
+            todo[k] = h[i].blocked;
+            at[k++] = i;
+        }
+    }
+    int rc[BATCH];
+    if (k)
+        test_point(TEST_POINT_CHAIN_GROUP_LOCK);
+    pf_add_many_if(last, todo, k, &s->nlinks, n, rc);
+    uint64_t added = 0;
+    for (size_t j = 0; j < k; j++) {
+        /* -1: the chain grew under this item, and under every later one of
+         * the group; they are added again below, in order. */
+        redo[at[j]] = rc[j] < 0;
+        res[at[j]] = rc[j] > 0;
+        added += rc[j] > 0;
+    }
+    if (added && p->link != last) {
+        flush_count(p);
+        p->link = last;
+    }
+    p->n += added;
+    for (size_t i = 0; i < m; i++) {
+        if (!redo[i])
+            continue;
+        res[i] = add_prefix(s, h[i].blocked, p);
+        if (res[i] < 0)
+            return i + 1;
+    }
+    return m;
+}
+
 /* Two groups in flight, as in blocked.c: the next group is hashed and
  * fetched while this one is added, so an add's stores find their lines
  * owned. */
@@ -693,14 +747,15 @@ size_t sbf_add_many(sbf_t *s, const void *const *items, const size_t *lens, size
             continue;
         }
         if (s->layout == BLOOMERY_LAYOUT_PREFIX) {
-            size_t nl = load_nlinks(s); /* before the array, which has at least as many */
-            pf_t *last = load_links(s)[nl - 1];
-            for (size_t i = 0; i < cur; i++)
-                pf_prefetch_spare(last, hg[i].blocked);
+            size_t done = add_group_prefix(s, hg, cur, results + base, &p);
+            if (done < cur) {
+                flush_count(&p);
+                return base + done;
+            }
+            continue;
         }
         for (size_t i = 0; i < cur; i++) {
-            int rc = s->layout == BLOOMERY_LAYOUT_PREFIX ? add_prefix(s, hg[i].blocked, &p)
-                                                         : add_hashed(s, hg[i]);
+            int rc = add_hashed(s, hg[i]);
             results[base + i] = rc;
             if (rc < 0) {
                 flush_count(&p);
