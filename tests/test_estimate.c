@@ -98,7 +98,7 @@ static void test_sample_near_exact(void **state)
 static int restore_sample(void **state)
 {
     (void)state;
-    estimate_set_sample(1u << 16);
+    estimate_set_sample(ESTIMATE_SAMPLE);
     return 0;
 }
 

@@ -160,7 +160,7 @@ static void test_far_filter_past_capacity(void **state)
 static int restore_far_bytes(void **state)
 {
     (void)state;
-    pf_set_far_bytes(16u << 20);
+    pf_set_far_bytes(PF_FAR_BYTES);
     return 0;
 }
 

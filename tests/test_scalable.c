@@ -465,7 +465,7 @@ static void test_concurrent_batched_adds_with_growth(void **state)
 static int restore_far_bytes(void **state)
 {
     (void)state;
-    pf_set_far_bytes(16u << 20);
+    pf_set_far_bytes(PF_FAR_BYTES);
     return 0;
 }
 

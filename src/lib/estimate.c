@@ -1,6 +1,6 @@
 #include "estimate.h"
 
-static uint64_t sample = 1u << 16;
+static uint64_t sample = ESTIMATE_SAMPLE;
 
 uint64_t estimate_step(uint64_t n)
 {

@@ -16,7 +16,8 @@
  * when every one is read. */
 uint64_t estimate_step(uint64_t n);
 
-/* How many an estimate reads at most (default 65536); for tests. */
+/* How many an estimate reads at most (default ESTIMATE_SAMPLE); for tests. */
+#define ESTIMATE_SAMPLE (1u << 16)
 void estimate_set_sample(uint64_t n);
 
 #endif

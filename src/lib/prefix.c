@@ -79,9 +79,8 @@ struct pf {
     uint32_t write_hook_region;
 };
 
-/* From this size on, adds prefetch spare lines (spare_lines_far): measured
- * a loss at 8 MiB and a gain at 32 MiB with a 32 MiB last-level cache. */
-static uint64_t far_bytes = 16u << 20;
+/* From this size on, adds prefetch spare lines (spare_lines_far). */
+static uint64_t far_bytes = PF_FAR_BYTES;
 
 void pf_set_far_bytes(uint64_t bytes) { __atomic_store_n(&far_bytes, bytes, __ATOMIC_RELAXED); }
 
