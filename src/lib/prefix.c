@@ -35,6 +35,7 @@
 #include "prefix_cpu.h"
 #include "estimate.h"
 #include "prefix_lock.h"
+#include "seqlock.h"
 
 #define WORDS 8
 #define COPY_WORDS (WORDS + 1) /* a line copied with a zero word after it */
@@ -609,25 +610,8 @@ static inline uint32_t *seq_of(const pf_t *pf, uint64_t bin)
 
 static inline void read_bin(const pf_t *pf, uint64_t bin, uint64_t *w)
 {
-    const uint32_t *seq = seq_of(pf, bin);
-    const uint64_t *src = pf->bins + bin * WORDS;
-    for (;;) {
-        /* Sequentially consistent (prefix_lock.h); no dearer than acquire
-         * on x86 or Arm. */
-        uint32_t s1 = __atomic_load_n(seq, __ATOMIC_SEQ_CST);
-        if (!(s1 & 1)) {
-            /* Acquire loads keep the second read of the sequence after them,
-             * and one that sees a writer's (release) store sees its odd
-             * sequence: no fences, which x86 would not need either. */
-            for (unsigned i = 0; i < WORDS; i++)
-                w[i] = __atomic_load_n(&src[i], __ATOMIC_ACQUIRE);
-            if (__atomic_load_n(seq, __ATOMIC_RELAXED) == s1)
-                return;
-        }
-#if defined(__x86_64__) || defined(__i386__)
-        __builtin_ia32_pause();
-#endif
-    }
+    /* Sequentially consistent (prefix_lock.h). */
+    seq_read_line(seq_of(pf, bin), pf->bins + bin * WORDS, w);
 }
 
 PF_INLINE bool check_core(const pf_t *pf, bloomery_hash h)
@@ -649,27 +633,11 @@ PF_INLINE bool check_core(const pf_t *pf, bloomery_hash h)
 
 /* ---- writers ---- */
 
-static inline uint32_t lock_bin(const pf_t *pf, uint64_t bin)
-{
-    uint32_t *seq = seq_of(pf, bin);
-    for (unsigned spins = 0;; spins++) {
-        uint32_t s = __atomic_load_n(seq, __ATOMIC_RELAXED);
-        if (!(s & 1) &&
-            __atomic_compare_exchange_n(seq, &s, s + 1, false, __ATOMIC_SEQ_CST, __ATOMIC_RELAXED))
-            return s + 2;
-        if (spins > 1000) {
-            sched_yield();
-            spins = 0;
-        }
-#if defined(__x86_64__) || defined(__i386__)
-        __builtin_ia32_pause();
-#endif
-    }
-}
+static inline uint32_t lock_bin(const pf_t *pf, uint64_t bin) { return seq_lock(seq_of(pf, bin)); }
 
 static inline void unlock_bin(const pf_t *pf, uint64_t bin, uint32_t next)
 {
-    __atomic_store_n(seq_of(pf, bin), next, __ATOMIC_RELEASE);
+    seq_unlock(seq_of(pf, bin), next);
 }
 
 /* A writer's start on a bin: the barrier first (it may wait for a
