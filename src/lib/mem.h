@@ -11,4 +11,12 @@
 void *bloomery_alloc_zeroed(size_t bytes);
 void bloomery_free_zeroed(void *p, size_t bytes);
 
+/* Always mapped anonymously, whatever the size (whole pages). Discarding
+ * gives the pages back but keeps the range mapped: a thread still reading
+ * it reads zeros rather than faulting, which lets a table that readers may
+ * still be crossing be retired without knowing when they leave. */
+void *bloomery_alloc_mapped(size_t bytes);
+void bloomery_discard_mapped(void *p, size_t bytes);
+void bloomery_free_mapped(void *p, size_t bytes);
+
 #endif
