@@ -47,6 +47,7 @@ BLOOMERY_API const char *bloomery_strerror(int err);
 #include "bloomery/blocked.h"
 #include "bloomery/classic.h"
 #include "bloomery/prefix.h"
+#include "bloomery/growing.h"
 #include "bloomery/scalable.h"
 #include "bloomery/counting.h"
 #include "bloomery/cuckoo.h"

@@ -1,0 +1,99 @@
+/* Growing filter: a table of fingerprints that doubles instead of adding
+ * links, so a lookup reads one cache line however far the filter grows.
+ *
+ * A scaling chain (scalable.h) answers "absent" only after probing every
+ * link, and one grown from RedisBloom's defaults (capacity 100, expansion 2)
+ * holds 14 links after 10^6 adds. Here an item's hash, times the bucket
+ * count, gives its bucket (the product's high word: a 64-byte line of
+ * W-bit fingerprints) and its fingerprint (the next bits of the product).
+ * Doubling the buckets splits bucket j into 2j and 2j + 1 by the
+ * fingerprint's first bit, which the item then no longer needs: a stored
+ * fingerprint loses a bit per doubling (a marker bit records its length)
+ * while new ones start whole. W is chosen per error rate so that a filter
+ * grown 2^20 times over answers at most p/4 wrongly by the model, and the
+ * table grows when its buckets average a load the model picks for W.
+ *
+ * A full bucket sends items to its group's overflow line (one line per 32
+ * buckets); a lookup reads that line only when its own bucket overflowed.
+ * A group whose overflow line fills starts the growth at once if the table
+ * holds half its load or more. Otherwise (items piled on one spot, as
+ * hashes crafted to collide would be: growth would not split them), in a
+ * non-scaling filter, or should a group run out of room while its buckets
+ * move, the group saturates: its overflowed buckets answer "may exist" for
+ * every item from then on, so no item is lost.
+ *
+ * Growth allocates the table twice the size (2^k times for EXPANSION 2^k)
+ * and moves buckets into it a few per add, while lookups and adds go on:
+ * a moved bucket is marked, and both follow it into the new table. Once
+ * all have moved the old table's pages are given back; tables under a page
+ * are kept until the filter is freed.
+ *
+ * Concurrency: any mix of calls from any threads. A bucket changes only
+ * under its sequence lock (seqlock.h); overflow lines take a lock bit and
+ * only ever append. Adds are linearizable per item.
+ */
+#ifndef BLOOMERY_GROWING_H
+#define BLOOMERY_GROWING_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "bloomery/blocked.h"
+#include "bloomery/export.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct gf gf_t;
+
+/* Sized for `capacity` items at `error_rate`; expansion is 0 (non-scaling:
+ * adds of new items past capacity fail with BLOOMERY_EFULL) or a power of
+ * two up to 2^15, the factor each growth multiplies the buckets by.
+ * Errors: BLOOMERY_EINVAL, BLOOMERY_ETOOBIG (p below what 27-bit
+ * fingerprints give), BLOOMERY_ENOMEM. */
+BLOOMERY_API int gf_create(gf_t **out, uint64_t capacity, double error_rate, uint32_t expansion,
+                           uint64_t seed);
+BLOOMERY_API void gf_free(gf_t *gf);
+
+/* Bytes gf_create would allocate, 0 if invalid. */
+BLOOMERY_API uint64_t gf_bytes_for(uint64_t capacity, double error_rate);
+
+/* 1: added (new), 0: may already exist, < 0: BLOOMERY_EFULL,
+ * BLOOMERY_ENOMEM or BLOOMERY_EREFUSED (the growth was refused; nothing
+ * changed). */
+BLOOMERY_API int gf_add(gf_t *gf, const void *item, size_t len);
+/* 1: may exist, 0: certainly absent. */
+BLOOMERY_API bool gf_check(const gf_t *gf, const void *item, size_t len);
+/* The same for an item hashed with bloomery_hash_item(.., gf_seed(gf)). */
+BLOOMERY_API int gf_add_hashed(gf_t *gf, bloomery_hash h);
+BLOOMERY_API bool gf_check_hashed(const gf_t *gf, bloomery_hash h);
+/* out[i] = gf_check_hashed(gf, h[i]), with the lines fetched together. */
+BLOOMERY_API void gf_check_many_hashed(const gf_t *gf, const bloomery_hash *h, size_t n,
+                                       uint8_t *out);
+
+/* Called before a growth allocates, with the bytes; false refuses it (the
+ * add fails with BLOOMERY_EREFUSED). Set before the filter is shared. */
+BLOOMERY_API void gf_set_may_allocate(gf_t *gf, bool (*may_allocate)(void *ctx, uint64_t bytes),
+                                      void *ctx);
+
+/* Moves every bucket still waiting to move, so that one table holds all. */
+BLOOMERY_API void gf_settle(gf_t *gf);
+
+BLOOMERY_API uint64_t gf_count(const gf_t *gf);
+/* Items the newest table takes before it grows. */
+BLOOMERY_API uint64_t gf_capacity(const gf_t *gf);
+/* Bytes of the tables in use (both while buckets move). */
+BLOOMERY_API uint64_t gf_bytes(const gf_t *gf);
+BLOOMERY_API double gf_error_rate(const gf_t *gf);
+BLOOMERY_API uint32_t gf_expansion(const gf_t *gf);
+BLOOMERY_API uint64_t gf_seed(const gf_t *gf);
+/* W: the bits a fingerprint starts with, its marker included. */
+BLOOMERY_API unsigned gf_fingerprint_bits(const gf_t *gf);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,374 @@
+/* Growing filter: no false negative across any number of growths, alone or
+ * under concurrent adds and lookups, the error rate after growth, and the
+ * paths a growth rarely takes (fingerprints run out, groups saturate, a
+ * growth refused). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+#include <cmocka.h>
+#include <pthread.h>
+
+#include "bloomery/bloomery.h"
+#include "growing_cpu.h"
+#include "testutil.h"
+
+static uint64_t count_missing(const gf_t *gf, const char *prefix, uint64_t n)
+{
+    char key[32];
+    uint64_t missing = 0;
+    for (uint64_t i = 0; i < n; i++)
+        missing += !gf_check(gf, key, tu_key(key, prefix, i));
+    return missing;
+}
+
+static uint64_t count_hits(const gf_t *gf, const char *prefix, uint64_t n)
+{
+    char key[32];
+    uint64_t hits = 0;
+    for (uint64_t i = 0; i < n; i++)
+        hits += gf_check(gf, key, tu_key(key, prefix, i));
+    return hits;
+}
+
+/* Returns how many were new. */
+static uint64_t add_range(gf_t *gf, const char *prefix, uint64_t from, uint64_t to)
+{
+    char key[32];
+    uint64_t fresh = 0;
+    for (uint64_t i = from; i < to; i++) {
+        int rc = gf_add(gf, key, tu_key(key, prefix, i));
+        assert_true(rc >= 0);
+        fresh += (uint64_t)rc;
+    }
+    return fresh;
+}
+
+static void test_arguments(void **state)
+{
+    (void)state;
+    gf_t *gf;
+    assert_int_equal(gf_create(&gf, 0, 0.01, 2, 0), BLOOMERY_EINVAL);
+    assert_int_equal(gf_create(&gf, 100, 0, 2, 0), BLOOMERY_EINVAL);
+    assert_int_equal(gf_create(&gf, 100, 1, 2, 0), BLOOMERY_EINVAL);
+    assert_int_equal(gf_create(&gf, 100, 0.01, 3, 0), BLOOMERY_EINVAL);
+    assert_int_equal(gf_create(&gf, 100, 0.01, 1, 0), BLOOMERY_EINVAL);
+    assert_int_equal(gf_create(&gf, 100, 0.01, 65536, 0), BLOOMERY_EINVAL);
+    assert_int_equal(gf_create(&gf, 100, 1e-12, 2, 0), BLOOMERY_ETOOBIG);
+    assert_int_equal(gf_bytes_for(100, 1e-12), 0);
+    /* Fingerprints widen as the rate falls. */
+    unsigned last = 0;
+    const double rates[] = {0.1, 0.01, 1e-3, 1e-4, 1e-5};
+    for (unsigned i = 0; i < 5; i++) {
+        assert_int_equal(gf_create(&gf, 1000, rates[i], 2, 7), BLOOMERY_OK);
+        assert_true(gf_fingerprint_bits(gf) >= last);
+        last = gf_fingerprint_bits(gf);
+        assert_int_equal(gf_bytes(gf), gf_bytes_for(1000, rates[i]));
+        assert_true(gf_capacity(gf) >= 1000);
+        assert_int_equal(gf_expansion(gf), 2);
+        assert_int_equal(gf_seed(gf), 7);
+        gf_free(gf);
+    }
+    assert_true(last > 18);
+}
+
+/* From one bucket to millions of items: 2^17 times and more, so the first
+ * items run out of fingerprint bits and spread over several buckets (with
+ * expansion 4 some have one bit left for two). Nothing added goes missing,
+ * at any step. */
+static void grow_far(uint32_t expansion)
+{
+    uint64_t n = tu_scale(3000000, 400000);
+    gf_t *gf;
+    assert_int_equal(gf_create(&gf, 1, 0.01, expansion, 3), BLOOMERY_OK);
+    uint64_t done = 0, fresh = 0;
+    for (uint64_t step = 1000; done < n; step *= 4) {
+        uint64_t to = done + step < n ? done + step : n;
+        fresh += add_range(gf, "m:", done, to);
+        done = to;
+        assert_int_equal(count_missing(gf, "m:", done), 0);
+    }
+    assert_int_equal(gf_count(gf), fresh);
+    assert_true(fresh > n - n / 100);
+    /* Duplicates are present already. */
+    char key[32];
+    for (uint64_t i = 0; i < 1000; i++)
+        assert_int_equal(gf_add(gf, key, tu_key(key, "m:", i)), 0);
+    gf_settle(gf);
+    assert_int_equal(count_missing(gf, "m:", n), 0);
+    gf_free(gf);
+}
+
+static void test_grow_far(void **state)
+{
+    (void)state;
+    grow_far(2);
+}
+
+static void test_grow_far_by_four(void **state)
+{
+    (void)state;
+    grow_far(4);
+}
+
+/* Every copy of the lookup code answers the same, on a grown filter. */
+static void test_cpu_levels_agree(void **state)
+{
+    (void)state;
+    uint64_t n = tu_scale(200000, 50000);
+    gf_t *gf;
+    assert_int_equal(gf_create(&gf, 100, 0.01, 2, 5), BLOOMERY_OK);
+    add_range(gf, "m:", 0, n);
+    int top = gf_cpu_level();
+    uint64_t hits[3] = {0};
+    for (int level = 0; level <= top; level++) {
+        gf_set_cpu_level(level);
+        assert_int_equal(count_missing(gf, "m:", n), 0);
+        hits[level] = count_hits(gf, "x:", n);
+        assert_int_equal(hits[level], hits[0]);
+    }
+    gf_set_cpu_level(top);
+    gf_free(gf);
+}
+
+/* The rate after growing from RedisBloom's defaults to 10^6 items is at
+ * most p, and the batched lookup agrees with the single one. */
+static void test_rate_after_growth(void **state)
+{
+    (void)state;
+    const double rates[] = {0.01, 1e-3};
+    for (unsigned r = 0; r < 2; r++) {
+        double p = rates[r];
+        uint64_t n = tu_scale(1000000, 100000), q = tu_scale(2000000, 200000);
+        gf_t *gf;
+        assert_int_equal(gf_create(&gf, 100, p, 2, 11), BLOOMERY_OK);
+        add_range(gf, "m:", 0, n);
+        uint64_t fp = count_hits(gf, "x:", q);
+        double rate = (double)fp / (double)q;
+        print_message("p %g: %zu bytes, %.2f bits per item, rate %.6f\n", p, (size_t)gf_bytes(gf),
+                      8.0 * (double)gf_bytes(gf) / (double)n, rate);
+        assert_true(rate <= p);
+        bloomery_hash h[100];
+        uint8_t out[100];
+        char key[32];
+        uint64_t fp2 = 0;
+        for (uint64_t i = 0; i < q; i += 100) {
+            for (unsigned k = 0; k < 100; k++)
+                h[k] = bloomery_hash_item(key, tu_key(key, "x:", i + k), 11);
+            gf_check_many_hashed(gf, h, 100, out);
+            for (unsigned k = 0; k < 100; k++)
+                fp2 += out[k];
+        }
+        assert_int_equal(fp2, fp);
+        gf_free(gf);
+    }
+}
+
+static void test_non_scaling(void **state)
+{
+    (void)state;
+    gf_t *gf;
+    assert_int_equal(gf_create(&gf, 5000, 0.01, 0, 1), BLOOMERY_OK);
+    uint64_t bytes = gf_bytes(gf), added = 0;
+    char key[32];
+    uint64_t i = 0;
+    int rc;
+    while ((rc = gf_add(gf, key, tu_key(key, "m:", i))) >= 0) {
+        added += (uint64_t)rc;
+        i++;
+    }
+    assert_int_equal(rc, BLOOMERY_EFULL);
+    assert_int_equal(added, 5000);
+    assert_int_equal(gf_count(gf), 5000);
+    assert_int_equal(gf_bytes(gf), bytes);
+    assert_int_equal(count_missing(gf, "m:", i), 0);
+    assert_int_equal(gf_add(gf, key, tu_key(key, "m:", 0)), 0);
+    gf_free(gf);
+}
+
+/* Hashes that all land on one spot, as crafted ones would: they pile into
+ * one bucket and its group until the group saturates, and the table does
+ * not grow for them (growth would not split them). */
+static void test_pile_saturates(void **state)
+{
+    (void)state;
+    gf_t *gf;
+    assert_int_equal(gf_create(&gf, 100000, 0.01, 2, 1), BLOOMERY_OK);
+    uint64_t bytes = gf_bytes(gf);
+    /* 2^63 is half way along the buckets; steps of 2^40 stay in one
+     * bucket (fewer than 40000 of them) but change the fingerprint. */
+    bloomery_hash h[200], other = {0, (1ULL << 63) + (1000ULL << 40)};
+    for (unsigned i = 0; i < 200; i++) {
+        h[i] = (bloomery_hash){i, (1ULL << 63) + ((uint64_t)i << 40)};
+        assert_true(gf_add_hashed(gf, h[i]) >= 0);
+        /* A bucket's 28 slots and 16 entries in the pool, then it
+         * saturates: any item of that bucket may exist. */
+        assert_int_equal(gf_check_hashed(gf, other), i >= 28 + 16);
+    }
+    assert_int_equal(gf_bytes(gf), bytes);
+    for (unsigned i = 0; i < 200; i++)
+        assert_true(gf_check_hashed(gf, h[i]));
+    /* The rest of the filter grows as ever. */
+    add_range(gf, "m:", 0, 300000);
+    assert_true(gf_bytes(gf) > bytes);
+    assert_int_equal(count_missing(gf, "m:", 300000), 0);
+    for (unsigned i = 0; i < 200; i++)
+        assert_true(gf_check_hashed(gf, h[i]));
+    gf_free(gf);
+}
+
+static bool refuse(void *ctx, uint64_t bytes)
+{
+    (void)bytes;
+    return !*(bool *)ctx;
+}
+
+/* A refused growth fails an add only when a group has no room left, with
+ * BLOOMERY_EREFUSED and nothing lost; allowed again, the filter grows. */
+static void test_growth_refused(void **state)
+{
+    (void)state;
+    gf_t *gf;
+    assert_int_equal(gf_create(&gf, 1000, 0.01, 2, 1), BLOOMERY_OK);
+    bool refusing = true;
+    gf_set_may_allocate(gf, refuse, &refusing);
+    uint64_t bytes = gf_bytes(gf), i = 0;
+    char key[32];
+    int rc;
+    while ((rc = gf_add(gf, key, tu_key(key, "m:", i))) >= 0)
+        i++;
+    assert_int_equal(rc, BLOOMERY_EREFUSED);
+    assert_true(i >= 1000);
+    assert_int_equal(gf_bytes(gf), bytes);
+    assert_int_equal(count_missing(gf, "m:", i), 0);
+    refusing = false;
+    add_range(gf, "m:", i, i + 100000);
+    assert_true(gf_bytes(gf) > bytes);
+    assert_int_equal(count_missing(gf, "m:", i + 100000), 0);
+    gf_free(gf);
+}
+
+typedef struct race {
+    gf_t *gf;
+    uint64_t n;
+    const char *prefix;
+    uint64_t *acked; /* items the writer has finished adding (release) */
+    uint64_t lost;   /* a reader's count of acknowledged items it missed */
+    unsigned char *fresh;
+} race;
+
+static void *writer(void *arg)
+{
+    race *r = arg;
+    char key[32];
+    for (uint64_t i = 0; i < r->n; i++) {
+        if (gf_add(r->gf, key, tu_key(key, r->prefix, i)) < 0)
+            abort();
+        if (r->acked)
+            __atomic_store_n(r->acked, i + 1, __ATOMIC_RELEASE);
+    }
+    return NULL;
+}
+
+/* Checks, over and over, the latest items its writer has acknowledged. */
+static void *reader(void *arg)
+{
+    race *r = arg;
+    char key[32];
+    uint64_t done = 0;
+    while (done < r->n) {
+        uint64_t upto = __atomic_load_n(r->acked, __ATOMIC_ACQUIRE);
+        for (uint64_t i = upto > 64 ? upto - 64 : 0; i < upto; i++)
+            r->lost += !gf_check(r->gf, key, tu_key(key, r->prefix, i));
+        done = upto;
+    }
+    return NULL;
+}
+
+/* Two writers grow a filter from one bucket while a reader checks writer
+ * a's acknowledged items as they come: it meets buckets while they move
+ * and tables as they retire. */
+static void test_writers_and_readers_while_growing(void **state)
+{
+    (void)state;
+    uint64_t n = tu_scale(200000, 40000), rounds = tu_scale(20, 4), lost = 0;
+    for (uint64_t round = 0; round < rounds; round++) {
+        gf_t *gf;
+        assert_int_equal(gf_create(&gf, 1, 0.01, 2, round), BLOOMERY_OK);
+        uint64_t acked = 0;
+        race a = {.gf = gf, .n = n, .prefix = "a:", .acked = &acked};
+        race ra = a, b = {.gf = gf, .n = n, .prefix = "b:"};
+        pthread_t ta, tb, tr;
+        pthread_create(&ta, NULL, writer, &a);
+        pthread_create(&tb, NULL, writer, &b);
+        pthread_create(&tr, NULL, reader, &ra);
+        pthread_join(ta, NULL);
+        pthread_join(tb, NULL);
+        pthread_join(tr, NULL);
+        lost += ra.lost;
+        assert_int_equal(count_missing(gf, "a:", n), 0);
+        assert_int_equal(count_missing(gf, "b:", n), 0);
+        gf_free(gf);
+    }
+    assert_int_equal(lost, 0);
+}
+
+static void *same_adder(void *arg)
+{
+    race *r = arg;
+    char key[32];
+    for (uint64_t i = 0; i < r->n; i++) {
+        int rc = gf_add(r->gf, key, tu_key(key, "same:", i));
+        if (rc < 0)
+            abort();
+        r->fresh[i] = (unsigned char)rc;
+    }
+    return NULL;
+}
+
+/* Two threads add the same items while the filter grows: no item is new
+ * to both. */
+static void test_add_linearizable(void **state)
+{
+    (void)state;
+    uint64_t n = tu_scale(500000, 50000);
+    gf_t *gf;
+    assert_int_equal(gf_create(&gf, 1, 0.001, 2, 13), BLOOMERY_OK);
+    race a = {.gf = gf, .n = n, .fresh = calloc(n, 1)};
+    race b = {.gf = gf, .n = n, .fresh = calloc(n, 1)};
+    pthread_t ta, tb;
+    pthread_create(&ta, NULL, same_adder, &a);
+    pthread_create(&tb, NULL, same_adder, &b);
+    pthread_join(ta, NULL);
+    pthread_join(tb, NULL);
+    uint64_t twice = 0, fresh = 0;
+    for (uint64_t i = 0; i < n; i++) {
+        twice += a.fresh[i] && b.fresh[i];
+        fresh += a.fresh[i] || b.fresh[i];
+    }
+    assert_int_equal(twice, 0);
+    assert_int_equal(gf_count(gf), fresh);
+    assert_int_equal(count_missing(gf, "same:", n), 0);
+    free(a.fresh);
+    free(b.fresh);
+    gf_free(gf);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_arguments),
+        cmocka_unit_test(test_grow_far),
+        cmocka_unit_test(test_grow_far_by_four),
+        cmocka_unit_test(test_cpu_levels_agree),
+        cmocka_unit_test(test_rate_after_growth),
+        cmocka_unit_test(test_non_scaling),
+        cmocka_unit_test(test_pile_saturates),
+        cmocka_unit_test(test_growth_refused),
+        cmocka_unit_test(test_writers_and_readers_while_growing),
+        cmocka_unit_test(test_add_linearizable),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
