@@ -84,6 +84,9 @@ typedef struct gtable {
     uint64_t cursor;        /* next bucket to move; under the filter's grow lock */
 } gtable;
 
+typedef uint32_t v16u __attribute__((vector_size(64)));
+typedef uint64_t v8u64 __attribute__((vector_size(64)));
+
 struct gf {
     gtable *cur; /* atomic: where lookups start */
     pthread_mutex_t grow;
@@ -99,7 +102,7 @@ struct gf {
     bool (*may_allocate)(void *ctx, uint64_t bytes);
     void *may_allocate_ctx;
     /* line_has_vec's lanes for slots 16k to 16k + 15 (lanes_init). */
-    uint32_t lanes[2][96];
+    v16u lanes[2][6]; /* the struct is 64-byte aligned for these */
 };
 
 static struct {
@@ -310,7 +313,6 @@ static inline __attribute__((always_inline)) bool line_has_base(const gf_t *gf, 
  * instruction set: AVX-512 holds the line in one register, AVX2 in two):
  * each lane takes the two 32-bit words its field spans and shifts the
  * field to the top; empty slots (0) never match. */
-typedef uint32_t v16u __attribute__((vector_size(64)));
 
 /* The line's words at the lanes' indices: one permute in GCC; clang has
  * no variable shuffle (it builds only the fuzz targets). A macro: a
@@ -330,11 +332,12 @@ typedef uint32_t v16u __attribute__((vector_size(64)));
 static inline __attribute__((always_inline)) bool line_has_vec(const gf_t *gf, const uint64_t *w,
                                                                uint32_t q)
 {
-    v16u line, acc = {0};
-    memcpy(&line, w, 64);
+    /* Built from the words, not copied through memory: a vector load
+     * after eight word stores stalls on store forwarding. */
+    v8u64 words = {w[0], w[1], w[2], w[3], w[4], w[5], w[6], w[7]};
+    v16u line = (v16u)words, acc = {0};
     for (unsigned k = 0; k < 2; k++) {
-        v16u x[6];
-        memcpy(x, gf->lanes[k], sizeof x);
+        const v16u *x = gf->lanes[k];
         v16u f = pick(line, x[0]) >> x[2] | (pick(line, x[1]) << x[3] & x[4]);
         v16u v = f << (32 - gf->W);
         v16u m = v & -v;
@@ -394,12 +397,12 @@ static void lanes_init(gf_t *gf)
         for (unsigned l = 0; l < 16; l++) {
             unsigned i = 16 * k + l, bit = i < gf->S ? i * gf->W : 0;
             unsigned d = bit / 32, sh = bit % 32;
-            gf->lanes[k][l] = d;
-            gf->lanes[k][16 + l] = d < 15 ? d + 1 : 15;
-            gf->lanes[k][32 + l] = sh;
-            gf->lanes[k][48 + l] = (32 - sh) % 32;
-            gf->lanes[k][64 + l] = sh ? ~0U : 0;
-            gf->lanes[k][80 + l] = i < gf->S ? ~0U : 0;
+            gf->lanes[k][0][l] = d;
+            gf->lanes[k][1][l] = d < 15 ? d + 1 : 15;
+            gf->lanes[k][2][l] = sh;
+            gf->lanes[k][3][l] = (32 - sh) % 32;
+            gf->lanes[k][4][l] = sh ? ~0U : 0;
+            gf->lanes[k][5][l] = i < gf->S ? ~0U : 0;
         }
     }
 }
@@ -846,9 +849,10 @@ int gf_create(gf_t **out, uint64_t capacity, double error_rate, uint32_t expansi
     int rc = plan_buckets(capacity, error_rate, &sh, &nb);
     if (rc)
         return rc;
-    gf_t *gf = calloc(1, sizeof *gf);
+    gf_t *gf = aligned_alloc(64, (sizeof *gf + 63) / 64 * 64);
     if (!gf)
         return BLOOMERY_ENOMEM;
+    memset(gf, 0, sizeof *gf);
     gf->W = sh.W;
     gf->S = sh.S;
     gf->e = expansion ? (unsigned)__builtin_ctz(expansion) : 0;
