@@ -166,6 +166,34 @@ static void test_rate_after_growth(void **state)
     }
 }
 
+/* Batched adds answer as single ones, duplicates within a batch
+ * included, through growth. */
+static void test_batched_adds(void **state)
+{
+    (void)state;
+    uint64_t n = tu_scale(300000, 60000);
+    gf_t *one, *many;
+    assert_int_equal(gf_create(&one, 1, 0.01, 2, 9), BLOOMERY_OK);
+    assert_int_equal(gf_create(&many, 1, 0.01, 2, 9), BLOOMERY_OK);
+    bloomery_hash h[100];
+    int res[100];
+    char key[32];
+    for (uint64_t i = 0; i < n; i += 100) {
+        for (unsigned k = 0; k < 100; k++) /* every tenth a repeat of the one before */
+            h[k] = bloomery_hash_item(key, tu_key(key, "m:", i + k - (k % 10 == 9)), 9);
+        assert_int_equal(gf_add_many_hashed(many, h, 100, res), 100);
+        for (unsigned k = 0; k < 100; k++)
+            assert_int_equal(res[k], gf_add_hashed(one, h[k]));
+    }
+    assert_int_equal(gf_count(one), gf_count(many));
+    uint64_t missing = 0;
+    for (uint64_t i = 0; i < n; i++)
+        missing += i % 10 != 9 && !gf_check(many, key, tu_key(key, "m:", i));
+    assert_int_equal(missing, 0);
+    gf_free(one);
+    gf_free(many);
+}
+
 static void test_non_scaling(void **state)
 {
     (void)state;
@@ -364,6 +392,7 @@ int main(void)
         cmocka_unit_test(test_grow_far_by_four),
         cmocka_unit_test(test_cpu_levels_agree),
         cmocka_unit_test(test_rate_after_growth),
+        cmocka_unit_test(test_batched_adds),
         cmocka_unit_test(test_non_scaling),
         cmocka_unit_test(test_pile_saturates),
         cmocka_unit_test(test_growth_refused),

@@ -69,6 +69,9 @@ BLOOMERY_API bool gf_check(const gf_t *gf, const void *item, size_t len);
 /* The same for an item hashed with bloomery_hash_item(.., gf_seed(gf)). */
 BLOOMERY_API int gf_add_hashed(gf_t *gf, bloomery_hash h);
 BLOOMERY_API bool gf_check_hashed(const gf_t *gf, bloomery_hash h);
+/* res[i] = gf_add_hashed(gf, h[i]), with the lines fetched together; stops
+ * at the first error and returns the results written (i + 1), else n. */
+BLOOMERY_API size_t gf_add_many_hashed(gf_t *gf, const bloomery_hash *h, size_t n, int *res);
 /* out[i] = gf_check_hashed(gf, h[i]), with the lines fetched together. */
 BLOOMERY_API void gf_check_many_hashed(const gf_t *gf, const bloomery_hash *h, size_t n,
                                        uint8_t *out);

@@ -407,12 +407,19 @@ static void lanes_init(gf_t *gf)
     }
 }
 
+/* Slots taken: they fill in order, so a binary search for the first
+ * empty one. */
 static inline unsigned line_used(const gf_t *gf, const uint64_t *w)
 {
-    unsigned i = 0;
-    while (i < gf->S && get_bits(w, i * gf->W, gf->W))
-        i++;
-    return i;
+    unsigned lo = 0, hi = gf->S; /* slots below lo are taken, from hi on empty */
+    while (lo < hi) {
+        unsigned mid = (lo + hi) / 2;
+        if (get_bits(w, mid * gf->W, gf->W))
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
 }
 
 /* Whether the pool holds a match for bucket j's q; with `mine`, the scan
@@ -776,6 +783,9 @@ static inline __attribute__((always_inline)) int add_core(gf_t *gf, bloomery_has
         gtable *t = __atomic_load_n(&gf->cur, __ATOMIC_SEQ_CST);
         pos p = pos_of(t, h);
         for (;;) {
+            /* The line's miss under way before the lock, whose atomic
+             * holds back the loads after it. */
+            __builtin_prefetch(bucket_at(t, p.j), 1);
             uint32_t *seq = seq_of(t, p.j), next = seq_lock(seq);
             uint64_t w[WORDS + 1] = {0};
             read_locked(t, p.j, w);
@@ -830,6 +840,41 @@ int gf_add_hashed(gf_t *gf, bloomery_hash h)
 {
     int c = cpu();
     return c == 2 ? add_avx512(gf, h) : c ? add_avx2(gf, h) : add_base(gf, h);
+}
+
+/* Batches: every line fetched first, then the adds in order. */
+static inline __attribute__((always_inline)) size_t add_many_core(gf_t *gf, const bloomery_hash *h,
+                                                                  size_t n, int *res, bool wide)
+{
+    enum { AHEAD = 16 };
+    for (size_t base = 0; base < n; base += AHEAD) {
+        size_t g = n - base < AHEAD ? n - base : AHEAD;
+        const gtable *t = __atomic_load_n(&gf->cur, __ATOMIC_ACQUIRE);
+        for (size_t i = 0; i < g; i++)
+            __builtin_prefetch(bucket_at(t, pos_of(t, h[base + i]).j), 1);
+        for (size_t i = 0; i < g; i++) {
+            res[base + i] = add_core(gf, h[base + i], wide);
+            if (res[base + i] < 0)
+                return base + i + 1;
+        }
+    }
+    return n;
+}
+#define ADD_MANY(name, attr, wide)                                                                 \
+    attr static size_t add_many_##name(gf_t *gf, const bloomery_hash *h, size_t n, int *res)       \
+    {                                                                                              \
+        return add_many_core(gf, h, n, res, wide);                                                 \
+    }
+ADD_MANY(base, , false)
+ADD_MANY(avx2, AVX2, true)
+ADD_MANY(avx512, AVX512, true)
+
+size_t gf_add_many_hashed(gf_t *gf, const bloomery_hash *h, size_t n, int *res)
+{
+    int c = cpu();
+    return c == 2 ? add_many_avx512(gf, h, n, res)
+           : c    ? add_many_avx2(gf, h, n, res)
+                  : add_many_base(gf, h, n, res);
 }
 
 int gf_add(gf_t *gf, const void *item, size_t len)
