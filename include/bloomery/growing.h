@@ -13,14 +13,15 @@
  * grown 2^20 times over answers at most p/4 wrongly by the model, and the
  * table grows when its buckets average a load the model picks for W.
  *
- * A full bucket sends items to its group's overflow line (one line per 32
- * buckets); a lookup reads that line only when its own bucket overflowed.
- * A group whose overflow line fills starts the growth at once if the table
- * holds half its load or more. Otherwise (items piled on one spot, as
- * hashes crafted to collide would be: growth would not split them), in a
- * non-scaling filter, or should a group run out of room while its buckets
- * move, the group saturates: its overflowed buckets answer "may exist" for
- * every item from then on, so no item is lost.
+ * A full bucket sends items to the table's pool, shared by all buckets
+ * (sized for twice what full buckets send at the grow load, a count that
+ * hardly varies across a whole table); a lookup reads the pool only when
+ * its bucket overflowed. With no room left for an item, a scaling filter
+ * grows, unless a bucket fills far below the grow load in a table big
+ * enough that one bucket is under p/64 of the lookups: items piled on one
+ * spot (hashes crafted to collide), which growth would not split. That
+ * bucket, like a full one of a non-scaling filter, saturates: it answers
+ * "may exist" for every item from then on, so no item is lost.
  *
  * Growth allocates the table twice the size (2^k times for EXPANSION 2^k)
  * and moves buckets into it a few per add, while lookups and adds go on:
@@ -61,8 +62,8 @@ BLOOMERY_API void gf_free(gf_t *gf);
 BLOOMERY_API uint64_t gf_bytes_for(uint64_t capacity, double error_rate);
 
 /* 1: added (new), 0: may already exist, < 0: BLOOMERY_EFULL,
- * BLOOMERY_ENOMEM or BLOOMERY_EREFUSED (the growth was refused; nothing
- * changed). */
+ * BLOOMERY_ENOMEM, BLOOMERY_ETOOBIG (past 2^37 buckets) or BLOOMERY_EREFUSED
+ * (the growth was refused); nothing changed on an error. */
 BLOOMERY_API int gf_add(gf_t *gf, const void *item, size_t len);
 /* 1: may exist, 0: certainly absent. */
 BLOOMERY_API bool gf_check(const gf_t *gf, const void *item, size_t len);

@@ -54,9 +54,9 @@
 /* An insert looks this far for a free entry; the pool counts as full at
  * three quarters. Either starts a growth. */
 #define POOL_PROBES 64
-/* A bucket with this many items in the pool saturates instead: at the
- * grow load, one in about 10^5 buckets; items piled on one spot (hashes
- * crafted to collide) stop here, and growth would not split them. */
+/* A bucket with this many items in the pool saturates instead, when it
+ * may (add_core): at the grow load one in about 10^5 buckets has that
+ * many; items piled on one spot (hashes crafted to collide) stop here. */
 #define PILE 16
 /* The model's filter has grown this many doublings: the oldest items have
  * lost up to as many bits, and each generation weighs as much as the next
@@ -96,8 +96,10 @@ struct gf {
     uint64_t capacity, seed, salt;
     double error_rate;
     uint32_t expansion;
-    uint64_t count; /* atomic */
-    uint64_t limit; /* atomic: the count that starts a growth */
+    uint64_t count;         /* atomic */
+    uint64_t limit;         /* atomic: the count that starts a growth */
+    uint64_t retry_at;      /* under grow: the count before which a refused growth is not retried */
+    uint64_t saturate_from; /* the fewest buckets at which one may saturate */
     gtable *retired;
     bool (*may_allocate)(void *ctx, uint64_t bytes);
     void *may_allocate_ctx;
@@ -582,22 +584,28 @@ static bool pool_put(gtable *t, uint64_t j, uint32_t v)
     return false;
 }
 
+/* What an item that finds its bucket and the pool without room does. */
+typedef enum room {
+    ROOM_GROW,     /* nothing: the caller grows the table and tries again */
+    ROOM_SATURATE, /* saturates the bucket, PILE pool entries on */
+    ROOM_MOVING,   /* saturates, but takes the pool past PILE first */
+} room;
+
 /* Puts v for bucket j (whose lock the caller holds, its words in w) into
- * the bucket or the pool, and stores the bucket. false: no room (nothing
- * changed), unless `saturate`, which then saturates the bucket instead. */
-static bool put_locked(const gf_t *gf, gtable *t, uint64_t j, uint64_t *w, uint32_t v,
-                       bool saturate)
+ * the bucket or the pool, and stores the bucket. false: no room, nothing
+ * changed (ROOM_GROW only). */
+static bool put_locked(const gf_t *gf, gtable *t, uint64_t j, uint64_t *w, uint32_t v, room r)
 {
     unsigned used = line_used(gf, w);
     if (used < gf->S) {
         set_bits(w, used * gf->W, gf->W, v_field(gf, v));
     } else if (!(w[WORDS - 1] & SATURATED)) {
         unsigned mine = 0;
-        if (w[WORDS - 1] & OVER)
+        if (r == ROOM_SATURATE && (w[WORDS - 1] & OVER))
             pool_scan(t, j, 0, &mine);
         if (mine < PILE && pool_put(t, j, v))
             w[WORDS - 1] |= OVER;
-        else if (saturate || mine >= PILE)
+        else if (r != ROOM_GROW)
             w[WORDS - 1] |= SATURATED;
         else
             return false;
@@ -613,32 +621,40 @@ static inline void read_locked(const gtable *t, uint64_t j, uint64_t *w)
         w[i] = __atomic_load_n(&src[i], __ATOMIC_RELAXED);
 }
 
-/* Adds v to bucket j of t, which only the grow lock's holder writes yet
- * (its parent is locked and unmoved): under j's lock all the same, since
- * stripes are shared, unless the caller holds that stripe already. */
-static void put_moving(const gf_t *gf, gtable *t, uint64_t j, uint32_t v, const uint32_t *held)
+/* Adds v to bucket j of the next table t, which no one else writes or
+ * reads yet: its parent is locked and unmoved, and both adds and lookups
+ * reach it only through the parent's MOVED, stored (release) after this.
+ * So no lock: a mover holds one stripe only, its parent's, and stripes
+ * shared between filters cannot make two movers wait on each other. */
+static void put_moving(const gf_t *gf, gtable *t, uint64_t j, uint32_t v)
 {
-    uint32_t *seq = seq_of(t, j), next = 0;
-    if (seq != held)
-        next = seq_lock(seq);
     uint64_t w[WORDS + 1] = {0};
     read_locked(t, j, w);
-    put_locked(gf, t, j, w, v, true);
-    if (seq != held)
-        seq_unlock(seq, next);
+    put_locked(gf, t, j, w, v, ROOM_MOVING);
+}
+
+static void saturate_moving(gtable *t, uint64_t j)
+{
+    uint64_t *line = bucket_at(t, j);
+    __atomic_store_n(&line[WORDS - 1],
+                     __atomic_load_n(&line[WORDS - 1], __ATOMIC_RELAXED) | SATURATED,
+                     __ATOMIC_RELEASE);
 }
 
 /* v's place(s) in the next table, from bucket j. */
-static void move_v(const gf_t *gf, gtable *n, uint64_t j, uint32_t v, const uint32_t *held)
+/* v's place in the next table, from bucket j. A v with fewer than e bits
+ * left would match every item in each bucket it may belong to: those
+ * buckets saturate, which answers the same without filling them. */
+static void move_v(const gf_t *gf, gtable *n, uint64_t j, uint32_t v)
 {
     unsigned e = gf->e, L = 31 - (unsigned)__builtin_ctz(v);
     if (L >= e) {
-        put_moving(gf, n, j << e | v >> (32 - e), v << e, held);
+        put_moving(gf, n, j << e | v >> (32 - e), v << e);
         return;
     }
     uint64_t base = j << e | (L ? (uint64_t)(v >> (32 - L)) << (e - L) : 0);
     for (uint64_t k = 0; k < (1ULL << (e - L)); k++)
-        put_moving(gf, n, base + k, 1U << 31, held);
+        saturate_moving(n, base + k);
 }
 
 /* Moves bucket j of the current table t into t->next. Under the grow lock. */
@@ -657,7 +673,7 @@ static void move_bucket(const gf_t *gf, const gtable *t, uint64_t j)
         uint64_t f = get_bits(w, i * gf->W, gf->W);
         if (!f)
             break;
-        move_v(gf, n, j, field_v(gf, f), seq);
+        move_v(gf, n, j, field_v(gf, f));
     }
     if (w[WORDS - 1] & OVER) {
         /* Its entries were added under this bucket's lock, held. */
@@ -667,24 +683,12 @@ static void move_bucket(const gf_t *gf, const gtable *t, uint64_t j)
             if (!e)
                 break;
             if (e >> ENTRY_V == j)
-                move_v(gf, n, j, entry_v(e), seq);
+                move_v(gf, n, j, entry_v(e));
         }
     }
-    if (w[WORDS - 1] & SATURATED) {
-        /* Whatever it answered for, its children answer for. */
-        for (uint64_t k = 0; k < (1ULL << gf->e); k++) {
-            uint64_t c = j << gf->e | k;
-            uint32_t *cs = seq_of(n, c), nx = 0;
-            if (cs != seq)
-                nx = seq_lock(cs);
-            uint64_t w2[WORDS + 1] = {0};
-            read_locked(n, c, w2);
-            w2[WORDS - 1] |= SATURATED;
-            line_store(bucket_at(n, c), w2);
-            if (cs != seq)
-                seq_unlock(cs, nx);
-        }
-    }
+    if (w[WORDS - 1] & SATURATED) /* what it answered for, its children answer for */
+        for (uint64_t k = 0; k < (1ULL << gf->e); k++)
+            saturate_moving(n, j << gf->e | k);
     w[WORDS - 1] |= MOVED;
     __atomic_store_n(&bucket_at(t, j)[WORDS - 1], w[WORDS - 1], __ATOMIC_RELEASE);
     seq_unlock(seq, next);
@@ -710,12 +714,18 @@ static int start_growth(gf_t *gf, gtable *t)
 {
     if (t->next)
         return BLOOMERY_OK;
-    if (t->nb > (SIZE_MAX / 128 / WORDS) >> gf->e)
+    if (t->nb > MAX_BUCKETS >> gf->e) /* pool entries hold a bucket in 37 bits */
         return BLOOMERY_ETOOBIG;
     uint64_t nb = t->nb << gf->e;
-    if (gf->may_allocate &&
-        !gf->may_allocate(gf->may_allocate_ctx, table_bytes(gf->pool_per_bucket, nb)))
+    /* A refusal holds until the count has grown a little: not a call to
+     * the hook on every add. */
+    if (__atomic_load_n(&gf->count, __ATOMIC_RELAXED) < gf->retry_at)
         return BLOOMERY_EREFUSED;
+    if (gf->may_allocate &&
+        !gf->may_allocate(gf->may_allocate_ctx, table_bytes(gf->pool_per_bucket, nb))) {
+        gf->retry_at = __atomic_load_n(&gf->count, __ATOMIC_RELAXED) + gf->limit / 64 + 1;
+        return BLOOMERY_EREFUSED;
+    }
     gtable *n = table_new(gf, nb);
     if (!n)
         return BLOOMERY_ENOMEM;
@@ -757,8 +767,9 @@ static void after_add(gf_t *gf)
 }
 
 /* Bucket j of t had no room for an item: make some, by moving the bucket
- * into a table twice the size (finishing a growth under way first if the
- * full bucket is in its new table). */
+ * into a table twice the size. If the full bucket is in the new table of a
+ * growth under way, that growth finishes first and the add tries again
+ * (it then grows only if the bigger table's load calls for it). */
 static int make_room(gf_t *gf, const gtable *t, uint64_t j)
 {
     pthread_mutex_lock(&gf->grow);
@@ -766,9 +777,8 @@ static int make_room(gf_t *gf, const gtable *t, uint64_t j)
     gtable *c = gf->cur;
     if (c->next && t == c->next) {
         move_some(gf, 0);
-        c = gf->cur;
-    }
-    if (t == c) {
+    } else if (t == c) {
+        gf->retry_at = 0; /* this add cannot go on without it */
         rc = start_growth(gf, c);
         if (!rc)
             move_bucket(gf, c, j);
@@ -805,22 +815,31 @@ static inline __attribute__((always_inline)) int add_core(gf_t *gf, bloomery_has
             uint32_t q = (uint32_t)(p.f >> 32);
             if (bucket_has(gf, t, p.j, w, q, wide)) {
                 seq_unlock(seq, next);
+                after_add(gf); /* a growth due still moves on */
                 return 0;
             }
-            if (!gf->e && __atomic_load_n(&gf->count, __ATOMIC_RELAXED) >= gf->capacity) {
+            /* A non-scaling filter's adds take their place in the count
+             * first, so that racing ones cannot pass the capacity. */
+            if (!gf->e && __atomic_fetch_add(&gf->count, 1, __ATOMIC_RELAXED) >= gf->capacity) {
+                __atomic_fetch_sub(&gf->count, 1, __ATOMIC_RELAXED);
                 seq_unlock(seq, next);
                 return BLOOMERY_EFULL;
             }
-            /* A non-scaling filter has no growth to make room, and a table
-             * under half its load has room: a pool full that early is
-             * items piled on one spot (hashes crafted to collide, say),
-             * which growth would not split but multiply. */
-            bool grow = gf->e && __atomic_load_n(&gf->count, __ATOMIC_RELAXED) >=
-                                     __atomic_load_n(&gf->limit, __ATOMIC_RELAXED) / 2;
-            bool ok = put_locked(gf, t, p.j, w, v_new(gf, q), !grow);
+            /* No room: a scaling filter grows while a growth is under way
+             * (the bucket moves), while saturating a bucket would cost the
+             * rate more than p/64, or when the table nears its load. Else a
+             * bucket full that early holds items piled on one spot (hashes
+             * crafted to collide, say), which growth would not split but
+             * multiply: it saturates, and a non-scaling filter's always do. */
+            bool grow = gf->e && (t != c || __atomic_load_n(&c->next, __ATOMIC_ACQUIRE) ||
+                                  t->nb < gf->saturate_from ||
+                                  __atomic_load_n(&gf->count, __ATOMIC_RELAXED) >=
+                                      __atomic_load_n(&gf->limit, __ATOMIC_RELAXED) / 4 * 3);
+            bool ok = put_locked(gf, t, p.j, w, v_new(gf, q), grow ? ROOM_GROW : ROOM_SATURATE);
             seq_unlock(seq, next);
             if (ok) {
-                __atomic_fetch_add(&gf->count, 1, __ATOMIC_RELAXED);
+                if (gf->e)
+                    __atomic_fetch_add(&gf->count, 1, __ATOMIC_RELAXED);
                 after_add(gf);
                 return 1;
             }
@@ -903,6 +922,7 @@ int gf_create(gf_t **out, uint64_t capacity, double error_rate, uint32_t expansi
     gf->e = expansion ? (unsigned)__builtin_ctz(expansion) : 0;
     gf->load = sh.load;
     gf->pool_per_bucket = sh.pool_per_bucket;
+    gf->saturate_from = (uint64_t)ceil(64 / error_rate);
     gf->capacity = capacity;
     gf->seed = seed;
     gf->salt = bk_mix64((uint64_t)(uintptr_t)gf ^ seed);
