@@ -227,6 +227,30 @@ static void test_non_scaling(void **state)
     gf_free(gf);
 }
 
+/* Small non-scaling filters filled to capacity: their few buckets' loads
+ * vary far more than a big table's, and with no growth to fall back on, a
+ * pool sized for the mean alone would saturate buckets, each a share of
+ * all lookups. */
+static void test_small_non_scaling_rate(void **state)
+{
+    (void)state;
+    const double rates[] = {0.01, 1e-3, 1e-4, 3e-5};
+    uint64_t q = 20000;
+    for (double cap = 100; cap < 5000; cap *= 1.1) {
+        for (unsigned r = 0; r < 4; r++) {
+            gf_t *gf;
+            assert_int_equal(gf_create(&gf, (uint64_t)cap, rates[r], 0, 1), BLOOMERY_OK);
+            char key[32];
+            uint64_t i = 0;
+            while (gf_add(gf, key, tu_key(key, "m:", i)) >= 0)
+                i++;
+            assert_int_equal(gf_count(gf), (uint64_t)cap);
+            assert_true((double)count_hits(gf, "x:", q) / (double)q <= tu_fpr_bound(rates[r], q));
+            gf_free(gf);
+        }
+    }
+}
+
 /* Hashes that all land on one spot, as crafted ones would: they pile into
  * one bucket and the pool until the bucket saturates, and the table does
  * not grow for them (growth would not split them). */
@@ -462,6 +486,7 @@ int main(void)
         cmocka_unit_test(test_rate_after_growth),
         cmocka_unit_test(test_batched_adds),
         cmocka_unit_test(test_non_scaling),
+        cmocka_unit_test(test_small_non_scaling_rate),
         cmocka_unit_test(test_pile_saturates),
         cmocka_unit_test(test_pile_in_small_table),
         cmocka_unit_test(test_growth_refused),

@@ -11,9 +11,9 @@
  *   pool: after the buckets, a power of two of 64-bit entries, j << 27 |
  *     v >> 5 (0 empty), in open addressing from a hash of j. It is sized
  *     for twice the items the model expects full buckets to send there
- *     when the table grows; pooled across the whole table, that count
- *     hardly varies, where a per-bucket or per-group spill would have to
- *     be sized for its tail.
+ *     when the table grows, plus their spread; pooled across the whole
+ *     table, that count hardly varies, where a per-bucket or per-group
+ *     spill would have to be sized for its tail.
  *
  * A fingerprint is held as v, 32 bits aligned to the top: its L known bits,
  * then a one (the marker), then zeros. An item at position P = hash * nb
@@ -184,7 +184,7 @@ static int plan_buckets(uint64_t capacity, double p, shape *sh, uint64_t *nb)
     sh->load = load_for(sh->S);
     double mean, full;
     overflow(sh->load * sh->S, sh->S, &mean, &full);
-    sh->pool_per_bucket = 2 * mean;
+    sh->pool_per_bucket = mean;
     double b = ceil((double)capacity / (sh->load * sh->S));
     if (b > (double)MAX_BUCKETS)
         return BLOOMERY_ETOOBIG;
@@ -192,9 +192,13 @@ static int plan_buckets(uint64_t capacity, double p, shape *sh, uint64_t *nb)
     return BLOOMERY_OK;
 }
 
+/* Twice the entries full buckets send at the grow load, and room for their
+ * spread: a small table's count varies far more than twice over (a
+ * non-scaling filter fills to that load, and has no growth to fall back
+ * on). */
 static uint64_t pool_for(double per_bucket, uint64_t nb)
 {
-    double want = per_bucket * (double)nb;
+    double m = per_bucket * (double)nb, want = 2 * m + 8 * sqrt(m) + 16;
     uint64_t n = POOL_MIN;
     while ((double)n < want)
         n <<= 1;
