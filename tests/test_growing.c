@@ -2,6 +2,7 @@
  * under concurrent adds and lookups, the error rate after growth, and the
  * paths a growth rarely takes (fingerprints run out, buckets saturate, a
  * growth refused). */
+#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -13,6 +14,7 @@
 #include <unistd.h>
 
 #include "bloomery/bloomery.h"
+#include "estimate.h"
 #include "growing_cpu.h"
 #include "testutil.h"
 
@@ -205,6 +207,37 @@ static void test_batched_adds(void **state)
     gf_free(many);
 }
 
+/* The estimate follows the measured rate, on grown filters and a filled
+ * non-scaling one, whole and sampled. */
+static void test_estimate(void **state)
+{
+    (void)state;
+    uint64_t n = tu_scale(1000000, 200000), q = tu_scale(4000000, 1000000);
+    const double rates[] = {0.01, 1e-3};
+    for (unsigned r = 0; r < 2; r++) {
+        for (uint32_t expansion = 0; expansion <= 4; expansion += 2) {
+            gf_t *gf;
+            assert_int_equal(gf_create(&gf, expansion ? 100 : n, rates[r], expansion, 3),
+                             BLOOMERY_OK);
+            add_range(gf, "m:", 0, n);
+            double measured = (double)count_hits(gf, "x:", q) / (double)q;
+            double whole = gf_fpr_estimate(gf);
+            estimate_set_sample(2048);
+            double sampled = gf_fpr_estimate(gf);
+            estimate_set_sample(ESTIMATE_SAMPLE);
+            print_message("p %g expansion %u: measured %.6f, estimate %.6f, sampled %.6f\n",
+                          rates[r], expansion, measured, whole, sampled);
+            /* 4 sigma of the measurement, and 10% of the model's rate. */
+            double slack = 4 * sqrt(measured / (double)q) + measured / 10;
+            assert_true(fabs(whole - measured) <= slack);
+            /* The sample reads over 2048 buckets: a third off, or one
+             * saturated bucket's share of them. */
+            assert_true(fabs(sampled - whole) <= whole / 3 + 1.0 / 2048);
+            gf_free(gf);
+        }
+    }
+}
+
 static void test_non_scaling(void **state)
 {
     (void)state;
@@ -266,9 +299,9 @@ static void test_pile_saturates(void **state)
     for (unsigned i = 0; i < 200; i++) {
         h[i] = (bloomery_hash){i, (1ULL << 63) + ((uint64_t)i << 36)};
         assert_true(gf_add_hashed(gf, h[i]) >= 0);
-        /* A bucket's 28 slots and 16 entries in the pool, then it
+        /* A bucket's 28 slots and 24 entries in the pool, then it
          * saturates: any item of that bucket may exist. */
-        assert_int_equal(gf_check_hashed(gf, other), i >= 28 + 16);
+        assert_int_equal(gf_check_hashed(gf, other), i >= 28 + 24);
     }
     assert_int_equal(gf_bytes(gf), bytes);
     for (unsigned i = 0; i < 200; i++)
@@ -485,6 +518,7 @@ int main(void)
         cmocka_unit_test(test_cpu_levels_agree),
         cmocka_unit_test(test_rate_after_growth),
         cmocka_unit_test(test_batched_adds),
+        cmocka_unit_test(test_estimate),
         cmocka_unit_test(test_non_scaling),
         cmocka_unit_test(test_small_non_scaling_rate),
         cmocka_unit_test(test_pile_saturates),

@@ -93,6 +93,9 @@ BLOOMERY_API uint64_t gf_bytes(const gf_t *gf);
 BLOOMERY_API double gf_error_rate(const gf_t *gf);
 BLOOMERY_API uint32_t gf_expansion(const gf_t *gf);
 BLOOMERY_API uint64_t gf_seed(const gf_t *gf);
+/* The rate at which absent items answer "may exist", estimated from the
+ * stored fingerprints (a sample of a big table). */
+BLOOMERY_API double gf_fpr_estimate(const gf_t *gf);
 /* W: the bits a fingerprint starts with, its marker included. */
 BLOOMERY_API unsigned gf_fingerprint_bits(const gf_t *gf);
 

@@ -33,6 +33,7 @@
 #include <string.h>
 
 #include "blocked_kernel.h"
+#include "estimate.h"
 #include "mem.h"
 #include "growing_cpu.h"
 #include "seqlock.h"
@@ -52,12 +53,13 @@
 #define MAX_TO_POOL 0.10
 #define POOL_MIN 32
 /* An insert looks this far for a free entry; the pool counts as full at
- * three quarters. Either starts a growth. */
-#define POOL_PROBES 64
+ * three quarters. Either starts a growth. At the half the grow load
+ * fills, runs of 256 taken entries are rarer than one in 10^9. */
+#define POOL_PROBES 256
 /* A bucket with this many items in the pool saturates instead, when it
- * may (add_core): at the grow load one in about 10^5 buckets has that
+ * may (add_core): at the grow load one in about 10^7 buckets has that
  * many; items piled on one spot (hashes crafted to collide) stop here. */
-#define PILE 16
+#define PILE 24
 /* The model's filter has grown this many doublings: the oldest items have
  * lost up to as many bits, and each generation weighs as much as the next
  * (half the items, twice the rate). */
@@ -990,6 +992,53 @@ uint64_t gf_capacity(const gf_t *gf)
     const gtable *t = __atomic_load_n(&gf->cur, __ATOMIC_ACQUIRE);
     const gtable *n = __atomic_load_n(&t->next, __ATOMIC_ACQUIRE);
     return (uint64_t)(gf->load * gf->S * (double)(n ? n : t)->nb);
+}
+
+/* What a fingerprint with its marker at bit b matches: 2^-(31 - b) of
+ * lookups (b = 31: all). */
+static double v_rate(uint32_t v) { return ldexp(1, __builtin_ctz(v) - 31); }
+
+/* The rate for an absent item: each stored fingerprint matches its share
+ * of its bucket's lookups, a saturated bucket all of them, and a pool
+ * entry its share of its bucket's (a bucket's lookups are 1/nb of all).
+ * Reads the current table, whose lines keep what moved out of them (an
+ * item's share is the same in the next table: half the lookups, one bit
+ * less), in sampled runs of buckets and of pool entries (estimate.h). */
+static double estimate_table(const gf_t *gf, const gtable *t)
+{
+    uint64_t w[WORDS + 1] = {0};
+    uint64_t n = t->nb, step = estimate_step(n), read = 0;
+    double sum = 0;
+    for (uint64_t run = 0; run < n; run += step)
+        for (uint64_t b = run; b < run + ESTIMATE_RUN && b < n; b++, read++) {
+            seq_read_line(seq_of(t, b), bucket_at(t, b), w);
+            if (w[WORDS - 1] & SATURATED) {
+                sum += 1;
+                continue;
+            }
+            for (unsigned i = 0, used = line_used(gf, w); i < used; i++)
+                sum += v_rate(field_v(gf, get_bits(w, i * gf->W, gf->W)));
+        }
+    double pooled = 0;
+    uint64_t pstep = estimate_step(t->npool), pread = 0;
+    for (uint64_t run = 0; run < t->npool; run += pstep)
+        for (uint64_t i = run; i < run + ESTIMATE_RUN && i < t->npool; i++, pread++) {
+            uint64_t e = __atomic_load_n(&t->pool[i], __ATOMIC_RELAXED);
+            if (e)
+                pooled += v_rate(entry_v(e));
+        }
+    double r = sum / (double)read + pooled * (double)t->npool / (double)pread / (double)n;
+    return r < 1 ? r : 1;
+}
+
+double gf_fpr_estimate(const gf_t *gf)
+{
+    for (;;) {
+        const gtable *t = __atomic_load_n(&gf->cur, __ATOMIC_SEQ_CST);
+        double r = estimate_table(gf, t);
+        if (__atomic_load_n(&gf->cur, __ATOMIC_SEQ_CST) == t) /* else it read zeros, maybe */
+            return r;
+    }
 }
 
 uint64_t gf_bytes(const gf_t *gf)
