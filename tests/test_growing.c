@@ -451,7 +451,7 @@ static void test_filters_grow_side_by_side(void **state)
 {
     (void)state;
     uint64_t n = tu_scale(1000000, 200000);
-    alarm(120);
+    alarm(600); /* far beyond a sanitized build on a loaded machine */
     for (unsigned round = 0; round < 3; round++) {
         race a = {.n = n, .prefix = "a:"}, b = {.n = n, .prefix = "b:"};
         pthread_t ta, tb;
