@@ -8,6 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include <cmocka.h>
 #include <pthread.h>
@@ -69,7 +70,8 @@ static void test_arguments(void **state)
         assert_true(gf_fingerprint_bits(gf) >= last);
         last = gf_fingerprint_bits(gf);
         assert_int_equal(gf_bytes(gf), gf_bytes_for(1000, rates[i]));
-        assert_true(gf_capacity(gf) >= 1000);
+        assert_int_equal(gf_capacity(gf), 1000);
+        assert_true(gf_grows_at(gf) >= 1000);
         assert_int_equal(gf_expansion(gf), 2);
         assert_int_equal(gf_seed(gf), 7);
         gf_free(gf);
@@ -509,6 +511,138 @@ static void test_add_linearizable(void **state)
     gf_free(gf);
 }
 
+/* ---- copy-on-write snapshots ---- */
+
+#define PAGE 4096
+
+/* What a copy-on-write snapshot keeps of a filter's tables as at its start
+ * (as bloomeryd's snapshot.c does): each page's bytes from before the
+ * first write the hook reports, else the live page when read. */
+typedef struct cow_image {
+    gf_state st;
+    const uint8_t *live[2];
+    uint64_t bytes[2];
+    uint8_t **saved[2];
+} cow_image;
+
+static void cow_hook(void *ctx, uint32_t region, uint64_t offset, uint64_t len)
+{
+    cow_image *im = ctx;
+    assert_true(region < im->st.ntables && len > 0 && offset + len <= im->bytes[region]);
+    for (uint64_t p = offset / PAGE; p <= (offset + len - 1) / PAGE; p++) {
+        if (im->saved[region][p])
+            continue;
+        uint64_t n = im->bytes[region] - p * PAGE < PAGE ? im->bytes[region] - p * PAGE : PAGE;
+        im->saved[region][p] = malloc(n);
+        assert_non_null(im->saved[region][p]);
+        memcpy(im->saved[region][p], im->live[region] + p * PAGE, n);
+    }
+}
+
+static void cow_start(cow_image *im, gf_t *gf)
+{
+    memset(im, 0, sizeof *im);
+    gf_get_state(gf, &im->st);
+    for (unsigned i = 0; i < im->st.ntables; i++) {
+        im->live[i] = gf_table_data(gf, i, &im->bytes[i]);
+        im->saved[i] = calloc(im->bytes[i] / PAGE + 1, sizeof(uint8_t *));
+        assert_non_null(im->saved[i]);
+    }
+    gf_set_write_hook(gf, cow_hook, im, 0);
+}
+
+/* The snapshot's reading: into a new filter, validated. Frees im. */
+static gf_t *cow_finish(cow_image *im, gf_t *gf)
+{
+    gf_t *r;
+    assert_int_equal(gf_create_state(&r, &im->st), BLOOMERY_OK);
+    for (unsigned i = 0; i < im->st.ntables; i++) {
+        uint64_t bytes;
+        uint8_t *dst = gf_table_data_mut(r, i, &bytes);
+        assert_int_equal(bytes, im->bytes[i]);
+        for (uint64_t p = 0; p * PAGE < bytes; p++) {
+            uint64_t n = bytes - p * PAGE < PAGE ? bytes - p * PAGE : PAGE;
+            const uint8_t *src = im->saved[i][p] ? im->saved[i][p] : im->live[i] + p * PAGE;
+            memcpy(dst + p * PAGE, src, n);
+            free(im->saved[i][p]);
+        }
+        free(im->saved[i]);
+    }
+    gf_set_write_hook(gf, NULL, NULL, 0);
+    assert_int_equal(gf_validate(r), BLOOMERY_OK);
+    return r;
+}
+
+typedef enum at_start { SETTLED, MOVING, ALMOST_MOVED } at_start;
+
+/* Fills a filter to a few items short of its growth, or on until a growth
+ * is under way (or has a few buckets left to move: the old table is given
+ * back before adds write most of its pool's pages); takes the snapshot
+ * there and grows the filter twice more before reading it. The copy
+ * answers exactly as the filter did at the start, for the items added
+ * before and after; it goes on growing from where it was. */
+static void snapshot_while_growing(at_start when)
+{
+    bool moving = when != SETTLED;
+    gf_t *gf;
+    assert_int_equal(gf_create(&gf, 100000, 0.01, 2, 7), BLOOMERY_OK);
+    uint64_t old = 0;
+    while (gf_count(gf) + 20 < gf_grows_at(gf)) {
+        uint64_t k = gf_grows_at(gf) - 20 - gf_count(gf);
+        add_range(gf, "o", old, old + k);
+        old += k;
+    }
+    char key[32];
+    gf_state st;
+    for (gf_get_state(gf, &st); moving && st.ntables == 1; gf_get_state(gf, &st))
+        add_range(gf, "o", old, old + 1), old++;
+    for (; when == ALMOST_MOVED && st.cursor + 8 < st.buckets[0]; gf_get_state(gf, &st))
+        add_range(gf, "o", old, old + 1), old++;
+    assert_int_equal(st.ntables, moving ? 2 : 1);
+    uint64_t count0 = gf_count(gf), bytes0 = gf_bytes(gf), cap0 = gf_capacity(gf);
+    enum { NEW = 400000 };
+    uint8_t *at0 = malloc(NEW);
+    assert_non_null(at0);
+    for (uint64_t i = 0; i < NEW; i++)
+        at0[i] = gf_check(gf, key, tu_key(key, "n", i));
+    cow_image im;
+    cow_start(&im, gf);
+    add_range(gf, "n", 0, NEW);
+    assert_true(gf_capacity(gf) >= (moving ? 2 : 4) * cap0);
+    gf_t *r = cow_finish(&im, gf);
+    assert_int_equal(gf_count(r), count0);
+    assert_int_equal(gf_bytes(r), bytes0);
+    assert_int_equal(count_missing(r, "o", old), 0);
+    uint64_t differ = 0;
+    for (uint64_t i = 0; i < NEW; i++)
+        differ += gf_check(r, key, tu_key(key, "n", i)) != at0[i];
+    assert_int_equal(differ, 0);
+    add_range(r, "z", 0, old);
+    assert_int_equal(count_missing(r, "o", old), 0);
+    assert_int_equal(count_missing(r, "z", old), 0);
+    free(at0);
+    gf_free(r);
+    gf_free(gf);
+}
+
+static void test_snapshot_settled(void **state)
+{
+    (void)state;
+    snapshot_while_growing(SETTLED);
+}
+
+static void test_snapshot_moving(void **state)
+{
+    (void)state;
+    snapshot_while_growing(MOVING);
+}
+
+static void test_snapshot_almost_moved(void **state)
+{
+    (void)state;
+    snapshot_while_growing(ALMOST_MOVED);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -527,6 +661,9 @@ int main(void)
         cmocka_unit_test(test_writers_and_readers_while_growing),
         cmocka_unit_test(test_add_linearizable),
         cmocka_unit_test(test_filters_grow_side_by_side),
+        cmocka_unit_test(test_snapshot_settled),
+        cmocka_unit_test(test_snapshot_moving),
+        cmocka_unit_test(test_snapshot_almost_moved),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

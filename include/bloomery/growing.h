@@ -57,6 +57,9 @@ typedef struct gf gf_t;
 BLOOMERY_API int gf_create(gf_t **out, uint64_t capacity, double error_rate, uint32_t expansion,
                            uint64_t seed);
 BLOOMERY_API void gf_free(gf_t *gf);
+/* The expansion a growing filter takes for one asked for: buckets split by
+ * powers of two, so it rounds up (0 stays 0: non-scaling). */
+BLOOMERY_API uint32_t gf_round_expansion(uint32_t expansion);
 
 /* Bytes gf_create would allocate, 0 if invalid. */
 BLOOMERY_API uint64_t gf_bytes_for(uint64_t capacity, double error_rate);
@@ -86,8 +89,14 @@ BLOOMERY_API void gf_set_may_allocate(gf_t *gf, bool (*may_allocate)(void *ctx, 
 BLOOMERY_API void gf_settle(gf_t *gf);
 
 BLOOMERY_API uint64_t gf_count(const gf_t *gf);
-/* Items the newest table takes before it grows. */
+/* Replaces the count (a log's replay corrects it); not with adds running. */
+BLOOMERY_API void gf_set_count(gf_t *gf, uint64_t count);
+/* The capacity asked for times the table's growth so far (the table being
+ * moved into included), as a chain's sum of links: the newest table takes
+ * at least that many items before it grows. Non-scaling: the capacity. */
 BLOOMERY_API uint64_t gf_capacity(const gf_t *gf);
+/* The count at which the next growth starts (UINT64_MAX: non-scaling). */
+BLOOMERY_API uint64_t gf_grows_at(const gf_t *gf);
 /* Bytes of the tables in use (both while buckets move). */
 BLOOMERY_API uint64_t gf_bytes(const gf_t *gf);
 BLOOMERY_API double gf_error_rate(const gf_t *gf);
@@ -98,6 +107,43 @@ BLOOMERY_API uint64_t gf_seed(const gf_t *gf);
 BLOOMERY_API double gf_fpr_estimate(const gf_t *gf);
 /* W: the bits a fingerprint starts with, its marker included. */
 BLOOMERY_API unsigned gf_fingerprint_bits(const gf_t *gf);
+
+/* Serialization (serial.h): a filter is its state and one table, or two
+ * while buckets move (the first the filter's, the second the one they
+ * move into), each one region of buckets then pool. Read the state and
+ * the tables while no add runs for a consistent image; gf_get_state alone
+ * is safe at any time (a glimpse, as BF.DEBUG shows it). */
+typedef struct gf_state {
+    uint64_t capacity;
+    double error_rate;
+    uint32_t expansion;
+    uint64_t seed, salt, count;
+    unsigned ntables;
+    uint64_t buckets[2];
+    uint64_t cursor; /* with two tables: the first table's buckets moved in order */
+} gf_state;
+BLOOMERY_API void gf_get_state(const gf_t *gf, gf_state *st);
+/* Table i's bytes (NULL past the last table). */
+BLOOMERY_API const uint8_t *gf_table_data(const gf_t *gf, unsigned i, uint64_t *bytes);
+/* Bytes table i of a filter in state st has, 0 if the state is invalid. */
+BLOOMERY_API uint64_t gf_table_bytes_for(const gf_state *st, unsigned i);
+/* A filter in state st with zeroed tables, for a loader to fill through
+ * gf_table_data_mut; gf_validate before any other call. BLOOMERY_EINVAL
+ * for a state no filter has. */
+BLOOMERY_API int gf_create_state(gf_t **out, const gf_state *st);
+BLOOMERY_API uint8_t *gf_table_data_mut(gf_t *gf, unsigned i, uint64_t *bytes);
+/* BLOOMERY_ECORRUPT when the tables hold what no filter writes (a moved
+ * bucket where none may be, a pool entry of no bucket). */
+BLOOMERY_API int gf_validate(gf_t *gf);
+
+/* A write barrier for copy-on-write snapshots: called before bytes
+ * [offset, offset + len) of a table change, region being `region` for the
+ * filter's table when set and region + 1 for the one its buckets move into
+ * (gf_table_data's 0 and 1). Tables made after it was set report nothing;
+ * a table given back reports all of itself. Set or remove (NULL) it only
+ * while no other call on the filter runs. */
+typedef void (*gf_write_hook)(void *ctx, uint32_t region, uint64_t offset, uint64_t len);
+BLOOMERY_API void gf_set_write_hook(gf_t *gf, gf_write_hook hook, void *ctx, uint32_t region);
 
 #ifdef __cplusplus
 }

@@ -80,10 +80,12 @@ typedef struct gtable {
     uint64_t pooled; /* atomic: entries taken */
     size_t bytes;
     bool mapped;
-    uint64_t salt;          /* spreads its buckets over the sequence locks */
+    uint64_t salt;          /* places its pool entries (from the filter's salt) */
+    uint64_t lock_salt;     /* spreads its buckets over the sequence locks */
     struct gtable *next;    /* atomic: the table its buckets move into */
     struct gtable *retired; /* the filter's older tables */
-    uint64_t cursor;        /* next bucket to move; under the filter's grow lock */
+    uint64_t cursor;        /* next bucket to move; written under the filter's grow lock */
+    int64_t region;         /* its region in the image the write hook reports for, or -1 */
 } gtable;
 
 typedef uint32_t v16u __attribute__((vector_size(64)));
@@ -100,11 +102,14 @@ struct gf {
     uint32_t expansion;
     uint64_t count;         /* atomic */
     uint64_t limit;         /* atomic: the count that starts a growth */
+    uint64_t nb0;           /* the first table's buckets, for capacity */
     uint64_t retry_at;      /* under grow: the count before which a refused growth is not retried */
     uint64_t saturate_from; /* the fewest buckets at which one may saturate */
     gtable *retired;
     bool (*may_allocate)(void *ctx, uint64_t bytes);
     void *may_allocate_ctx;
+    gf_write_hook hook;
+    void *hook_ctx;
     /* line_has_vec's lanes for slots 16k to 16k + 15 (lanes_init). */
     v16u lanes[2][6]; /* the struct is 64-byte aligned for these */
 };
@@ -116,7 +121,7 @@ static struct {
 
 static inline uint32_t *seq_of(const gtable *t, uint64_t j)
 {
-    return &seqs[bk_mix64(j ^ t->salt) & (SEQ_STRIPES - 1)].seq;
+    return &seqs[bk_mix64(j ^ t->lock_salt) & (SEQ_STRIPES - 1)].seq;
 }
 
 /* ---- the model ---- */
@@ -230,6 +235,9 @@ static gtable *table_new(const gf_t *gf, uint64_t nb)
     }
     t->pool = t->lines + nb * WORDS;
     t->salt = bk_mix64(gf->salt ^ nb);
+    /* Filters side by side take different locks for the same bucket. */
+    t->lock_salt = bk_mix64((uint64_t)(uintptr_t)t ^ nb);
+    t->region = -1;
     return t;
 }
 
@@ -250,6 +258,15 @@ static inline uint64_t pool_home(const gtable *t, uint64_t j)
 }
 
 static inline uint32_t entry_v(uint64_t e) { return (uint32_t)(e << (32 - ENTRY_V)); }
+
+/* The write barrier (gf_set_write_hook): len bytes at p of table t are
+ * about to change. */
+static inline void before_write(const gf_t *gf, const gtable *t, const void *p, uint64_t len)
+{
+    if (__builtin_expect(t->region >= 0, 0))
+        gf->hook(gf->hook_ctx, (uint32_t)t->region,
+                 (uint64_t)((const uint8_t *)p - (const uint8_t *)t->lines), len);
+}
 
 /* ---- fingerprints ---- */
 
@@ -571,7 +588,7 @@ static void line_store(uint64_t *dst, const uint64_t *w)
 
 /* Takes a free pool entry for v of bucket j; false when the pool counts
  * as full or none is near. */
-static bool pool_put(gtable *t, uint64_t j, uint32_t v)
+static bool pool_put(const gf_t *gf, gtable *t, uint64_t j, uint32_t v)
 {
     if (__atomic_load_n(&t->pooled, __ATOMIC_RELAXED) >= t->npool / 4 * 3)
         return false;
@@ -579,6 +596,7 @@ static bool pool_put(gtable *t, uint64_t j, uint32_t v)
     uint64_t i = pool_home(t, j);
     for (unsigned k = 0; k < POOL_PROBES && k <= mask;) {
         uint64_t x = 0;
+        before_write(gf, t, &t->pool[i], 8);
         if (__atomic_compare_exchange_n(&t->pool[i], &x, e, false, __ATOMIC_RELEASE,
                                         __ATOMIC_RELAXED)) {
             __atomic_fetch_add(&t->pooled, 1, __ATOMIC_RELAXED);
@@ -609,13 +627,14 @@ static bool put_locked(const gf_t *gf, gtable *t, uint64_t j, uint64_t *w, uint3
         unsigned mine = 0;
         if (r == ROOM_SATURATE && (w[WORDS - 1] & OVER))
             pool_scan(t, j, 0, &mine);
-        if (mine < PILE && pool_put(t, j, v))
+        if (mine < PILE && pool_put(gf, t, j, v))
             w[WORDS - 1] |= OVER;
         else if (r != ROOM_GROW)
             w[WORDS - 1] |= SATURATED;
         else
             return false;
     }
+    before_write(gf, t, bucket_at(t, j), 64);
     line_store(bucket_at(t, j), w);
     return true;
 }
@@ -639,9 +658,10 @@ static void put_moving(const gf_t *gf, gtable *t, uint64_t j, uint32_t v)
     put_locked(gf, t, j, w, v, ROOM_MOVING);
 }
 
-static void saturate_moving(gtable *t, uint64_t j)
+static void saturate_moving(const gf_t *gf, gtable *t, uint64_t j)
 {
     uint64_t *line = bucket_at(t, j);
+    before_write(gf, t, &line[WORDS - 1], 8);
     __atomic_store_n(&line[WORDS - 1],
                      __atomic_load_n(&line[WORDS - 1], __ATOMIC_RELAXED) | SATURATED,
                      __ATOMIC_RELEASE);
@@ -660,7 +680,7 @@ static void move_v(const gf_t *gf, gtable *n, uint64_t j, uint32_t v)
     }
     uint64_t base = j << e | (L ? (uint64_t)(v >> (32 - L)) << (e - L) : 0);
     for (uint64_t k = 0; k < (1ULL << (e - L)); k++)
-        saturate_moving(n, base + k);
+        saturate_moving(gf, n, base + k);
 }
 
 /* Moves bucket j of the current table t into t->next. Under the grow lock. */
@@ -694,8 +714,9 @@ static void move_bucket(const gf_t *gf, const gtable *t, uint64_t j)
     }
     if (w[WORDS - 1] & SATURATED) /* what it answered for, its children answer for */
         for (uint64_t k = 0; k < (1ULL << gf->e); k++)
-            saturate_moving(n, j << gf->e | k);
+            saturate_moving(gf, n, j << gf->e | k);
     w[WORDS - 1] |= MOVED;
+    before_write(gf, t, &bucket_at(t, j)[WORDS - 1], 8);
     __atomic_store_n(&bucket_at(t, j)[WORDS - 1], w[WORDS - 1], __ATOMIC_RELEASE);
     seq_unlock(seq, next);
 }
@@ -709,8 +730,10 @@ static void finish_move(gf_t *gf, gtable *t)
     __atomic_store_n(&gf->cur, n, __ATOMIC_SEQ_CST);
     /* Readers and writers still in t find zeros and start again from cur,
      * which they read after the line (check_core, add_core). */
-    if (t->mapped)
+    if (t->mapped) {
+        before_write(gf, t, t->lines, t->bytes);
         bloomery_discard_mapped(t->lines, t->bytes);
+    }
     t->retired = gf->retired;
     gf->retired = t;
 }
@@ -745,9 +768,11 @@ static void move_some(gf_t *gf, size_t k)
     gtable *t = gf->cur;
     if (!t->next)
         return;
-    for (size_t i = 0; t->cursor < t->nb && (k == 0 || i < k); i++)
-        move_bucket(gf, t, t->cursor++);
-    if (t->cursor == t->nb)
+    uint64_t c = t->cursor;
+    for (size_t i = 0; c < t->nb && (k == 0 || i < k); i++)
+        move_bucket(gf, t, c++);
+    __atomic_store_n(&t->cursor, c, __ATOMIC_RELAXED); /* gf_get_state may read it */
+    if (c == t->nb)
         finish_move(gf, t);
 }
 
@@ -909,29 +934,43 @@ int gf_add(gf_t *gf, const void *item, size_t len)
 
 /* ---- life ---- */
 
-int gf_create(gf_t **out, uint64_t capacity, double error_rate, uint32_t expansion, uint64_t seed)
+/* A filter with its first table of nb buckets, zeroed. */
+static int filter_new(gf_t **out, uint64_t capacity, double error_rate, uint32_t expansion,
+                      uint64_t seed, const uint64_t *salt, uint64_t nb)
 {
     *out = NULL;
     if (expansion && (expansion < 2 || expansion > 32768 || (expansion & (expansion - 1))))
         return BLOOMERY_EINVAL;
     shape sh;
-    uint64_t nb;
-    int rc = plan_buckets(capacity, error_rate, &sh, &nb);
+    uint64_t min_nb;
+    int rc = plan_buckets(capacity, error_rate, &sh, &min_nb);
     if (rc)
         return rc;
+    if (!nb)
+        nb = min_nb;
+    /* A table grown from this capacity: min_nb times a power of the
+     * expansion. */
+    uint64_t times = nb / min_nb;
+    unsigned e = expansion ? (unsigned)__builtin_ctz(expansion) : 0;
+    if (nb % min_nb || times == 0 || (times & (times - 1)) ||
+        (e ? (unsigned)__builtin_ctzll(times) % e : times != 1))
+        return BLOOMERY_EINVAL;
     gf_t *gf = aligned_alloc(64, (sizeof *gf + 63) / 64 * 64);
     if (!gf)
         return BLOOMERY_ENOMEM;
     memset(gf, 0, sizeof *gf);
     gf->W = sh.W;
     gf->S = sh.S;
-    gf->e = expansion ? (unsigned)__builtin_ctz(expansion) : 0;
+    gf->e = e;
     gf->load = sh.load;
     gf->pool_per_bucket = sh.pool_per_bucket;
     gf->saturate_from = (uint64_t)ceil(64 / error_rate);
+    gf->nb0 = min_nb;
     gf->capacity = capacity;
     gf->seed = seed;
-    gf->salt = bk_mix64((uint64_t)(uintptr_t)gf ^ seed);
+    /* From the seed: a filter built by the same adds (a replica's) is the
+     * same bytes. */
+    gf->salt = salt ? *salt : bk_mix64(seed ^ 0x6a09e667f3bcc909ULL);
     gf->error_rate = error_rate;
     gf->expansion = expansion;
     lanes_init(gf);
@@ -945,6 +984,21 @@ int gf_create(gf_t **out, uint64_t capacity, double error_rate, uint32_t expansi
     gf->limit = (uint64_t)(gf->load * gf->S * (double)nb);
     *out = gf;
     return BLOOMERY_OK;
+}
+
+uint32_t gf_round_expansion(uint32_t expansion)
+{
+    if (!expansion)
+        return 0;
+    uint32_t e = 2;
+    while (e < expansion && e < (1U << 31))
+        e <<= 1;
+    return e;
+}
+
+int gf_create(gf_t **out, uint64_t capacity, double error_rate, uint32_t expansion, uint64_t seed)
+{
+    return filter_new(out, capacity, error_rate, expansion, seed, NULL, 0);
 }
 
 void gf_free(gf_t *gf)
@@ -984,6 +1038,10 @@ void gf_settle(gf_t *gf)
 }
 
 uint64_t gf_count(const gf_t *gf) { return __atomic_load_n(&gf->count, __ATOMIC_RELAXED); }
+void gf_set_count(gf_t *gf, uint64_t count)
+{
+    __atomic_store_n(&gf->count, count, __ATOMIC_RELAXED);
+}
 
 uint64_t gf_capacity(const gf_t *gf)
 {
@@ -991,7 +1049,13 @@ uint64_t gf_capacity(const gf_t *gf)
         return gf->capacity;
     const gtable *t = __atomic_load_n(&gf->cur, __ATOMIC_ACQUIRE);
     const gtable *n = __atomic_load_n(&t->next, __ATOMIC_ACQUIRE);
-    return (uint64_t)(gf->load * gf->S * (double)(n ? n : t)->nb);
+    uint64_t times = (n ? n : t)->nb / gf->nb0;
+    return gf->capacity > UINT64_MAX / times ? UINT64_MAX : gf->capacity * times;
+}
+
+uint64_t gf_grows_at(const gf_t *gf)
+{
+    return gf->e ? __atomic_load_n(&gf->limit, __ATOMIC_RELAXED) : UINT64_MAX;
 }
 
 /* What a fingerprint with its marker at bit b matches: 2^-(31 - b) of
@@ -1052,3 +1116,117 @@ double gf_error_rate(const gf_t *gf) { return gf->error_rate; }
 uint32_t gf_expansion(const gf_t *gf) { return gf->expansion; }
 uint64_t gf_seed(const gf_t *gf) { return gf->seed; }
 unsigned gf_fingerprint_bits(const gf_t *gf) { return gf->W; }
+
+/* ---- serialization ---- */
+
+void gf_get_state(const gf_t *gf, gf_state *st)
+{
+    const gtable *t = __atomic_load_n(&gf->cur, __ATOMIC_ACQUIRE);
+    const gtable *n = __atomic_load_n(&t->next, __ATOMIC_ACQUIRE);
+    *st = (gf_state){.capacity = gf->capacity,
+                     .error_rate = gf->error_rate,
+                     .expansion = gf->expansion,
+                     .seed = gf->seed,
+                     .salt = gf->salt,
+                     .count = gf_count(gf),
+                     .ntables = n ? 2 : 1,
+                     .buckets = {t->nb, n ? n->nb : 0},
+                     .cursor = n ? __atomic_load_n(&t->cursor, __ATOMIC_RELAXED) : 0};
+}
+
+static gtable *table_at(const gf_t *gf, unsigned i)
+{
+    return i == 0 ? gf->cur : i == 1 ? gf->cur->next : NULL;
+}
+
+const uint8_t *gf_table_data(const gf_t *gf, unsigned i, uint64_t *bytes)
+{
+    return gf_table_data_mut((gf_t *)gf, i, bytes);
+}
+
+uint8_t *gf_table_data_mut(gf_t *gf, unsigned i, uint64_t *bytes)
+{
+    gtable *t = table_at(gf, i);
+    *bytes = t ? t->bytes : 0;
+    return t ? (uint8_t *)t->lines : NULL;
+}
+
+uint64_t gf_table_bytes_for(const gf_state *st, unsigned i)
+{
+    shape sh;
+    uint64_t nb;
+    if (i >= st->ntables || plan_buckets(st->capacity, st->error_rate, &sh, &nb) ||
+        st->buckets[i] == 0 || st->buckets[i] > MAX_BUCKETS)
+        return 0;
+    return table_bytes(sh.pool_per_bucket, st->buckets[i]);
+}
+
+int gf_create_state(gf_t **out, const gf_state *st)
+{
+    *out = NULL;
+    uint64_t nb = st->buckets[0];
+    if (st->ntables < 1 || st->ntables > 2 || nb == 0 || nb > MAX_BUCKETS)
+        return BLOOMERY_EINVAL;
+    unsigned e = st->expansion ? (unsigned)__builtin_ctz(st->expansion) : 0;
+    if (st->ntables == 2 &&
+        (!e || nb > MAX_BUCKETS >> e || st->buckets[1] != nb << e || st->cursor >= nb))
+        return BLOOMERY_EINVAL;
+    gf_t *gf;
+    int rc = filter_new(&gf, st->capacity, st->error_rate, st->expansion, st->seed, &st->salt, nb);
+    if (rc)
+        return rc;
+    if (st->ntables == 2) {
+        gf->cur->next = table_new(gf, st->buckets[1]);
+        if (!gf->cur->next) {
+            gf_free(gf);
+            return BLOOMERY_ENOMEM;
+        }
+        gf->cur->cursor = st->cursor;
+    }
+    gf->count = st->count;
+    *out = gf;
+    return BLOOMERY_OK;
+}
+
+/* A loaded table: pool entries name one of its buckets and hold a
+ * fingerprint with its marker; only a table with a next one has moved
+ * buckets, and then every one before the cursor. Counts the pool. */
+static int validate_table(const gf_t *gf, gtable *t, bool first)
+{
+    bool moving = first && t->next;
+    for (uint64_t j = 0; j < t->nb; j++) {
+        bool moved = bucket_at(t, j)[WORDS - 1] & MOVED;
+        if (moved ? !moving : moving && j < t->cursor)
+            return BLOOMERY_ECORRUPT;
+    }
+    uint64_t pooled = 0;
+    for (uint64_t i = 0; i < t->npool; i++) {
+        uint64_t e = t->pool[i];
+        if (!e)
+            continue;
+        if (!entry_v(e) || e >> ENTRY_V >= t->nb)
+            return BLOOMERY_ECORRUPT;
+        pooled++;
+    }
+    t->pooled = pooled;
+    (void)gf;
+    return BLOOMERY_OK;
+}
+
+int gf_validate(gf_t *gf)
+{
+    int rc = validate_table(gf, gf->cur, true);
+    if (!rc && gf->cur->next)
+        rc = validate_table(gf, gf->cur->next, false);
+    return rc;
+}
+
+void gf_set_write_hook(gf_t *gf, gf_write_hook hook, void *ctx, uint32_t region)
+{
+    gf->hook = hook;
+    gf->hook_ctx = ctx;
+    gtable *t = gf->cur, *n = t->next;
+    t->region = hook ? (int64_t)region : -1;
+    if (n)
+        n->region = hook ? (int64_t)region + 1 : -1;
+}
