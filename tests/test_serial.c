@@ -35,6 +35,20 @@ static bloomery_object make(bloomery_type type, int variant)
             cntbf_add(o.u.cnt, key, tu_key(key, "s:", i));
         break;
     case BLOOMERY_TYPE_SCALABLE: {
+        if (variant >= 3) {
+            /* Growing chains with buckets moving into their second table:
+             * tables under a page, which are not mapped (every byte flip
+             * loads one), or an expansion that rounds up (3 to 4). */
+            sbf_options opt = {
+                .layout = BLOOMERY_LAYOUT_GROWING, .expansion = variant == 3 ? 2 : 3, .seed = 77};
+            assert_int_equal(sbf_create(&o.u.sbf, variant == 3 ? 10 : 50, 0.01, &opt), BLOOMERY_OK);
+            gf_state st = {0};
+            for (uint64_t i = 0; st.ntables < 2 || i < (variant == 3 ? 100u : 300u); i++) {
+                assert_true(sbf_add(o.u.sbf, key, tu_key(key, "s:", i)) >= 0);
+                gf_get_state(sbf_link_growing(o.u.sbf, 0), &st);
+            }
+            break;
+        }
         /* Variants: blocked, classic and prefix links. */
         sbf_options opt = {.layout = variant == 2   ? BLOOMERY_LAYOUT_PREFIX
                                      : variant == 1 ? BLOOMERY_LAYOUT_CLASSIC
@@ -199,7 +213,7 @@ static const bloomery_type types[] = {
     BLOOMERY_TYPE_CMS,     BLOOMERY_TYPE_TOPK,     BLOOMERY_TYPE_TDIGEST};
 #define NTYPES (int)(sizeof types / sizeof types[0])
 
-static int variants(bloomery_type t) { return t == BLOOMERY_TYPE_SCALABLE ? 3 : 2; }
+static int variants(bloomery_type t) { return t == BLOOMERY_TYPE_SCALABLE ? 5 : 2; }
 
 static void test_round_trip(void **state)
 {
@@ -233,9 +247,10 @@ static void test_round_trip(void **state)
 static void test_every_flip_and_truncation(void **state)
 {
     (void)state;
-    for (int t = 0; t <= NTYPES; t++) {
-        /* Every type, then the prefix chain. */
-        bloomery_object o = t < NTYPES ? make(types[t], 0) : make(BLOOMERY_TYPE_SCALABLE, 2);
+    for (int t = 0; t <= NTYPES + 1; t++) {
+        /* Every type, then the prefix and growing chains. */
+        bloomery_object o =
+            t < NTYPES ? make(types[t], 0) : make(BLOOMERY_TYPE_SCALABLE, t == NTYPES ? 2 : 3);
         uint8_t *blob;
         size_t len;
         assert_int_equal(bloomery_serialize(o, 128, &blob, &len), BLOOMERY_OK);
@@ -544,6 +559,86 @@ static void test_prefix_forged(void **state)
     bloomery_object_free(&o);
 }
 
+/* A growing chain's header and tables, forged: fields that no filter has,
+ * then tables that no filter writes (moved buckets where none may be, a
+ * pool entry of no bucket). */
+static void test_growing_forged(void **state)
+{
+    (void)state;
+    bloomery_object o = make(BLOOMERY_TYPE_SCALABLE, 3);
+    gf_t *g = sbf_link_growing(o.u.sbf, 0);
+    gf_state st;
+    gf_get_state(g, &st);
+    assert_int_equal(st.ntables, 2);
+    uint8_t *blob;
+    size_t len;
+    assert_int_equal(bloomery_serialize(o, 128, &blob, &len), BLOOMERY_OK);
+    uint32_t plen = blob[16] | blob[17] << 8;
+    size_t hlen = 24 + plen + 8 * (size_t)(blob[20] | blob[21] << 8) + 8;
+    /* params: u8 layout, u32 expansion, u64 capacity, f64 p, u64 seed, u32
+     * links; from 33: u64 salt, count, u32 tables, u64 buckets 0 and 1,
+     * cursor. */
+    uint64_t nb = st.buckets[0];
+    struct {
+        size_t off;
+        int width;
+        uint64_t value;
+    } bad[] = {
+        {0, 1, 4},           {1, 4, 0},       {1, 4, 40000}, {13, 8, 0},  {29, 4, 2},
+        {49, 4, 0},          {49, 4, 1},      {49, 4, 3},    {53, 8, 0},  {53, 8, nb + 1},
+        {53, 8, 1ULL << 40}, {61, 8, nb * 4}, {61, 8, 0},    {69, 8, nb}, {69, 8, UINT64_MAX},
+    };
+    uint8_t *copy = malloc(len);
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        memcpy(copy, blob, len);
+        put_le(copy + 24 + bad[i].off, bad[i].value, bad[i].width);
+        put_le(copy + hlen - 8, XXH3_64bits(copy, hlen - 8), 8);
+        bloomery_object back;
+        if (bloomery_deserialize(copy, len, MAX_BYTES, &back, NULL) == BLOOMERY_OK)
+            fail_msg("forged field at %zu = %llu accepted", bad[i].off,
+                     (unsigned long long)bad[i].value);
+    }
+    free(copy);
+    free(blob);
+
+    /* Tables: 0 as made; 1 a moved bucket past the cursor is fine; 2 an
+     * unmoved one before it; 3 a moved bucket once settled; 4 a moved one
+     * in the second table; 5 a pool entry of no bucket. */
+    for (int forge = 0; forge < 6; forge++) {
+        bloomery_object f = make(BLOOMERY_TYPE_SCALABLE, 3);
+        g = sbf_link_growing(f.u.sbf, 0);
+        if (forge == 3)
+            gf_settle(g);
+        gf_get_state(g, &st);
+        uint64_t bytes;
+        uint64_t *t0 = (uint64_t *)gf_table_data_mut(g, 0, &bytes);
+        uint64_t *t1 = st.ntables > 1 ? (uint64_t *)gf_table_data_mut(g, 1, &bytes) : NULL;
+        if (forge == 1)
+            t0[8 * (st.buckets[0] - 1) + 7] |= 1ULL << 63;
+        if (forge == 2)
+            t0[7] &= ~(1ULL << 63);
+        if (forge == 3 || forge == 4)
+            (forge == 3 ? t0 : t1)[7] |= 1ULL << 63;
+        if (forge == 5)
+            t0[8 * st.buckets[0]] = st.buckets[0] << 27 | 1;
+        uint8_t *b;
+        assert_int_equal(bloomery_serialize(f, 128, &b, &len), BLOOMERY_OK);
+        bloomery_object back;
+        const char *msg;
+        int rc = bloomery_deserialize(b, len, MAX_BYTES, &back, &msg);
+        if (forge <= 1) {
+            assert_int_equal(rc, BLOOMERY_OK);
+            bloomery_object_free(&back);
+        } else {
+            assert_int_equal(rc, BLOOMERY_ECORRUPT);
+            assert_non_null(strstr(msg, "growing filter"));
+        }
+        free(b);
+        bloomery_object_free(&f);
+    }
+    bloomery_object_free(&o);
+}
+
 static void test_garbage(void **state)
 {
     (void)state;
@@ -614,6 +709,7 @@ int main(void)
         cmocka_unit_test(test_loader_in_place),
         cmocka_unit_test(test_cuckoo_forged_shapes),
         cmocka_unit_test(test_prefix_forged),
+        cmocka_unit_test(test_growing_forged),
         cmocka_unit_test(test_garbage),
         cmocka_unit_test(test_chunk_at),
     };

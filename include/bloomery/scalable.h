@@ -17,7 +17,8 @@
  * Add checks every link newest-first and inserts into the newest only if no
  * link has the item. Links are blocked filters (bf_t), classic RedisBloom
  * filters (cbf_t) or prefix filters (pf_t); a classic chain is
- * bit-identical to RedisBloom's.
+ * bit-identical to RedisBloom's. A growing chain is one growing filter
+ * (gf_t), which grows within itself and keeps the whole budget p.
  *
  * Concurrency: any mix of calls from any threads. Adds of one item are
  * linearizable (striped lock on the item hash); growth takes the chain's
@@ -33,6 +34,7 @@
 #include "bloomery/blocked.h"
 #include "bloomery/classic.h"
 #include "bloomery/export.h"
+#include "bloomery/growing.h"
 #include "bloomery/prefix.h"
 
 #ifdef __cplusplus
@@ -43,6 +45,10 @@ typedef enum bloomery_layout {
     BLOOMERY_LAYOUT_BLOCKED = 0,
     BLOOMERY_LAYOUT_CLASSIC = 1,
     BLOOMERY_LAYOUT_PREFIX = 2, /* prefix filters (prefix.h): fewer bits */
+    /* One growing filter (growing.h) instead of links: it doubles, so a
+     * lookup reads one line however far it grows. Expansion rounds up to
+     * a power of two; no BF.MERGE. */
+    BLOOMERY_LAYOUT_GROWING = 3,
 } bloomery_layout;
 
 #define SBF_DEFAULT_EXPANSION 2
@@ -119,10 +125,12 @@ BLOOMERY_API uint64_t sbf_seed(const sbf_t *s);
 BLOOMERY_API size_t sbf_nlinks(const sbf_t *s);
 BLOOMERY_API double sbf_fpr_estimate(const sbf_t *s); /* 1 - prod(1 - link estimate) */
 
-/* Link i (0 = oldest): exactly one of the three is non-NULL. */
+/* Link i (0 = oldest): exactly one of the four is non-NULL. A growing
+ * chain has one link. */
 BLOOMERY_API bf_t *sbf_link_blocked(const sbf_t *s, size_t i);
 BLOOMERY_API cbf_t *sbf_link_classic(const sbf_t *s, size_t i);
 BLOOMERY_API pf_t *sbf_link_prefix(const sbf_t *s, size_t i);
+BLOOMERY_API gf_t *sbf_link_growing(const sbf_t *s, size_t i);
 
 /* Build a chain from links made elsewhere (a loader). Takes ownership of the
  * links on success. */
@@ -138,14 +146,15 @@ BLOOMERY_API void sbf_set_may_allocate(sbf_t *s, bool (*may_allocate)(void *ctx,
 
 /* A write barrier for copy-on-write snapshots of prefix chains: link i's
  * bins report as region 2i (its image's; pf_set_write_hook). Links grown
- * after it was set report nothing. Blocked and classic links only set bits
+ * after it was set report nothing. A growing chain's tables report as
+ * regions 0 and 1 (gf_set_write_hook). Blocked and classic links only set bits
  * (a copy taken while they change is a valid state) and report nothing. Set
  * or remove (NULL) it only while no other call on the chain runs. */
 BLOOMERY_API void sbf_set_write_hook(sbf_t *s, pf_write_hook hook, void *ctx);
 
 /* src's items into dst, link by link (OR, or pf_merge for prefix links):
  * same layout, expansion, link count and link shapes, else
- * BLOOMERY_EINVAL with dst unchanged. */
+ * BLOOMERY_EINVAL with dst unchanged. Growing chains: BLOOMERY_EINVAL. */
 BLOOMERY_API int sbf_merge(sbf_t *dst, const sbf_t *src);
 
 #ifdef __cplusplus

@@ -108,9 +108,10 @@ static inline void **load_links(const sbf_t *s)
 
 /* The same call on a link of any layout: cbf_fn, pf_fn or bf_fn. */
 #define LINK_CALL(layout, fn, l)                                                                   \
-    ((layout) == BLOOMERY_LAYOUT_CLASSIC  ? cbf_##fn(l)                                            \
-     : (layout) == BLOOMERY_LAYOUT_PREFIX ? pf_##fn(l)                                             \
-                                          : bf_##fn(l))
+    ((layout) == BLOOMERY_LAYOUT_CLASSIC   ? cbf_##fn(l)                                           \
+     : (layout) == BLOOMERY_LAYOUT_PREFIX  ? pf_##fn(l)                                            \
+     : (layout) == BLOOMERY_LAYOUT_GROWING ? gf_##fn(l)                                            \
+                                           : bf_##fn(l))
 
 static uint64_t link_capacity(const sbf_t *s, const void *l)
 {
@@ -133,6 +134,7 @@ static bool link_check(const sbf_t *s, const void *l, item_hash h)
     switch (s->layout) {
     case BLOOMERY_LAYOUT_CLASSIC: return cbf_check_hashed(l, h.classic);
     case BLOOMERY_LAYOUT_PREFIX: return pf_check_hashed(l, h.blocked);
+    case BLOOMERY_LAYOUT_GROWING: return gf_check_hashed(l, h.blocked);
     default: return bf_check_hashed(l, h.blocked);
     }
 }
@@ -143,6 +145,8 @@ static uint64_t link_bytes_for(const sbf_t *s, uint64_t capacity, double error)
         return cbf_bytes_for(capacity, error);
     if (s->layout == BLOOMERY_LAYOUT_PREFIX)
         return pf_bytes_for(capacity, error);
+    if (s->layout == BLOOMERY_LAYOUT_GROWING)
+        return gf_bytes_for(capacity, error);
     bf_options o = {.seed = s->seed, .policy = s->policy};
     return bf_bytes_for(capacity, error, &o);
 }
@@ -153,6 +157,13 @@ static int link_create(const sbf_t *s, uint64_t capacity, double error, void **o
         return cbf_create((cbf_t **)out, capacity, error);
     if (s->layout == BLOOMERY_LAYOUT_PREFIX)
         return pf_create((pf_t **)out, capacity, error, s->seed);
+    if (s->layout == BLOOMERY_LAYOUT_GROWING) {
+        int rc =
+            gf_create((gf_t **)out, capacity, error, gf_round_expansion(s->expansion), s->seed);
+        if (rc == BLOOMERY_OK)
+            gf_set_may_allocate(*out, s->may_allocate, s->may_allocate_ctx);
+        return rc;
+    }
     bf_options o = {.seed = s->seed, .policy = s->policy};
     return bf_create((bf_t **)out, capacity, error, &o);
 }
@@ -257,7 +268,7 @@ static int validate(uint64_t capacity, double error_rate, const sbf_options *o)
         return BLOOMERY_EINVAL;
     if (o && (o->expansion > SBF_MAX_EXPANSION ||
               (o->layout != BLOOMERY_LAYOUT_BLOCKED && o->layout != BLOOMERY_LAYOUT_CLASSIC &&
-               o->layout != BLOOMERY_LAYOUT_PREFIX) ||
+               o->layout != BLOOMERY_LAYOUT_PREFIX && o->layout != BLOOMERY_LAYOUT_GROWING) ||
               (o->schedule != SBF_SCHEDULE_FIRST_SHARE && o->schedule != SBF_SCHEDULE_HALVES)))
         return BLOOMERY_EINVAL;
     return BLOOMERY_OK;
@@ -313,7 +324,7 @@ static double blocked_first_error(double p, bloomery_policy policy)
 
 static double first_error(const sbf_options *o, double p)
 {
-    if (!o->expansion)
+    if (!o->expansion || o->layout == BLOOMERY_LAYOUT_GROWING) /* it keeps its own budget */
         return p;
     if (o->layout != BLOOMERY_LAYOUT_BLOCKED || o->schedule == SBF_SCHEDULE_HALVES)
         return p * 0.5;
@@ -358,7 +369,8 @@ int sbf_assemble(sbf_t **out, bloomery_layout layout, uint64_t capacity, double 
 {
     *out = NULL;
     sbf_options o = {.layout = layout, .expansion = expansion, .seed = seed};
-    if (nlinks == 0 || validate(capacity, error_rate, &o) != BLOOMERY_OK)
+    if (nlinks == 0 || validate(capacity, error_rate, &o) != BLOOMERY_OK ||
+        (layout == BLOOMERY_LAYOUT_GROWING && nlinks != 1))
         return BLOOMERY_EINVAL;
     sbf_t *s = chain_new(layout, capacity, error_rate, expansion, seed);
     if (!s)
@@ -400,6 +412,8 @@ static bool chain_has(const sbf_t *s, item_hash h)
     void **links = load_links(s);
     if (s->layout == BLOOMERY_LAYOUT_BLOCKED)
         return bf_check_any_hashed((const bf_t *const *)links, n, h.blocked);
+    if (s->layout == BLOOMERY_LAYOUT_GROWING)
+        return gf_check_hashed(links[0], h.blocked);
     for (size_t i = n; i-- > 0;)
         if (link_check(s, links[i], h))
             return true;
@@ -533,6 +547,8 @@ static int add_hashed(sbf_t *s, item_hash h)
         return add_blocked(s, h.blocked, NULL);
     if (s->layout == BLOOMERY_LAYOUT_PREFIX)
         return add_prefix(s, h.blocked, NULL);
+    if (s->layout == BLOOMERY_LAYOUT_GROWING)
+        return gf_add_hashed(load_links(s)[0], h.blocked);
     uint64_t key = stripe_key(s, h);
     bloomery_stripe_lock(key);
     int rc;
@@ -586,7 +602,7 @@ int sbf_check_hashed(const sbf_t *s, sbf_hash h) { return chain_has(s, from_publ
 /* Adds write the newest link only: the others are fetched for reading. */
 static void prefetch(const sbf_t *s, item_hash h, bool for_write)
 {
-    if (s->layout == BLOOMERY_LAYOUT_CLASSIC)
+    if (s->layout == BLOOMERY_LAYOUT_CLASSIC || s->layout == BLOOMERY_LAYOUT_GROWING)
         return;
     size_t n = load_nlinks(s);
     void **links = load_links(s);
@@ -725,11 +741,50 @@ static size_t add_group_prefix(sbf_t *s, const item_hash *h, size_t m, int *res,
     return m;
 }
 
+/* A growing chain's batches: hashed a group at a time for its own batch
+ * calls, which fetch the group's lines together. */
+static size_t hash_growing(const sbf_t *s, const void *const *items, const size_t *lens, size_t n,
+                           size_t base, bloomery_hash *h)
+{
+    size_t g = n - base < BATCH ? n - base : BATCH;
+    for (size_t i = 0; i < g; i++)
+        h[i] = bloomery_hash_item(items[base + i], lens[base + i], s->seed);
+    return g;
+}
+
+static size_t add_many_growing(sbf_t *s, const void *const *items, const size_t *lens, size_t n,
+                               int *results)
+{
+    bloomery_hash h[BATCH];
+    for (size_t base = 0, g; base < n; base += g) {
+        g = hash_growing(s, items, lens, n, base, h);
+        size_t done = gf_add_many_hashed(load_links(s)[0], h, g, results + base);
+        if (done < g)
+            return base + done;
+    }
+    return n;
+}
+
+static void check_many_growing(const sbf_t *s, const void *const *items, const size_t *lens,
+                               size_t n, int *results)
+{
+    bloomery_hash h[BATCH];
+    uint8_t out[BATCH];
+    for (size_t base = 0, g; base < n; base += g) {
+        g = hash_growing(s, items, lens, n, base, h);
+        gf_check_many_hashed(load_links(s)[0], h, g, out);
+        for (size_t i = 0; i < g; i++)
+            results[base + i] = out[i];
+    }
+}
+
 /* Two groups in flight, as in blocked.c: the next group is hashed and
  * fetched while this one is added, so an add's stores find their lines
  * owned. */
 size_t sbf_add_many(sbf_t *s, const void *const *items, const size_t *lens, size_t n, int *results)
 {
+    if (s->layout == BLOOMERY_LAYOUT_GROWING)
+        return add_many_growing(s, items, lens, n, results);
     item_hash h[2][BATCH];
     pending p = {s->layout, NULL, 0};
     bool blocked = s->layout == BLOOMERY_LAYOUT_BLOCKED;
@@ -770,6 +825,10 @@ size_t sbf_add_many(sbf_t *s, const void *const *items, const size_t *lens, size
 void sbf_check_many(const sbf_t *s, const void *const *items, const size_t *lens, size_t n,
                     int *results)
 {
+    if (s->layout == BLOOMERY_LAYOUT_GROWING) {
+        check_many_growing(s, items, lens, n, results);
+        return;
+    }
     item_hash h[BATCH];
     for (size_t base = 0; base < n; base += BATCH) {
         size_t g = n - base < BATCH ? n - base : BATCH;
@@ -837,14 +896,25 @@ pf_t *sbf_link_prefix(const sbf_t *s, size_t i)
     return load_links(s)[i];
 }
 
+gf_t *sbf_link_growing(const sbf_t *s, size_t i)
+{
+    if (s->layout != BLOOMERY_LAYOUT_GROWING || i >= load_nlinks(s))
+        return NULL;
+    return load_links(s)[i];
+}
+
 void sbf_set_may_allocate(sbf_t *s, bool (*may_allocate)(void *ctx, uint64_t bytes), void *ctx)
 {
     s->may_allocate = may_allocate;
     s->may_allocate_ctx = ctx;
+    if (s->layout == BLOOMERY_LAYOUT_GROWING)
+        gf_set_may_allocate(s->links[0], may_allocate, ctx);
 }
 
 void sbf_set_write_hook(sbf_t *s, pf_write_hook hook, void *ctx)
 {
+    if (s->layout == BLOOMERY_LAYOUT_GROWING)
+        gf_set_write_hook(s->links[0], hook, ctx, 0);
     if (s->layout != BLOOMERY_LAYOUT_PREFIX)
         return;
     for (size_t i = 0; i < s->nlinks; i++)
@@ -855,7 +925,7 @@ int sbf_merge(sbf_t *dst, const sbf_t *src)
 {
     size_t n = load_nlinks(dst);
     if (dst->layout != src->layout || dst->expansion != src->expansion || dst->seed != src->seed ||
-        n != load_nlinks(src))
+        n != load_nlinks(src) || dst->layout == BLOOMERY_LAYOUT_GROWING)
         return BLOOMERY_EINVAL;
     void **d = load_links(dst), **s = load_links(src);
     for (size_t i = 0; i < n; i++) {

@@ -188,6 +188,43 @@ static void put_blocked_params(wbuf *w, uint64_t nblocks, unsigned b, uint64_t s
     put_u64(w, count);
 }
 
+static void put_chain_params(wbuf *w, const sbf_t *s, uint32_t nlinks)
+{
+    uint8_t layout = (uint8_t)sbf_layout(s);
+    put(w, &layout, 1);
+    put_u32(w, sbf_expansion(s));
+    put_u64(w, sbf_initial_capacity(s));
+    put_f64(w, sbf_error_rate(s));
+    put_u64(w, sbf_seed(s));
+    put_u32(w, nlinks);
+}
+
+/* A growing chain: its one filter's state, and a region per table (one,
+ * or two while buckets move). */
+static int describe_growing(const sbf_t *s, wbuf *params, region **regions, uint32_t *nregions)
+{
+    const gf_t *g = sbf_link_growing(s, 0);
+    gf_state st;
+    gf_get_state(g, &st);
+    put_chain_params(params, s, 1);
+    put_u64(params, st.salt);
+    put_u64(params, st.count);
+    put_u32(params, st.ntables);
+    put_u64(params, st.buckets[0]);
+    put_u64(params, st.buckets[1]);
+    put_u64(params, st.cursor);
+    *regions = malloc(st.ntables * sizeof **regions);
+    if (!*regions)
+        return BLOOMERY_ENOMEM;
+    for (unsigned i = 0; i < st.ntables; i++) {
+        uint64_t len;
+        const uint8_t *data = gf_table_data(g, i, &len);
+        (*regions)[i] = (region){data, len};
+    }
+    *nregions = st.ntables;
+    return BLOOMERY_OK;
+}
+
 /* Fills params and regions for obj. */
 static int describe(bloomery_object obj, wbuf *params, region **regions, uint32_t *nregions)
 {
@@ -221,15 +258,11 @@ static int describe(bloomery_object obj, wbuf *params, region **regions, uint32_
         size_t n = sbf_nlinks(s);
         /* A prefix link is two regions: its bins and its spare's blocks. */
         size_t per = sbf_layout(s) == BLOOMERY_LAYOUT_PREFIX ? 2 : 1;
+        if (sbf_layout(s) == BLOOMERY_LAYOUT_GROWING)
+            return describe_growing(s, params, regions, nregions);
         if (n * per > MAX_REGIONS)
             return BLOOMERY_ETOOBIG;
-        uint8_t layout = (uint8_t)sbf_layout(s);
-        put(params, &layout, 1);
-        put_u32(params, sbf_expansion(s));
-        put_u64(params, sbf_initial_capacity(s));
-        put_f64(params, sbf_error_rate(s));
-        put_u64(params, sbf_seed(s));
-        put_u32(params, (uint32_t)n);
+        put_chain_params(params, s, (uint32_t)n);
         *regions = malloc(n * per * sizeof **regions);
         if (!*regions)
             return BLOOMERY_ENOMEM;
@@ -619,6 +652,50 @@ static int build_prefix_link(bloomery_loader *l, rbuf *p, uint32_t i, uint64_t s
     return BLOOMERY_OK;
 }
 
+/* A growing chain (describe_growing): its filter with zeroed tables, which
+ * bloomery_loader_finish validates once they are filled. */
+static int build_growing(bloomery_loader *l, rbuf *p, uint32_t expansion, uint64_t capacity,
+                         double error, uint64_t seed, uint32_t nlinks)
+{
+    gf_state st = {.capacity = capacity, .error_rate = error, .seed = seed};
+    st.salt = get_u64(p);
+    st.count = get_u64(p);
+    st.ntables = get_u32(p);
+    st.buckets[0] = get_u64(p);
+    st.buckets[1] = get_u64(p);
+    st.cursor = get_u64(p);
+    if (p->short_read || p->off != p->len)
+        return fail(l, BLOOMERY_ECORRUPT, "parameters have the wrong length");
+    sbf_options o = {.layout = BLOOMERY_LAYOUT_GROWING, .expansion = expansion, .seed = seed};
+    if (expansion > SBF_MAX_EXPANSION || !valid_error(error) || capacity == 0 || nlinks != 1 ||
+        st.ntables < 1 || st.ntables > 2 || l->nregions != st.ntables)
+        return fail(l, BLOOMERY_ECORRUPT, "invalid chain parameters");
+    for (unsigned i = 0; i < st.ntables; i++)
+        if (l->lens[i] != gf_table_bytes_for(&st, i))
+            return fail(l, BLOOMERY_ECORRUPT, "table %u has the wrong size", i);
+    if (sbf_bytes_for(capacity, error, &o) == 0)
+        return fail(l, BLOOMERY_ECORRUPT, "invalid chain parameters");
+    st.expansion = gf_round_expansion(expansion);
+    gf_t *g;
+    int rc = gf_create_state(&g, &st);
+    if (rc != BLOOMERY_OK)
+        return fail(l, rc == BLOOMERY_EINVAL ? BLOOMERY_ECORRUPT : rc, "invalid growing filter: %s",
+                    bloomery_strerror(rc));
+    void *link = g;
+    rc = sbf_assemble(&l->obj.u.sbf, BLOOMERY_LAYOUT_GROWING, capacity, error, expansion, seed,
+                      &link, 1);
+    if (rc != BLOOMERY_OK) {
+        gf_free(g);
+        return fail(l, rc, "cannot assemble the chain: %s", bloomery_strerror(rc));
+    }
+    for (unsigned i = 0; i < st.ntables; i++) {
+        uint64_t len;
+        l->dest[i] = gf_table_data_mut(g, i, &len);
+    }
+    l->obj.type = l->type;
+    return BLOOMERY_OK;
+}
+
 /* Creates the zeroed object the header describes and points dest at its
  * regions. The params reader must be consumed exactly. */
 static int build_object(bloomery_loader *l, rbuf *p, uint64_t max_bytes)
@@ -677,6 +754,8 @@ static int build_object(bloomery_loader *l, rbuf *p, uint64_t max_bytes)
         uint32_t nlinks = get_u32(p);
         if (p->short_read)
             return fail(l, BLOOMERY_ECORRUPT, "parameters are truncated");
+        if (layout == BLOOMERY_LAYOUT_GROWING)
+            return build_growing(l, p, expansion, capacity, error, seed, nlinks);
         uint32_t per = layout == BLOOMERY_LAYOUT_PREFIX ? 2 : 1;
         if (layout > BLOOMERY_LAYOUT_PREFIX || expansion > SBF_MAX_EXPANSION || capacity == 0 ||
             !valid_error(error) || nlinks == 0 || nlinks > MAX_REGIONS ||
@@ -1106,6 +1185,11 @@ int bloomery_loader_finish(bloomery_loader *l, bloomery_object *out)
                             "fingerprints",
                             i);
     }
+    if (l->type == BLOOMERY_TYPE_SCALABLE && sbf_layout(l->obj.u.sbf) == BLOOMERY_LAYOUT_GROWING &&
+        gf_validate(sbf_link_growing(l->obj.u.sbf, 0)) != BLOOMERY_OK)
+        return fail(l, BLOOMERY_ECORRUPT,
+                    "growing filter has a moved bucket or pool entry "
+                    "no filter writes");
     if (l->type == BLOOMERY_TYPE_CMS && cms_check(l->obj.u.cms) != BLOOMERY_OK)
         return fail(l, BLOOMERY_ECORRUPT, "the counters do not sum to the total in every row");
     if (l->type == BLOOMERY_TYPE_TOPK) {
