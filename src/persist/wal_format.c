@@ -283,7 +283,7 @@ bool wal_op_parse(uint8_t type, const uint8_t *p, size_t len, wal_op *op, char *
         c->expire_ms = (int64_t)rdr_u64(&r);
         if (r.bad)
             break;
-        if (c->kind > WAL_KIND_SCALABLE_SHARE || c->layout > BLOOMERY_LAYOUT_PREFIX ||
+        if (c->kind > WAL_KIND_SCALABLE_SHARE || c->layout > BLOOMERY_LAYOUT_GROWING ||
             c->capacity == 0 || !(c->error > 0 && c->error < 1) || c->expire_ms < 0 ||
             (c->kind == WAL_KIND_COUNTING && (c->expansion != 0 || c->layout != 0))) {
             setf(err, errlen, "bad filter parameters");

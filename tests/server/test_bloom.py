@@ -73,7 +73,7 @@ def test_wrongtype_errors(r):
     (["0.01", "100", "EXPANSION", "32769"], "ERR expansion must be in the range [0, 32768]"),
     (["0.01", "100", "NONSCALING", "EXPANSION", "2"], "Nonscaling filters cannot expand"),
     (["0.01", "100", "EXPANSION", "2", "NONSCALING"], "Nonscaling filters cannot expand"),
-    (["0.01", "100", "LAYOUT", "fancy"], "ERR LAYOUT must be BLOCKED, CLASSIC or PREFIX"),
+    (["0.01", "100", "LAYOUT", "fancy"], "ERR LAYOUT must be BLOCKED, CLASSIC, PREFIX or GROWING"),
     (["0.01", "100", "TTL", "0"], "ERR TTL must be a positive number of seconds"),
 ])
 def test_reserve_errors(raw, args, message):

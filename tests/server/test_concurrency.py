@@ -55,6 +55,8 @@ def run_clients(server, key, items, use_madd):
     ("classic", ["0.0001", "100000", "LAYOUT", "CLASSIC"], True),
     ("prefix", ["0.0001", "100000", "LAYOUT", "PREFIX"], False),
     ("prefix-growing", ["0.0000001", "100", "LAYOUT", "PREFIX"], True),
+    ("growing", ["0.00001", "100", "LAYOUT", "GROWING"], True),    # doubles many times meanwhile
+    ("growing-single", ["0.0001", "100", "LAYOUT", "GROWING"], False),
     ("counting", ["0.0001", "100000", "COUNTING"], False),
 ])
 def test_each_item_new_exactly_once(start_server, layout, reserve, use_madd):

@@ -341,7 +341,8 @@ def test_schedules_added_and_reserved(start_server):
     their schedule through a restart that replays the log."""
     if MODULE:
         pytest.skip("a restart on the same data directory")
-    s = start_server("--appendonly", "yes", "--save", "")
+    # Blocked chains: under auto an add creates a growing filter.
+    s = start_server("--appendonly", "yes", "--save", "", "--bf-default-layout", "blocked")
     c = s.client()
     c.execute_command("BF.RESERVE", "reserved", 0.01, 100, "LAYOUT", "BLOCKED")
     c.execute_command("BF.INSERT", "inserted", "CAPACITY", 100, "LAYOUT", "BLOCKED", "ITEMS", "x")
@@ -360,6 +361,7 @@ def test_schedules_added_and_reserved(start_server):
         assert len(rates) >= 4 and rates[0] > 0.006 and sum(rates) < 0.01, (key, rates)
     before = {k: c.execute_command("BF.DEBUG", k) for k in ("added", "reserved", "inserted")}
     s.stop()
-    again = start_server("--appendonly", "yes", "--save", "", datadir=s.datadir)
+    again = start_server("--appendonly", "yes", "--save", "", "--bf-default-layout", "blocked",
+                         datadir=s.datadir)
     c = again.client()
     assert {k: c.execute_command("BF.DEBUG", k) for k in before} == before

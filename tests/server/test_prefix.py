@@ -130,7 +130,7 @@ def test_nonscaling_full_and_growth(r):
 
 
 def test_default_layout_config(r):
-    # auto: prefix for a named capacity, blocked for a filter an add creates.
+    # auto: prefix for a named capacity, growing for a filter an add creates.
     assert r.config_get("bf-default-layout") == {"bf-default-layout": "auto"}
     r.execute_command("BF.RESERVE", "r", "0.01", 1000)
     r.execute_command("BF.INSERT", "i", "CAPACITY", 1000, "ITEMS", "x")
@@ -139,8 +139,8 @@ def test_default_layout_config(r):
     r.execute_command("BF.MADD", "m", "x")
     r.execute_command("BF.RESERVE", "c", "0.01", 1000, "COUNTING")
     got = {k: info(r, k)[b"Layout"] for k in ("r", "i", "d", "a", "m")}
-    assert got == {"r": b"prefix", "i": b"prefix", "d": b"blocked", "a": b"blocked",
-                   "m": b"blocked"}
+    assert got == {"r": b"prefix", "i": b"prefix", "d": b"growing", "a": b"growing",
+                   "m": b"growing"}
     assert r.execute_command("BF.INSERT", "c", "ITEMS", "y") == [1]
     r.config_set("bf-default-layout", "prefix")
     try:

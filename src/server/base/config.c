@@ -38,14 +38,15 @@ typedef struct cfg_entry {
     const char *deflt;
 } cfg_entry;
 
-const char *const cfg_layout_names[] = {"blocked", "classic", "prefix", NULL};
-const char *const cfg_default_layout_names[] = {"blocked", "classic", "prefix", "auto", NULL};
+const char *const cfg_layout_names[] = {"blocked", "classic", "prefix", "growing", NULL};
+const char *const cfg_default_layout_names[] = {"blocked", "classic", "prefix",
+                                                "growing", "auto",    NULL};
 
 int cfg_default_layout(bool capacity_named)
 {
     long long l = atomic_load_explicit(&cfg.bf_layout, memory_order_relaxed);
     if (l == CFG_LAYOUT_AUTO)
-        return capacity_named ? 2 : 0; /* prefix, blocked */
+        return capacity_named ? BLOOMERY_LAYOUT_PREFIX : BLOOMERY_LAYOUT_GROWING;
     return (int)l;
 }
 static const char *const loglevels[] = {"debug", "verbose", "notice", "warning", NULL};

@@ -53,10 +53,10 @@ extern server_config cfg;
  * options and what BF.INFO shows. */
 extern const char *const cfg_layout_names[];
 /* bf-default-layout's values: the layouts, then "auto" (CFG_LAYOUT_AUTO),
- * prefix for a filter whose capacity is named and blocked for one an add
+ * prefix for a filter whose capacity is named and growing for one an add
  * creates at bf-initial-size (bf_create.c). */
 extern const char *const cfg_default_layout_names[];
-#define CFG_LAYOUT_AUTO 3
+#define CFG_LAYOUT_AUTO 4
 /* The layout (a bloomery_layout) bf-default-layout gives a new filter
  * whose capacity the command names, or one an add creates. */
 int cfg_default_layout(bool capacity_named);

@@ -59,6 +59,7 @@ typedef struct bfc_params {
     long long expansion; /* 0: non-scaling */
     bloomery_layout layout;
     bloomery_layout named_layout; /* the default for a named capacity */
+    bool layout_named;            /* by the command's LAYOUT */
     bool counting;
     long long ttl_s;       /* 0: none */
     sbf_schedule schedule; /* a scaling blocked chain's error budget */
@@ -74,8 +75,8 @@ void bfc_default_params(bfc_params *p);
 /* For a capacity the command names: the first link's share of the budget,
  * and the default layout for it (under bf-default-layout auto, prefix). A filter sized up
  * front holds most of its items in its first link, where the prefix
- * layout takes the fewest bits; one an add creates grows through many
- * links, which the blocked layout probes at once (see docs/COMMANDS.md). */
+ * layout takes the fewest bits; one an add creates grows from a small
+ * start, which the growing layout does in one table (see docs/COMMANDS.md). */
 void bfc_capacity_named(bfc_params *p);
 /* ck_create_fn: the filter for the bfc_params *arg, its creation logged
  * with the full parameters. */

@@ -33,6 +33,7 @@ void bfc_default_params(bfc_params *p)
     p->expansion = atomic_load_explicit(&cfg.bf_expansion, memory_order_relaxed);
     p->layout = (bloomery_layout)cfg_default_layout(false);
     p->named_layout = (bloomery_layout)cfg_default_layout(true);
+    p->layout_named = false;
     p->counting = false;
     p->ttl_s = 0;
     p->schedule = SBF_SCHEDULE_HALVES;
@@ -44,11 +45,20 @@ void bfc_capacity_named(bfc_params *p)
     p->layout = p->named_layout;
 }
 
+/* The growing layout's fingerprints reach rates down to about 8e-6: below,
+ * a filter that did not name it takes the blocked layout. */
+static bloomery_layout layout_of(const bfc_params *p)
+{
+    if (p->layout == BLOOMERY_LAYOUT_GROWING && !p->layout_named && gf_bytes_for(1, p->error) == 0)
+        return BLOOMERY_LAYOUT_BLOCKED;
+    return p->layout;
+}
+
 /* A chain's options; its links are reserved through o (NULL: sizing). */
 static sbf_options chain_options(const bfc_params *p, kv_obj *o)
 {
     return (sbf_options){
-        .layout = p->layout,
+        .layout = layout_of(p),
         .expansion = (uint32_t)p->expansion,
         .seed = 0,
         .policy = BLOOMERY_POLICY_LATENCY,
@@ -85,7 +95,7 @@ static void log_filter(const ks_ref *ref, const kv_entry *e, const void *arg)
     wal_create wc = {p->counting                          ? WAL_KIND_COUNTING
                      : p->schedule == SBF_SCHEDULE_HALVES ? WAL_KIND_SCALABLE
                                                           : WAL_KIND_SCALABLE_SHARE,
-                     p->counting ? 0 : (uint8_t)p->layout,
+                     p->counting ? 0 : (uint8_t)layout_of(p),
                      (uint32_t)p->expansion,
                      (uint64_t)p->capacity,
                      p->error,
@@ -122,7 +132,20 @@ kv_entry *bfc_create(cmd_ctx *c, ks_ref *ref, const void *arg)
 
 enum { R_ERROR, R_CAPACITY, R_NONSCALING, R_EXPANSION, R_LAYOUT, R_COUNTING, R_TTL, R_N };
 
-#define LAYOUT_TEXT "ERR LAYOUT must be BLOCKED, CLASSIC or PREFIX"
+#define LAYOUT_TEXT "ERR LAYOUT must be BLOCKED, CLASSIC, PREFIX or GROWING"
+
+/* A LAYOUT the command names; false with the error sent when the growing
+ * layout cannot reach the rate. */
+static bool set_layout(cmd_ctx *c, bfc_params *p, long long layout)
+{
+    p->layout = (bloomery_layout)layout;
+    p->layout_named = true;
+    if (p->layout == BLOOMERY_LAYOUT_GROWING && gf_bytes_for(1, p->error) == 0) {
+        reply_error(&c->out, "ERR error rate too small for LAYOUT GROWING");
+        return false;
+    }
+    return true;
+}
 static const char *err_cannot_expand = "Nonscaling filters cannot expand";
 
 /* ctx: the defaults. An expansion of 0 makes the filter non-scaling; any
@@ -195,8 +218,8 @@ bool bfReserveCommand(cmd_ctx *c)
         p.expansion = v[R_EXPANSION].n;
     if (v[R_NONSCALING].at)
         p.expansion = 0;
-    if (v[R_LAYOUT].at)
-        p.layout = (bloomery_layout)v[R_LAYOUT].n;
+    if (v[R_LAYOUT].at && !set_layout(c, &p, v[R_LAYOUT].n))
+        return false;
     if (v[R_COUNTING].at) {
         p.counting = true;
         p.expansion = 0;
@@ -266,8 +289,8 @@ bool bfInsertCommand(cmd_ctx *c)
     }
     if (v[I_NONSCALING].at)
         p.expansion = 0;
-    if (v[I_LAYOUT].at)
-        p.layout = (bloomery_layout)v[I_LAYOUT].n;
+    if (v[I_LAYOUT].at && !set_layout(c, &p, v[I_LAYOUT].n))
+        return false;
     if (v[I_TTL].at)
         p.ttl_s = v[I_TTL].n;
     int items = v[I_ITEMS].at + 1;

@@ -191,7 +191,20 @@ bool bfDebugCommand(cmd_ctx *c)
         const cbf_t *cl = sbf_link_classic(o->v, i);
         const bf_t *bl = sbf_link_blocked(o->v, i);
         const pf_t *pl = sbf_link_prefix(o->v, i);
-        if (pl) {
+        const gf_t *gl = sbf_link_growing(o->v, i);
+        if (gl) {
+            /* buckets_next: the table its buckets move into, 0 when none;
+             * grows_at: the count that starts the next growth. */
+            gf_state st;
+            gf_get_state(gl, &st);
+            snprintf(line, sizeof(line),
+                     "bytes:%llu buckets:%llu buckets_next:%llu fingerprint_bits:%u capacity:%llu "
+                     "grows_at:%llu size:%llu ratio:%g",
+                     (unsigned long long)gf_bytes(gl), (unsigned long long)st.buckets[0],
+                     (unsigned long long)st.buckets[1], gf_fingerprint_bits(gl),
+                     (unsigned long long)gf_capacity(gl), (unsigned long long)gf_grows_at(gl),
+                     (unsigned long long)st.count, gf_error_rate(gl));
+        } else if (pl) {
             pf_shape sh = pf_get_shape(pl);
             snprintf(line, sizeof(line),
                      "bytes:%llu bins:%llu remainder_bits:%u slots:%u quotients:%u "

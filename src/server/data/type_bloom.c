@@ -36,6 +36,11 @@ static void adjust_count(sbf_t *f, int delta)
         uint64_t v = pf_count(l);
         if (delta > 0 || v > 0)
             pf_set_count(l, v + (uint64_t)(int64_t)delta);
+    } else if (sbf_layout(f) == BLOOMERY_LAYOUT_GROWING) {
+        gf_t *l = sbf_link_growing(f, 0);
+        uint64_t v = gf_count(l);
+        if (delta > 0 || v > 0)
+            gf_set_count(l, v + (uint64_t)(int64_t)delta);
     } else if (sbf_layout(f) == BLOOMERY_LAYOUT_CLASSIC) {
         cbf_t *l = sbf_link_classic(f, n - 1);
         uint64_t v = cbf_count(l);
@@ -47,6 +52,18 @@ static void adjust_count(sbf_t *f, int delta)
         if (delta > 0 || v > 0)
             bf_set_count(l, v + (uint64_t)(int64_t)delta);
     }
+}
+
+/* A chain's links only come (counted by kv_obj_may_grow); a growing
+ * filter also gives its old table back once a growth has moved it all. */
+void bloom_value_sync(kv_obj *o)
+{
+    if (sbf_layout(o->v) != BLOOMERY_LAYOUT_GROWING)
+        return;
+    uint64_t now = sbf_bytes(o->v);
+    uint64_t old = atomic_exchange(&o->value_bytes, now);
+    if (now != old)
+        ks_mem_add((int64_t)now - (int64_t)old);
 }
 
 static const char *replay_add(const wal_op *op)
@@ -70,6 +87,7 @@ static const char *replay_add(const wal_op *op)
         if (was_new != (r == 1))
             adjust_count(f, was_new ? 1 : -1);
     }
+    bloom_value_sync(e->obj);
     ks_close(&ref);
     return why;
 }
@@ -120,8 +138,10 @@ static bool same_shape(const kv_obj *a, const kv_obj *b)
                cntbf_seed(a->v) == cntbf_seed(b->v);
     const sbf_t *x = a->v, *y = b->v;
     size_t n = sbf_nlinks(x);
+    /* Growing filters' tables do not merge (sbf_merge). */
     if (sbf_layout(x) != sbf_layout(y) || sbf_expansion(x) != sbf_expansion(y) ||
-        sbf_seed(x) != sbf_seed(y) || n != sbf_nlinks(y))
+        sbf_seed(x) != sbf_seed(y) || n != sbf_nlinks(y) ||
+        sbf_layout(x) == BLOOMERY_LAYOUT_GROWING)
         return false;
     for (size_t i = 0; i < n; i++) {
         if (sbf_layout(x) == BLOOMERY_LAYOUT_PREFIX) {
@@ -272,7 +292,11 @@ static void stats(const kv_obj *o, value_stats *s)
 
 static double fpr(const kv_obj *o) { return sbf_fpr_estimate(o->v); }
 
-static bool monotone(const void *v) { return sbf_layout(v) != BLOOMERY_LAYOUT_PREFIX; }
+/* Prefix bins and growing buckets are rewritten, not only set. */
+static bool monotone(const void *v)
+{
+    return sbf_layout(v) != BLOOMERY_LAYOUT_PREFIX && sbf_layout(v) != BLOOMERY_LAYOUT_GROWING;
+}
 
 static void set_write_hook(void *v, value_write_hook hook, void *ctx)
 {

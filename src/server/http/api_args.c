@@ -123,12 +123,17 @@ bool api_sizing(const char *capacity, const char *error_rate, const char *layout
         out->bytes = sbf_bytes_for(n, p, &o);
         /* The first link is built at p/2, as a classic chain's. */
         out->fpr = pf_plan(p * 0.5, &sh) == 0 ? sh.model_fpr : p;
+    } else if (present(layout) && strcmp(layout, "growing") == 0) {
+        sbf_options o = {.layout = BLOOMERY_LAYOUT_GROWING, .expansion = 2};
+        out->layout = "growing";
+        out->bytes = sbf_bytes_for(n, p, &o);
+        out->fpr = p; /* the bound it keeps however far it grows */
     } else if (!present(layout) || strcmp(layout, "blocked") == 0) {
         sbf_options o = {.layout = BLOOMERY_LAYOUT_BLOCKED, .expansion = 2};
         out->bytes = sbf_bytes_for(n, p, &o);
         out->fpr = bloomery_model_fpr_split((double)out->bytes * 8 / (double)n, b, 64);
     } else {
-        snprintf(err, errlen, "layout must be blocked, classic, prefix or counting");
+        snprintf(err, errlen, "layout must be blocked, classic, prefix, growing or counting");
         return false;
     }
     if (out->bytes == 0) {
