@@ -603,16 +603,18 @@ static void test_growing_forged(void **state)
 
     /* Tables: 0 as made; 1 a moved bucket past the cursor is fine; 2 an
      * unmoved one before it; 3 a moved bucket once settled; 4 a moved one
-     * in the second table; 5 a pool entry of no bucket. */
-    for (int forge = 0; forge < 6; forge++) {
+     * in the second table; 5 a pool entry of no bucket; 6 one whose marker
+     * is below a new fingerprint's; 7 a pool with no empty entry (every
+     * lookup would walk all of it). */
+    for (int forge = 0; forge < 8; forge++) {
         bloomery_object f = make(BLOOMERY_TYPE_SCALABLE, 3);
         g = sbf_link_growing(f.u.sbf, 0);
         if (forge == 3)
             gf_settle(g);
         gf_get_state(g, &st);
-        uint64_t bytes;
+        uint64_t bytes, bytes1;
         uint64_t *t0 = (uint64_t *)gf_table_data_mut(g, 0, &bytes);
-        uint64_t *t1 = st.ntables > 1 ? (uint64_t *)gf_table_data_mut(g, 1, &bytes) : NULL;
+        uint64_t *t1 = st.ntables > 1 ? (uint64_t *)gf_table_data_mut(g, 1, &bytes1) : NULL;
         if (forge == 1)
             t0[8 * (st.buckets[0] - 1) + 7] |= 1ULL << 63;
         if (forge == 2)
@@ -621,6 +623,10 @@ static void test_growing_forged(void **state)
             (forge == 3 ? t0 : t1)[7] |= 1ULL << 63;
         if (forge == 5)
             t0[8 * st.buckets[0]] = st.buckets[0] << 27 | 1;
+        if (forge == 6)
+            t0[8 * st.buckets[0]] = 1;
+        for (uint64_t i = 8 * st.buckets[0]; forge == 7 && i < bytes / 8; i++)
+            t0[i] = 1ULL << 26; /* bucket 0, no bits but the marker */
         uint8_t *b;
         assert_int_equal(bloomery_serialize(f, 128, &b, &len), BLOOMERY_OK);
         bloomery_object back;

@@ -85,6 +85,11 @@ BLOOMERY_API void gf_check_many_hashed(const gf_t *gf, const bloomery_hash *h, s
 BLOOMERY_API void gf_set_may_allocate(gf_t *gf, bool (*may_allocate)(void *ctx, uint64_t bytes),
                                       void *ctx);
 
+/* Called with a table's bytes when a growth gives them back (tables under
+ * a page are kept until the filter is freed). Set before the filter is
+ * shared. */
+BLOOMERY_API void gf_set_released(gf_t *gf, void (*released)(void *ctx, uint64_t bytes), void *ctx);
+
 /* Moves every bucket still waiting to move, so that one table holds all. */
 BLOOMERY_API void gf_settle(gf_t *gf);
 
@@ -140,8 +145,8 @@ BLOOMERY_API int gf_validate(gf_t *gf);
  * [offset, offset + len) of a table change, region being `region` for the
  * filter's table when set and region + 1 for the one its buckets move into
  * (gf_table_data's 0 and 1). Tables made after it was set report nothing;
- * a table given back reports all of itself. Set or remove (NULL) it only
- * while no other call on the filter runs. */
+ * a table retired while it is set is given back only when it is removed.
+ * Set or remove (NULL) it only while no other call on the filter runs. */
 typedef void (*gf_write_hook)(void *ctx, uint32_t region, uint64_t offset, uint64_t len);
 BLOOMERY_API void gf_set_write_hook(gf_t *gf, gf_write_hook hook, void *ctx, uint32_t region);
 

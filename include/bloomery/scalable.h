@@ -143,6 +143,10 @@ BLOOMERY_API int sbf_assemble(sbf_t **out, bloomery_layout layout, uint64_t capa
  * call before the chain is shared. */
 BLOOMERY_API void sbf_set_may_allocate(sbf_t *s, bool (*may_allocate)(void *ctx, uint64_t bytes),
                                        void *ctx);
+/* Called with the bytes a growth gives back (a growing chain's old table;
+ * other chains only add links). Set before the chain is shared. */
+BLOOMERY_API void sbf_set_released(sbf_t *s, void (*released)(void *ctx, uint64_t bytes),
+                                   void *ctx);
 
 /* A write barrier for copy-on-write snapshots of prefix chains: link i's
  * bins report as region 2i (its image's; pf_set_write_hook). Links grown

@@ -71,6 +71,11 @@
 /* Tables from a page up are mapped, so they can be given back while
  * readers may still be crossing them (mem.h). */
 #define PAGE_BYTES 4096
+/* A loaded pool's longest run of taken entries: at three quarters taken
+ * a run of 4096 is rarer than one in 10^60. */
+#define MAX_RUN 4096
+/* Adders that may pass the pool's three-quarters check at once. */
+#define MAX_ADDERS 256
 
 typedef struct gtable {
     uint64_t *lines; /* nb buckets, then the pool */
@@ -86,6 +91,7 @@ typedef struct gtable {
     struct gtable *retired; /* the filter's older tables */
     uint64_t cursor;        /* next bucket to move; written under the filter's grow lock */
     int64_t region;         /* its region in the image the write hook reports for, or -1 */
+    bool held;              /* retired while a snapshot reads it: given back when the hook goes */
 } gtable;
 
 typedef uint32_t v16u __attribute__((vector_size(64)));
@@ -110,6 +116,8 @@ struct gf {
     void *may_allocate_ctx;
     gf_write_hook hook;
     void *hook_ctx;
+    void (*released)(void *ctx, uint64_t bytes);
+    void *released_ctx;
     /* line_has_vec's lanes for slots 16k to 16k + 15 (lanes_init). */
     v16u lanes[2][6]; /* the struct is 64-byte aligned for these */
 };
@@ -721,6 +729,14 @@ static void move_bucket(const gf_t *gf, const gtable *t, uint64_t j)
     seq_unlock(seq, next);
 }
 
+/* A retired table's pages go back to the system (its mapping stays). */
+static void give_back(gf_t *gf, gtable *t)
+{
+    bloomery_discard_mapped(t->lines, t->bytes);
+    if (gf->released)
+        gf->released(gf->released_ctx, t->bytes);
+}
+
 /* The last bucket has moved: the next table becomes the filter's and the
  * old one's pages go back. Under the grow lock. */
 static void finish_move(gf_t *gf, gtable *t)
@@ -730,10 +746,12 @@ static void finish_move(gf_t *gf, gtable *t)
     __atomic_store_n(&gf->cur, n, __ATOMIC_SEQ_CST);
     /* Readers and writers still in t find zeros and start again from cur,
      * which they read after the line (check_core, add_core). */
-    if (t->mapped) {
-        before_write(gf, t, t->lines, t->bytes);
-        bloomery_discard_mapped(t->lines, t->bytes);
-    }
+    /* A table in a snapshot being read is kept whole until the snapshot
+     * removes its hook: giving it back would have the hook save all of it. */
+    if (t->mapped && t->region < 0)
+        give_back(gf, t);
+    else if (t->mapped)
+        t->held = true;
     t->retired = gf->retired;
     gf->retired = t;
 }
@@ -1199,17 +1217,35 @@ static int validate_table(const gf_t *gf, gtable *t, bool first)
         if (moved ? !moving : moving && j < t->cursor)
             return BLOOMERY_ECORRUPT;
     }
-    uint64_t pooled = 0;
-    for (uint64_t i = 0; i < t->npool; i++) {
-        uint64_t e = t->pool[i];
-        if (!e)
+    /* Pool entries as inserts leave them: a marker no higher than a new
+     * fingerprint's, within POOL_PROBES of their bucket's home with no
+     * empty entry between; at most three quarters taken (and the adders
+     * that raced past that check), runs far shorter than the pool. So a
+     * forged pool cannot make every lookup walk all of it. */
+    uint64_t mask = t->npool - 1, pooled = 0, run = 0, z = 0;
+    while (z <= mask && t->pool[z])
+        z++;
+    if (z > mask)
+        return BLOOMERY_ECORRUPT;
+    for (uint64_t k = 1; k <= mask; k++) {
+        uint64_t i = (z + k) & mask, e = t->pool[i];
+        if (!e) {
+            run = 0;
             continue;
-        if (!entry_v(e) || e >> ENTRY_V >= t->nb)
+        }
+        uint64_t j = e >> ENTRY_V, home = j < t->nb ? pool_home(t, j) : 0;
+        uint64_t d = (i - home) & mask;
+        if (++run > MAX_RUN || j >= t->nb || !entry_v(e) ||
+            (unsigned)__builtin_ctz(entry_v(e)) < 32 - gf->W || d >= POOL_PROBES)
             return BLOOMERY_ECORRUPT;
+        for (uint64_t b = 0; b < d; b++)
+            if (!t->pool[(home + b) & mask])
+                return BLOOMERY_ECORRUPT;
         pooled++;
     }
+    if (pooled > t->npool / 4 * 3 + MAX_ADDERS)
+        return BLOOMERY_ECORRUPT;
     t->pooled = pooled;
-    (void)gf;
     return BLOOMERY_OK;
 }
 
@@ -1229,4 +1265,17 @@ void gf_set_write_hook(gf_t *gf, gf_write_hook hook, void *ctx, uint32_t region)
     t->region = hook ? (int64_t)region : -1;
     if (n)
         n->region = hook ? (int64_t)region + 1 : -1;
+    for (gtable *r = gf->retired; r; r = r->retired) {
+        r->region = -1;
+        if (r->held && !hook) {
+            give_back(gf, r);
+            r->held = false;
+        }
+    }
+}
+
+void gf_set_released(gf_t *gf, void (*released)(void *ctx, uint64_t bytes), void *ctx)
+{
+    gf->released = released;
+    gf->released_ctx = ctx;
 }

@@ -911,6 +911,12 @@ void sbf_set_may_allocate(sbf_t *s, bool (*may_allocate)(void *ctx, uint64_t byt
         gf_set_may_allocate(s->links[0], may_allocate, ctx);
 }
 
+void sbf_set_released(sbf_t *s, void (*released)(void *ctx, uint64_t bytes), void *ctx)
+{
+    if (s->layout == BLOOMERY_LAYOUT_GROWING)
+        gf_set_released(s->links[0], released, ctx);
+}
+
 void sbf_set_write_hook(sbf_t *s, pf_write_hook hook, void *ctx)
 {
     if (s->layout == BLOOMERY_LAYOUT_GROWING)
