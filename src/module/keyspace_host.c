@@ -323,6 +323,13 @@ bool kv_obj_may_grow(void *ctx, uint64_t bytes)
     return true;
 }
 
+void kv_obj_released(void *ctx, uint64_t bytes)
+{
+    kv_obj *o = ctx;
+    atomic_fetch_sub_explicit(&o->value_bytes, bytes, memory_order_relaxed);
+    ks_mem_add(-(int64_t)bytes);
+}
+
 /* ---- memory: the bytes of our values, held to maxmemory or the machine ---- */
 
 /* Atomic: Redis frees values on a background thread after FLUSHALL ASYNC

@@ -47,7 +47,6 @@ bool bfc_add_items(cmd_ctx *c, const char *key, size_t klen, kv_obj *o, int64_t 
     if (o->type == &bloom_type) {
         done = sbf_add_many(o->v, (const void *const *)items, lens, n, res);
         wal_log_bf_add(key, klen, o->v, items, lens, done, res);
-        bloom_value_sync(o);
     } else {
         /* Counting filters do not scale: like a NONSCALING chain they refuse
          * new items once they hold their capacity. Their writers serialize
@@ -147,7 +146,6 @@ size_t bfAddBatch(cmd_ctx *c, const char *key, size_t klen, const char **items, 
         size_t g = n - i < 256 ? n - i : 256;
         size_t done = sbf_add_many(o->v, (const void *const *)(items + i), lens + i, g, res);
         wal_log_bf_add(key, klen, o->v, items + i, lens + i, done, res);
-        bloom_value_sync(o);
         failed += !reply_add_results(c, res, done);
         ks_close(&ref);
         i += done;

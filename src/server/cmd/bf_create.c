@@ -81,8 +81,10 @@ static int build_filter(kv_obj *o, const void *arg)
         sbf_options opts = chain_options(p, o);
         sbf_t *f;
         rc = sbf_create(&f, (uint64_t)p->capacity, p->error, &opts);
-        if (rc == BLOOMERY_OK)
+        if (rc == BLOOMERY_OK) {
+            sbf_set_released(f, kv_obj_released, o);
             o->v = f;
+        }
     }
     return rc;
 }
@@ -119,6 +121,9 @@ static ck_value filter_value(const bfc_params *p)
         .log = log_filter,
         .params = p,
         .ttl_s = p->ttl_s,
+        .refused = layout_of(p) == BLOOMERY_LAYOUT_GROWING && gf_bytes_for(1, p->error) == 0
+                       ? "ERR error rate too small for LAYOUT GROWING"
+                       : NULL,
     };
 }
 
@@ -134,18 +139,6 @@ enum { R_ERROR, R_CAPACITY, R_NONSCALING, R_EXPANSION, R_LAYOUT, R_COUNTING, R_T
 
 #define LAYOUT_TEXT "ERR LAYOUT must be BLOCKED, CLASSIC, PREFIX or GROWING"
 
-/* A LAYOUT the command names; false with the error sent when the growing
- * layout cannot reach the rate. */
-static bool set_layout(cmd_ctx *c, bfc_params *p, long long layout)
-{
-    p->layout = (bloomery_layout)layout;
-    p->layout_named = true;
-    if (p->layout == BLOOMERY_LAYOUT_GROWING && gf_bytes_for(1, p->error) == 0) {
-        reply_error(&c->out, "ERR error rate too small for LAYOUT GROWING");
-        return false;
-    }
-    return true;
-}
 static const char *err_cannot_expand = "Nonscaling filters cannot expand";
 
 /* ctx: the defaults. An expansion of 0 makes the filter non-scaling; any
@@ -218,8 +211,10 @@ bool bfReserveCommand(cmd_ctx *c)
         p.expansion = v[R_EXPANSION].n;
     if (v[R_NONSCALING].at)
         p.expansion = 0;
-    if (v[R_LAYOUT].at && !set_layout(c, &p, v[R_LAYOUT].n))
-        return false;
+    if (v[R_LAYOUT].at) {
+        p.layout = (bloomery_layout)v[R_LAYOUT].n;
+        p.layout_named = true;
+    }
     if (v[R_COUNTING].at) {
         p.counting = true;
         p.expansion = 0;
@@ -289,8 +284,10 @@ bool bfInsertCommand(cmd_ctx *c)
     }
     if (v[I_NONSCALING].at)
         p.expansion = 0;
-    if (v[I_LAYOUT].at && !set_layout(c, &p, v[I_LAYOUT].n))
-        return false;
+    if (v[I_LAYOUT].at) {
+        p.layout = (bloomery_layout)v[I_LAYOUT].n;
+        p.layout_named = true;
+    }
     if (v[I_TTL].at)
         p.ttl_s = v[I_TTL].n;
     int items = v[I_ITEMS].at + 1;

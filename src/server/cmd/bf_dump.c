@@ -123,9 +123,12 @@ bool bfScandumpCommand(cmd_ctx *c)
         reply_wrong_arity(&c->out, "bf.scandump");
         return false;
     }
+    /* Exclusively: prefix bins and growing tables change in place (a
+     * growth gives a table back), so a chunk is copied with no add on the
+     * key running. */
     ks_ref ref;
-    kv_entry *e = bfc_open_filter(c, &ref);
-    if (e == NULL) {
+    kv_entry *e;
+    if (!ck_open(c, &ref, c->argv[1], c->argvlen[1], &bfc_kind, CK_MUST_EXIST | CK_WRITE, &e)) {
         ks_close(&ref);
         return false;
     }

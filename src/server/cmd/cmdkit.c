@@ -98,6 +98,10 @@ void ck_reply_nomem(cmd_ctx *c, int rc, const char *nomem)
 
 kv_entry *ck_create(cmd_ctx *c, ks_ref *ref, const ck_value *v)
 {
+    if (v->refused) {
+        reply_error(&c->out, v->refused);
+        return NULL;
+    }
     uint64_t maxmem = server_maxmemory();
     uint64_t overhead = ks_entry_overhead(ref->klen);
     kv_obj *o = kv_obj_new(v->type, NULL);

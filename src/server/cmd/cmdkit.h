@@ -87,6 +87,9 @@ typedef struct ck_value {
     void (*log)(const ks_ref *ref, const kv_entry *e, const void *params);
     const void *params;
     long long ttl_s; /* 0: no expiry */
+    /* Not NULL: parameters that make no value, answered with this error
+     * when the call would create one (a key that exists is not refused). */
+    const char *refused;
 } ck_value;
 
 #define CK_BYTES_TOO_BIG UINT64_MAX

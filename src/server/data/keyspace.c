@@ -353,6 +353,13 @@ bool kv_obj_may_grow(void *ctx, uint64_t bytes)
     return true;
 }
 
+void kv_obj_released(void *ctx, uint64_t bytes)
+{
+    kv_obj *o = ctx;
+    atomic_fetch_sub_explicit(&o->value_bytes, bytes, memory_order_relaxed);
+    ks_mem_add(-(int64_t)bytes);
+}
+
 uint64_t kv_obj_bytes(const kv_obj *o)
 {
     return atomic_load_explicit(&o->value_bytes, memory_order_relaxed);

@@ -125,6 +125,8 @@ uint64_t kv_obj_bytes(const kv_obj *o); /* value bytes counted in used memory */
 /* The libraries' may_allocate hook for growing values (ctx: the kv_obj):
  * reserves bytes within the memory limit and counts them on the object. */
 bool kv_obj_may_grow(void *ctx, uint64_t bytes);
+/* Its counterpart when a value gives memory back (sbf_set_released). */
+void kv_obj_released(void *ctx, uint64_t bytes);
 /* After a restore's record was logged (lsn 0: not logged) on o, under the
  * key's exclusive lock: keep its LSN while o is still loading, forget the
  * list once the restore completed. */

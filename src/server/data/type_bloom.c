@@ -22,9 +22,17 @@
 
 static void free_value(void *v) { sbf_free(v); }
 
-static uint64_t adopt(kv_obj *o)
+/* Growth is reserved through kv_obj_may_grow; a growing filter's old
+ * table, given back, through kv_obj_released. */
+static void count_memory(kv_obj *o)
 {
     sbf_set_may_allocate(o->v, kv_obj_may_grow, o);
+    sbf_set_released(o->v, kv_obj_released, o);
+}
+
+static uint64_t adopt(kv_obj *o)
+{
+    count_memory(o);
     return sbf_bytes(o->v);
 }
 
@@ -54,18 +62,6 @@ static void adjust_count(sbf_t *f, int delta)
     }
 }
 
-/* A chain's links only come (counted by kv_obj_may_grow); a growing
- * filter also gives its old table back once a growth has moved it all. */
-void bloom_value_sync(kv_obj *o)
-{
-    if (sbf_layout(o->v) != BLOOMERY_LAYOUT_GROWING)
-        return;
-    uint64_t now = sbf_bytes(o->v);
-    uint64_t old = atomic_exchange(&o->value_bytes, now);
-    if (now != old)
-        ks_mem_add((int64_t)now - (int64_t)old);
-}
-
 static const char *replay_add(const wal_op *op)
 {
     ks_ref ref;
@@ -87,7 +83,6 @@ static const char *replay_add(const wal_op *op)
         if (was_new != (r == 1))
             adjust_count(f, was_new ? 1 : -1);
     }
-    bloom_value_sync(e->obj);
     ks_close(&ref);
     return why;
 }
@@ -117,6 +112,7 @@ static const char *replay_create(const wal_op *op)
         return bloomery_strerror(rc);
     }
     o->v = f;
+    sbf_set_released(f, kv_obj_released, o);
     return ks_replace(op->key, op->klen, o, p->expire_ms) ? NULL : "out of memory";
 }
 
@@ -192,7 +188,7 @@ static kv_obj *copy_filter(const kv_obj *src, value_status *st)
     }
     /* The copy grows under maxmemory like any filter. */
     if (o->type == &bloom_type)
-        sbf_set_may_allocate(o->v, kv_obj_may_grow, o);
+        count_memory(o);
     atomic_store(&o->value_bytes, bytes);
     return o;
 }

@@ -163,12 +163,10 @@ typedef value_status (*type_merge_fn)(const wal_op *op, const char *const *keys,
 const char *type_replay_merge(const wal_op *op, type_merge_fn merge);
 
 /* Helpers a type's commands share with its descriptor. */
-size_t hll_sparse_max(void);           /* hll-sparse-max-bytes */
-struct kv_obj *hll_value_new(void);    /* empty, bytes counted */
-void hll_value_sync(struct kv_obj *o); /* recount after a change */
-void cf_value_sync(struct kv_obj *o);  /* recount after growth or compaction */
-void bloom_value_sync(
-    struct kv_obj *o); /* recount after adds (a growing filter's old table freed) */
+size_t hll_sparse_max(void);            /* hll-sparse-max-bytes */
+struct kv_obj *hll_value_new(void);     /* empty, bytes counted */
+void hll_value_sync(struct kv_obj *o);  /* recount after a change */
+void cf_value_sync(struct kv_obj *o);   /* recount after growth or compaction */
 void topk_value_sync(struct kv_obj *o); /* recount after items entered the heap */
 /* An empty t-digest, its bytes (and with klen > 0 a new entry's) reserved
  * against maxmemory (else the machine's): NULL with *st why not. */
