@@ -604,8 +604,8 @@ static void test_growing_forged(void **state)
     /* Tables: 0 as made; 1 a moved bucket past the cursor is fine; 2 an
      * unmoved one before it; 3 a moved bucket once settled; 4 a moved one
      * in the second table; 5 a pool entry of no bucket; 6 one whose marker
-     * is below a new fingerprint's; 7 a pool with no empty entry (every
-     * lookup would walk all of it). */
+     * is below a new fingerprint's; 7 a pool with no empty entry, which
+     * loads (lookups read at most POOL_PROBES entries of it). */
     for (int forge = 0; forge < 8; forge++) {
         bloomery_object f = make(BLOOMERY_TYPE_SCALABLE, 3);
         g = sbf_link_growing(f.u.sbf, 0);
@@ -632,7 +632,7 @@ static void test_growing_forged(void **state)
         bloomery_object back;
         const char *msg;
         int rc = bloomery_deserialize(b, len, MAX_BYTES, &back, &msg);
-        if (forge <= 1) {
+        if (forge <= 1 || forge == 7) {
             assert_int_equal(rc, BLOOMERY_OK);
             bloomery_object_free(&back);
         } else {

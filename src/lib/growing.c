@@ -71,11 +71,6 @@
 /* Tables from a page up are mapped, so they can be given back while
  * readers may still be crossing them (mem.h). */
 #define PAGE_BYTES 4096
-/* A loaded pool's longest run of taken entries: at three quarters taken
- * a run of 4096 is rarer than one in 10^60. */
-#define MAX_RUN 4096
-/* Adders that may pass the pool's three-quarters check at once. */
-#define MAX_ADDERS 256
 
 typedef struct gtable {
     uint64_t *lines; /* nb buckets, then the pool */
@@ -457,14 +452,15 @@ static inline unsigned line_used(const gf_t *gf, const uint64_t *w)
 
 /* Whether the pool holds a match for bucket j's q; with `mine`, the scan
  * goes on to count j's entries. Entries are only ever added, each before
- * its bucket is marked OVER, so a scan up to the first empty entry sees
- * every one. */
+ * its bucket is marked OVER and within POOL_PROBES of its home, so a scan
+ * that far, or up to the first empty entry, sees every one. */
 static bool pool_scan(const gtable *t, uint64_t j, uint32_t q, unsigned *mine)
 {
     uint64_t mask = t->npool - 1;
     unsigned n = 0;
     bool hit = false;
-    for (uint64_t i = pool_home(t, j), k = 0; k <= mask; i = (i + 1) & mask, k++) {
+    for (uint64_t i = pool_home(t, j), k = 0; k < POOL_PROBES && k <= mask;
+         i = (i + 1) & mask, k++) {
         uint64_t e = __atomic_load_n(&t->pool[i], __ATOMIC_ACQUIRE);
         if (!e)
             break;
@@ -710,9 +706,11 @@ static void move_bucket(const gf_t *gf, const gtable *t, uint64_t j)
         move_v(gf, n, j, field_v(gf, f));
     }
     if (w[WORDS - 1] & OVER) {
-        /* Its entries were added under this bucket's lock, held. */
+        /* Its entries were added under this bucket's lock, held, and lie
+         * within POOL_PROBES of its home (pool_scan). */
         uint64_t mask = t->npool - 1;
-        for (uint64_t i = pool_home(t, j), k = 0; k <= mask; i = (i + 1) & mask, k++) {
+        for (uint64_t i = pool_home(t, j), k = 0; k < POOL_PROBES && k <= mask;
+             i = (i + 1) & mask, k++) {
             uint64_t e = __atomic_load_n(&t->pool[i], __ATOMIC_ACQUIRE);
             if (!e)
                 break;
@@ -774,8 +772,11 @@ static int start_growth(gf_t *gf, gtable *t)
         return BLOOMERY_EREFUSED;
     }
     gtable *n = table_new(gf, nb);
-    if (!n)
+    if (!n) {
+        if (gf->may_allocate && gf->released) /* the reservation, undone */
+            gf->released(gf->released_ctx, table_bytes(gf->pool_per_bucket, nb));
         return BLOOMERY_ENOMEM;
+    }
     __atomic_store_n(&t->next, n, __ATOMIC_RELEASE);
     return BLOOMERY_OK;
 }
@@ -1217,34 +1218,30 @@ static int validate_table(const gf_t *gf, gtable *t, bool first)
         if (moved ? !moving : moving && j < t->cursor)
             return BLOOMERY_ECORRUPT;
     }
-    /* Pool entries as inserts leave them: a marker no higher than a new
-     * fingerprint's, within POOL_PROBES of their bucket's home with no
-     * empty entry between; at most three quarters taken (and the adders
-     * that raced past that check), runs far shorter than the pool. So a
-     * forged pool cannot make every lookup walk all of it. */
-    uint64_t mask = t->npool - 1, pooled = 0, run = 0, z = 0;
+    /* Pool entries as inserts leave them: a bucket of the table, a marker
+     * no lower than a new fingerprint's, within POOL_PROBES of the
+     * bucket's home with no empty entry between (else lookups, which stop
+     * at the first empty entry, would miss it). Scanned from an empty
+     * entry, so a run wrapping past the end counts as one; run: the taken
+     * entries ending at i. */
+    uint64_t mask = t->npool - 1, pooled = 0, z = 0;
     while (z <= mask && t->pool[z])
         z++;
-    if (z > mask)
-        return BLOOMERY_ECORRUPT;
-    for (uint64_t k = 1; k <= mask; k++) {
+    uint64_t run = z > mask ? t->npool : 0; /* full: no gap anywhere */
+    for (uint64_t k = 1; k <= t->npool; k++) {
         uint64_t i = (z + k) & mask, e = t->pool[i];
         if (!e) {
             run = 0;
             continue;
         }
+        run++;
         uint64_t j = e >> ENTRY_V, home = j < t->nb ? pool_home(t, j) : 0;
         uint64_t d = (i - home) & mask;
-        if (++run > MAX_RUN || j >= t->nb || !entry_v(e) ||
-            (unsigned)__builtin_ctz(entry_v(e)) < 32 - gf->W || d >= POOL_PROBES)
+        if (j >= t->nb || !entry_v(e) || (unsigned)__builtin_ctz(entry_v(e)) < 32 - gf->W ||
+            d >= POOL_PROBES || d >= run)
             return BLOOMERY_ECORRUPT;
-        for (uint64_t b = 0; b < d; b++)
-            if (!t->pool[(home + b) & mask])
-                return BLOOMERY_ECORRUPT;
         pooled++;
     }
-    if (pooled > t->npool / 4 * 3 + MAX_ADDERS)
-        return BLOOMERY_ECORRUPT;
     t->pooled = pooled;
     return BLOOMERY_OK;
 }

@@ -146,6 +146,11 @@ kv_entry *ks_open(ks_ref *ref, const char *key, size_t klen, bool write)
     return lookup(ref, key, klen, write);
 }
 
+kv_entry *ks_open_exclusive(ks_ref *ref, const char *key, size_t klen)
+{
+    return lookup(ref, key, klen, false);
+}
+
 void ks_close(ks_ref *ref) { ref->e = NULL; }
 
 kv_entry *ks_find_locked(const char *key, size_t klen, ks_ref *ref, bool write)

@@ -128,7 +128,7 @@ bool bfScandumpCommand(cmd_ctx *c)
      * key running. */
     ks_ref ref;
     kv_entry *e;
-    if (!ck_open(c, &ref, c->argv[1], c->argvlen[1], &bfc_kind, CK_MUST_EXIST | CK_WRITE, &e)) {
+    if (!ck_open(c, &ref, c->argv[1], c->argvlen[1], &bfc_kind, CK_MUST_EXIST | CK_EXCLUSIVE, &e)) {
         ks_close(&ref);
         return false;
     }

@@ -31,7 +31,8 @@ static bool reply_type(cmd_ctx *c, const ck_kind *k, const kv_obj *o)
 bool ck_open(cmd_ctx *c, ks_ref *ref, const char *key, size_t klen, const ck_kind *k,
              unsigned flags, kv_entry **e)
 {
-    *e = ks_open(ref, key, klen, flags & CK_WRITE);
+    *e = flags & CK_EXCLUSIVE ? ks_open_exclusive(ref, key, klen)
+                              : ks_open(ref, key, klen, flags & CK_WRITE);
     if (flags & CK_COUNT_HIT)
         server_count_hit(c, *e != NULL);
     if (*e == NULL) {

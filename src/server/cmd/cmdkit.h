@@ -47,6 +47,7 @@ bool ck_is(const ck_kind *k, const kv_obj *o);
 #define CK_WRITE (1u << 0)      /* lock the key exclusively */
 #define CK_MUST_EXIST (1u << 1) /* a missing key answers k->not_found */
 #define CK_COUNT_HIT (1u << 2)  /* count a keyspace hit or miss */
+#define CK_EXCLUSIVE (1u << 3)  /* read with no change overlapping (ks_open_exclusive) */
 
 /* Open key expecting k. True with *e its entry, or NULL when the key is
  * missing (without CK_MUST_EXIST); false after replying. ref is open

@@ -55,7 +55,9 @@ void ks_init(void)
 
 static void free_entry(kv_entry *e)
 {
-    ks_mem_add(-(int64_t)(ks_entry_overhead(e->klen) + kv_obj_bytes(e->obj)));
+    /* Zeroed: a snapshot may hold the object and release memory later. */
+    uint64_t bytes = atomic_exchange_explicit(&e->obj->value_bytes, 0, memory_order_relaxed);
+    ks_mem_add(-(int64_t)(ks_entry_overhead(e->klen) + bytes));
     kv_obj_free(e->obj);
     free(e);
 }
@@ -141,6 +143,11 @@ kv_entry *ks_open(ks_ref *ref, const char *key, size_t klen, bool write)
     }
     ref->e = e;
     return e;
+}
+
+kv_entry *ks_open_exclusive(ks_ref *ref, const char *key, size_t klen)
+{
+    return ks_open(ref, key, klen, true);
 }
 
 void ks_close(ks_ref *ref)
@@ -356,8 +363,12 @@ bool kv_obj_may_grow(void *ctx, uint64_t bytes)
 void kv_obj_released(void *ctx, uint64_t bytes)
 {
     kv_obj *o = ctx;
-    atomic_fetch_sub_explicit(&o->value_bytes, bytes, memory_order_relaxed);
-    ks_mem_add(-(int64_t)bytes);
+    uint64_t had = atomic_load_explicit(&o->value_bytes, memory_order_relaxed), take;
+    do
+        take = bytes < had ? bytes : had;
+    while (!atomic_compare_exchange_weak_explicit(&o->value_bytes, &had, had - take,
+                                                  memory_order_relaxed, memory_order_relaxed));
+    ks_mem_add(-(int64_t)take);
 }
 
 uint64_t kv_obj_bytes(const kv_obj *o)

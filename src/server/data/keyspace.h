@@ -89,6 +89,10 @@ uint64_t ks_hash(const char *key, size_t klen);
  * expired entry is deleted when the lock is exclusive and is reported as
  * missing either way. */
 kv_entry *ks_open(ks_ref *ref, const char *key, size_t klen, bool write);
+/* For a read that no change to the key may overlap (a dump's chunk):
+ * bloomeryd locks the stripe exclusively; Redis, which runs one command
+ * at a time, opens the key for reading. */
+kv_entry *ks_open_exclusive(ks_ref *ref, const char *key, size_t klen);
 void ks_close(ks_ref *ref);
 
 /* With an exclusive ref to a missing key: insert obj (ownership passes).
@@ -125,7 +129,9 @@ uint64_t kv_obj_bytes(const kv_obj *o); /* value bytes counted in used memory */
 /* The libraries' may_allocate hook for growing values (ctx: the kv_obj):
  * reserves bytes within the memory limit and counts them on the object. */
 bool kv_obj_may_grow(void *ctx, uint64_t bytes);
-/* Its counterpart when a value gives memory back (sbf_set_released). */
+/* Its counterpart when a value gives memory back (sbf_set_released): no
+ * more than the object still counts (a key deleted while a snapshot held
+ * its value counted it out already). */
 void kv_obj_released(void *ctx, uint64_t bytes);
 /* After a restore's record was logged (lsn 0: not logged) on o, under the
  * key's exclusive lock: keep its LSN while o is still loading, forget the

@@ -162,7 +162,9 @@ static bool same_shape(const kv_obj *a, const kv_obj *b)
  * *st set. */
 static kv_obj *copy_filter(const kv_obj *src, value_status *st)
 {
-    uint64_t bytes = kv_obj_bytes(src);
+    /* What the copy holds: a growing filter's count also has the small
+     * tables it keeps until freed, which the copy has not. */
+    uint64_t bytes = src->type == &bloom_type ? sbf_bytes(src->v) : kv_obj_bytes(src);
     uint64_t maxmem = (uint64_t)atomic_load_explicit(&cfg.maxmemory, memory_order_relaxed);
     if (!ks_mem_try_reserve(bytes, maxmem)) {
         *st = maxmem ? VS_OOM : VS_NOMEM;
