@@ -489,8 +489,8 @@ static void test_cuckoo_forged_shapes(void **state)
 
 /* A prefix chain's header with a valid checksum but an impossible link is
  * refused when opened; bins whose checksums are right but whose header
- * holds more fingerprints than a bin can are refused when the load
- * finishes, before the chain is used. */
+ * holds more fingerprints than a bin can are refused with their chunk, or
+ * when the load finishes, before the chain is used. */
 static void test_prefix_forged(void **state)
 {
     (void)state;
@@ -525,36 +525,61 @@ static void test_prefix_forged(void **state)
     }
     free(copy);
 
-    for (int forge = 0; forge < 2; forge++) {
-        bloomery_image *img;
-        assert_int_equal(bloomery_image_create(&img, o, 64), BLOOMERY_OK);
-        size_t hl;
-        const uint8_t *h = bloomery_image_header(img, &hl);
-        bloomery_loader *l;
-        assert_int_equal(bloomery_loader_open(&l, h, hl, MAX_BYTES, NULL), BLOOMERY_OK);
-        for (uint64_t k = 0; k < bloomery_image_nchunks(img); k++) {
-            size_t cl;
-            const uint8_t *c = bloomery_image_chunk(img, k, &cl);
-            uint8_t buf[64];
-            memcpy(buf, c, cl);
-            if (forge && k == 0)
-                memset(buf, 0xff, 16); /* the first bin's header: 128 ones */
-            assert_int_equal(bloomery_loader_chunk(l, k, buf, cl,
-                                                   bloomery_image_chunk_checksum(img, k, buf, cl)),
-                             BLOOMERY_OK);
+    /* Chunks of whole bins (64 bytes) are checked as each arrives, by
+     * bloomery_loader_chunk and by bloomery_loader_chunk_placed (in place
+     * and from a buffer); chunks that split bins (96) at finish. */
+    for (int mode = 0; mode < 4; mode++)
+        for (int forge = 0; forge < 2; forge++) {
+            uint32_t cs = mode == 3 ? 96 : 64;
+            bloomery_image *img;
+            assert_int_equal(bloomery_image_create(&img, o, cs), BLOOMERY_OK);
+            size_t hl;
+            const uint8_t *h = bloomery_image_header(img, &hl);
+            bloomery_loader *l;
+            assert_int_equal(bloomery_loader_open(&l, h, hl, MAX_BYTES, NULL), BLOOMERY_OK);
+            int refused = 0;
+            char err[160] = "";
+            for (uint64_t k = 0; k < bloomery_image_nchunks(img); k++) {
+                size_t cl, dl;
+                const uint8_t *c = bloomery_image_chunk(img, k, &cl);
+                uint8_t buf[96];
+                memcpy(buf, c, cl);
+                if (forge && k == 0)
+                    memset(buf, 0xff, 16); /* the first bin's header: 128 ones */
+                uint64_t sum = bloomery_image_chunk_checksum(img, k, buf, cl);
+                int rc;
+                if (mode == 1) {
+                    memcpy(bloomery_loader_chunk_dest(l, k, &dl), buf, cl);
+                    rc = bloomery_loader_chunk_placed(l, k, NULL, 0, sum, err, sizeof err);
+                } else if (mode == 2) {
+                    rc = bloomery_loader_chunk_placed(l, k, buf, cl, sum, err, sizeof err);
+                } else {
+                    rc = bloomery_loader_chunk(l, k, buf, cl, sum);
+                    if (rc != BLOOMERY_OK)
+                        snprintf(err, sizeof err, "%s", bloomery_loader_error(l));
+                }
+                if (rc != BLOOMERY_OK) {
+                    assert_int_equal(rc, BLOOMERY_ECORRUPT);
+                    assert_true(forge && k == 0 && mode < 3);
+                    assert_string_equal(err, "chunk 0 has a prefix bin with too many fingerprints");
+                    refused++;
+                }
+            }
+            assert_int_equal(refused, forge && mode < 3);
+            bloomery_object back;
+            if (forge) {
+                assert_int_equal(bloomery_loader_finish(l, &back),
+                                 mode < 3 ? BLOOMERY_ETRUNC : BLOOMERY_ECORRUPT);
+                if (mode == 3)
+                    assert_non_null(strstr(bloomery_loader_error(l), "too many"));
+            } else {
+                assert_int_equal(bloomery_loader_finish(l, &back), BLOOMERY_OK);
+                same_answers(o, back);
+                bloomery_object_free(&back);
+            }
+            bloomery_loader_free(l);
+            bloomery_image_free(img);
         }
-        bloomery_object back;
-        if (forge) {
-            assert_int_equal(bloomery_loader_finish(l, &back), BLOOMERY_ECORRUPT);
-            assert_non_null(strstr(bloomery_loader_error(l), "too many"));
-        } else {
-            assert_int_equal(bloomery_loader_finish(l, &back), BLOOMERY_OK);
-            same_answers(o, back);
-            bloomery_object_free(&back);
-        }
-        bloomery_loader_free(l);
-        bloomery_image_free(img);
-    }
     free(blob);
     bloomery_object_free(&o);
 }

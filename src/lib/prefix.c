@@ -926,12 +926,12 @@ void pf_set_spare_count(pf_t *pf, uint64_t n)
     __atomic_store_n(&pf->spared, n, __ATOMIC_RELAXED);
 }
 
-int pf_validate(const pf_t *pf)
+/* At most S ones leaves every quotient its zero: all a lookup needs to stay
+ * within the line. */
+PF_INLINE int validate_core(const pf_t *pf, const uint64_t *bins, uint64_t n)
 {
-    /* At most S ones leaves every quotient its zero: all a lookup needs to
-     * stay within the line. */
-    for (uint64_t b = 0; b < pf->nbins; b++)
-        if (header_ones(pf, pf->bins + b * WORDS) > pf->S)
+    for (uint64_t b = 0; b < n; b++)
+        if (header_ones(pf, bins + b * WORDS) > pf->S)
             return BLOOMERY_ECORRUPT;
     return BLOOMERY_OK;
 }
@@ -974,7 +974,11 @@ PF_INLINE double estimate_core(const pf_t *pf)
     {                                                                                              \
         add_core(pf, h, g, guard, expect, res);                                                    \
     }                                                                                              \
-    attr static double estimate_##name(const pf_t *pf) { return estimate_core(pf); }
+    attr static double estimate_##name(const pf_t *pf) { return estimate_core(pf); }               \
+    attr static int validate_##name(const pf_t *pf, const uint64_t *bins, uint64_t n)              \
+    {                                                                                              \
+        return validate_core(pf, bins, n);                                                         \
+    }
 PF_COPIES(base, )
 PF_COPIES(fast, FAST)
 PF_COPIES(wide, WIDE)
@@ -1025,6 +1029,26 @@ double pf_fpr_estimate(const pf_t *pf)
     int c = cpu();
     return c == 2 ? estimate_wide(pf) : c ? estimate_fast(pf) : estimate_base(pf);
 }
+
+int pf_validate_bins(const pf_t *pf, const uint8_t *bins, uint64_t nbins)
+{
+    if ((uintptr_t)bins % 8) { /* a chunk inside a flat image: one bin at a time */
+        for (uint64_t b = 0; b < nbins; b++) {
+            uint64_t w[WORDS];
+            memcpy(w, bins + b * WORDS * 8, sizeof(w));
+            if (pf_validate_bins(pf, (const uint8_t *)w, 1) != BLOOMERY_OK)
+                return BLOOMERY_ECORRUPT;
+        }
+        return BLOOMERY_OK;
+    }
+    const uint64_t *w = (const uint64_t *)(const void *)bins;
+    int c = cpu();
+    return c == 2 ? validate_wide(pf, w, nbins)
+           : c    ? validate_fast(pf, w, nbins)
+                  : validate_base(pf, w, nbins);
+}
+
+int pf_validate(const pf_t *pf) { return pf_validate_bins(pf, pf_data(pf), pf->nbins); }
 
 bool pf_check(const pf_t *pf, const void *item, size_t len)
 {

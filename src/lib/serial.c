@@ -587,6 +587,7 @@ struct bloomery_loader {
     uint32_t nregions;
     uint64_t *lens;
     uint8_t **dest; /* where each region's bytes go */
+    pf_t **bins_of; /* the prefix link whose bins a region holds, or NULL */
     uint64_t *first_chunk;
     uint8_t *loaded; /* one flag per chunk */
     uint64_t nchunks, nloaded;
@@ -648,6 +649,7 @@ static int build_prefix_link(bloomery_loader *l, rbuf *p, uint32_t i, uint64_t s
     pf_set_count(*out, count);
     pf_set_spare_count(*out, spared);
     l->dest[2 * i] = pf_data_mut(*out);
+    l->bins_of[2 * i] = *out;
     l->dest[2 * i + 1] = bf_data_mut(spare);
     return BLOOMERY_OK;
 }
@@ -1029,8 +1031,9 @@ int bloomery_loader_open(bloomery_loader **out, const uint8_t *buf, size_t len, 
     l->nregions = nregions;
     l->lens = calloc(nregions, sizeof *l->lens);
     l->dest = calloc(nregions, sizeof *l->dest);
+    l->bins_of = calloc(nregions, sizeof *l->bins_of);
     l->first_chunk = calloc(nregions + 1, sizeof *l->first_chunk);
-    if (!l->lens || !l->dest || !l->first_chunk)
+    if (!l->lens || !l->dest || !l->bins_of || !l->first_chunk)
         return fail(l, BLOOMERY_ENOMEM, "out of memory");
     rbuf lens = {buf, hlen - 8, FIXED_HEADER + plen, 0};
     for (uint32_t i = 0; i < nregions; i++) {
@@ -1082,6 +1085,19 @@ static void copy_nonzero(uint8_t *dst, const uint8_t *src, size_t len)
     }
 }
 
+/* Prefix bins are checked chunk by chunk, while the chunk is in the cache
+ * and on whichever thread loads it, when chunks hold whole bins (every
+ * chunk size this project writes); otherwise once at finish. */
+static bool bins_per_chunk(const bloomery_loader *l) { return l->chunk_size % 64 == 0; }
+
+static bool chunk_valid(const bloomery_loader *l, uint32_t r, const uint8_t *bytes, size_t len)
+{
+    return !bins_per_chunk(l) || l->bins_of[r] == NULL ||
+           pf_validate_bins(l->bins_of[r], bytes, len / 64) == BLOOMERY_OK;
+}
+
+#define BAD_BINS "a prefix bin with too many fingerprints"
+
 int bloomery_loader_chunk(bloomery_loader *l, uint64_t i, const uint8_t *data, size_t len,
                           uint64_t checksum)
 {
@@ -1099,6 +1115,8 @@ int bloomery_loader_chunk(bloomery_loader *l, uint64_t i, const uint8_t *data, s
                     "chunk %llu has %zu bytes, expected %zu", (unsigned long long)i, len, want);
     if (chunk_sum(l->header_sum, i, data, len) != checksum)
         return fail(l, BLOOMERY_ECORRUPT, "chunk %llu checksum mismatch", (unsigned long long)i);
+    if (!chunk_valid(l, r, data, len))
+        return fail(l, BLOOMERY_ECORRUPT, "chunk %llu has " BAD_BINS, (unsigned long long)i);
     if (l->loaded[i])
         return fail(l, BLOOMERY_ECORRUPT, "chunk %llu loaded twice", (unsigned long long)i);
     if (len > 0)
@@ -1138,19 +1156,25 @@ static int fail_to(char *err, size_t errlen, int rc, const char *fmt, ...)
 int bloomery_loader_chunk_placed(bloomery_loader *l, uint64_t i, const uint8_t *data,
                                  size_t data_len, uint64_t checksum, char *err, size_t errlen)
 {
-    size_t len;
-    uint8_t *dest = bloomery_loader_chunk_dest(l, i, &len);
     if (!l->loaded)
         return fail_to(err, errlen, BLOOMERY_ESTATE, "no valid header loaded");
-    if (dest == NULL)
+    if (i >= l->nchunks)
         return fail_to(err, errlen, BLOOMERY_ECORRUPT, "chunk %llu out of range (%llu chunks)",
                        (unsigned long long)i, (unsigned long long)l->nchunks);
+    uint32_t r;
+    uint64_t off;
+    size_t len;
+    chunk_span(l->first_chunk, l->nregions, l->lens, l->chunk_size, i, &r, &off, &len);
+    uint8_t *dest = l->dest[r] + off;
     if (data && data_len != len)
         return fail_to(err, errlen, data_len < len ? BLOOMERY_ETRUNC : BLOOMERY_ECORRUPT,
                        "chunk %llu has %zu bytes, expected %zu", (unsigned long long)i, data_len,
                        len);
     if (chunk_sum(l->header_sum, i, data ? data : dest, len) != checksum)
         return fail_to(err, errlen, BLOOMERY_ECORRUPT, "chunk %llu checksum mismatch",
+                       (unsigned long long)i);
+    if (!chunk_valid(l, r, data ? data : dest, len))
+        return fail_to(err, errlen, BLOOMERY_ECORRUPT, "chunk %llu has " BAD_BINS,
                        (unsigned long long)i);
     if (__atomic_exchange_n(&l->loaded[i], 1, __ATOMIC_RELAXED))
         return fail_to(err, errlen, BLOOMERY_ECORRUPT, "chunk %llu loaded twice",
@@ -1177,7 +1201,8 @@ int bloomery_loader_finish(bloomery_loader *l, bloomery_object *out)
         l->obj.type = BLOOMERY_TYPE_HLL;
         l->obj.u.hll = h;
     }
-    if (l->type == BLOOMERY_TYPE_SCALABLE && sbf_layout(l->obj.u.sbf) == BLOOMERY_LAYOUT_PREFIX) {
+    if (l->type == BLOOMERY_TYPE_SCALABLE && sbf_layout(l->obj.u.sbf) == BLOOMERY_LAYOUT_PREFIX &&
+        !bins_per_chunk(l)) {
         for (size_t i = 0; i < sbf_nlinks(l->obj.u.sbf); i++)
             if (pf_validate(sbf_link_prefix(l->obj.u.sbf, i)) != BLOOMERY_OK)
                 return fail(l, BLOOMERY_ECORRUPT,
@@ -1238,6 +1263,7 @@ void bloomery_loader_free(bloomery_loader *l)
     }
     free(l->lens);
     free(l->dest);
+    free(l->bins_of);
     free(l->first_chunk);
     free(l->loaded);
     free(l->hll_buf);
