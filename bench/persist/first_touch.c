@@ -7,10 +7,11 @@
  * back memory the guest has freed, and the first write to it then costs
  * more than to memory freed a moment ago.
  *
- *   cc -O2 -pthread -o /tmp/first_touch bench/persist/first_touch.c
- *   /tmp/first_touch GB THREADS [ROUNDS [PAUSE [HUGE]]]
+ *   build/bench/first_touch GB THREADS [ROUNDS [PAUSE [HUGE]]]
  */
+#ifndef _GNU_SOURCE
 #define _GNU_SOURCE
+#endif
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
