@@ -113,7 +113,7 @@ BLOOMERY_API const bf_t *pf_spare(const pf_t *pf);
 BLOOMERY_API void pf_set_count(pf_t *pf, uint64_t count);
 BLOOMERY_API void pf_set_spare_count(pf_t *pf, uint64_t n);
 BLOOMERY_API int pf_validate(const pf_t *pf);
-/* The same check of nbins bins laid out as pf's (at bins, 8-byte aligned):
+/* The same check of nbins bins laid out as pf's (at bins, any alignment):
  * a loader checks each chunk as it arrives, in whichever thread loads it. */
 BLOOMERY_API int pf_validate_bins(const pf_t *pf, const uint8_t *bins, uint64_t nbins);
 

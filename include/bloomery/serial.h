@@ -134,13 +134,15 @@ BLOOMERY_API uint8_t *bloomery_loader_chunk_dest(bloomery_loader *l, uint64_t i,
  * skipped, so a mostly empty object stays mostly unallocated; data NULL
  * means the bytes were written at dest already. Safe to call from several
  * threads at once for distinct chunks; the message of a failure goes to
- * err (as bloomery_loader_error would say it), not to the loader. Until
+ * err (as bloomery_loader_error would say it), not to the loader; bytes
+ * refused in place are zeroed again, so the chunk may be retried. Until
  * bloomery_loader_finish succeeds the object's bytes are not to be
  * trusted. */
 BLOOMERY_API int bloomery_loader_chunk_placed(bloomery_loader *l, uint64_t i, const uint8_t *data,
                                               size_t data_len, uint64_t checksum, char *err,
                                               size_t errlen);
-/* All chunks must have been loaded; hands over the object. */
+/* All chunks must have been loaded; hands over the object. The loader is
+ * spent then: later calls but bloomery_loader_free fail (BLOOMERY_ESTATE). */
 BLOOMERY_API int bloomery_loader_finish(bloomery_loader *l, bloomery_object *out);
 /* Why the last call failed: a message naming the field or chunk. */
 BLOOMERY_API const char *bloomery_loader_error(const bloomery_loader *l);

@@ -1115,10 +1115,10 @@ int bloomery_loader_chunk(bloomery_loader *l, uint64_t i, const uint8_t *data, s
                     "chunk %llu has %zu bytes, expected %zu", (unsigned long long)i, len, want);
     if (chunk_sum(l->header_sum, i, data, len) != checksum)
         return fail(l, BLOOMERY_ECORRUPT, "chunk %llu checksum mismatch", (unsigned long long)i);
-    if (!chunk_valid(l, r, data, len))
-        return fail(l, BLOOMERY_ECORRUPT, "chunk %llu has " BAD_BINS, (unsigned long long)i);
     if (l->loaded[i])
         return fail(l, BLOOMERY_ECORRUPT, "chunk %llu loaded twice", (unsigned long long)i);
+    if (!chunk_valid(l, r, data, len))
+        return fail(l, BLOOMERY_ECORRUPT, "chunk %llu has " BAD_BINS, (unsigned long long)i);
     if (len > 0)
         copy_nonzero(l->dest[r] + off, data, len);
     l->loaded[i] = 1;
@@ -1170,12 +1170,18 @@ int bloomery_loader_chunk_placed(bloomery_loader *l, uint64_t i, const uint8_t *
         return fail_to(err, errlen, data_len < len ? BLOOMERY_ETRUNC : BLOOMERY_ECORRUPT,
                        "chunk %llu has %zu bytes, expected %zu", (unsigned long long)i, data_len,
                        len);
-    if (chunk_sum(l->header_sum, i, data ? data : dest, len) != checksum)
-        return fail_to(err, errlen, BLOOMERY_ECORRUPT, "chunk %llu checksum mismatch",
+    bool sum_ok = chunk_sum(l->header_sum, i, data ? data : dest, len) == checksum;
+    bool valid = sum_ok && chunk_valid(l, r, data ? data : dest, len);
+    if (!valid) {
+        /* Refused bytes written in place are zeroed again (unless the chunk
+         * is in already), so a retry from a buffer, which skips zero pages,
+         * cannot leave any behind unchecked. */
+        if (!data && !__atomic_load_n(&l->loaded[i], __ATOMIC_RELAXED))
+            memset(dest, 0, len);
+        return fail_to(err, errlen, BLOOMERY_ECORRUPT,
+                       sum_ok ? "chunk %llu has " BAD_BINS : "chunk %llu checksum mismatch",
                        (unsigned long long)i);
-    if (!chunk_valid(l, r, data ? data : dest, len))
-        return fail_to(err, errlen, BLOOMERY_ECORRUPT, "chunk %llu has " BAD_BINS,
-                       (unsigned long long)i);
+    }
     if (__atomic_exchange_n(&l->loaded[i], 1, __ATOMIC_RELAXED))
         return fail_to(err, errlen, BLOOMERY_ECORRUPT, "chunk %llu loaded twice",
                        (unsigned long long)i);
@@ -1227,6 +1233,10 @@ int bloomery_loader_finish(bloomery_loader *l, bloomery_object *out)
         return fail(l, BLOOMERY_ECORRUPT, "t-digest nodes do not match their counters");
     *out = l->obj;
     l->obj.u.any = NULL;
+    /* Spent: the object is the caller's now, so no later call may reach it
+     * through dest or bins_of ("no valid header loaded"). */
+    free(l->loaded);
+    l->loaded = NULL;
     return BLOOMERY_OK;
 }
 
