@@ -142,7 +142,7 @@ BLOOMERY_API int bloomery_loader_chunk_placed(bloomery_loader *l, uint64_t i, co
                                               size_t data_len, uint64_t checksum, char *err,
                                               size_t errlen);
 /* All chunks must have been loaded; hands over the object. The loader is
- * spent then: later calls but bloomery_loader_free fail (BLOOMERY_ESTATE). */
+ * spent then: later chunk calls fail with BLOOMERY_ESTATE. */
 BLOOMERY_API int bloomery_loader_finish(bloomery_loader *l, bloomery_object *out);
 /* Why the last call failed: a message naming the field or chunk. */
 BLOOMERY_API const char *bloomery_loader_error(const bloomery_loader *l);
