@@ -5,6 +5,7 @@ after a failover, refuses writes, and expires keys and rotates windows only
 by its master's records."""
 import os
 import signal
+import subprocess
 import time
 
 import pytest
@@ -392,3 +393,55 @@ def test_masterauth_and_announced_address(start_server):
     assert r.execute_command("BF.EXISTS", "k", "a") == 1
     slave = info(m)["slave0"]
     assert slave["ip"] == "10.1.2.3" and slave["port"] == 7777
+
+
+def test_replicaof_is_kept_in_the_config_and_a_restart_stays_a_replica(start_server):
+    master, replica = start_server(), start_server(config="")
+    m, r = master.client(), replica.client()
+    r.execute_command("REPLICAOF", "127.0.0.1", master.port)
+    # As Redis: CONFIG GET and CONFIG REWRITE show the role REPLICAOF set,
+    # which is what Sentinel's reconfiguration (REPLICAOF, then CONFIG
+    # REWRITE) counts on.
+    assert r.config_get("replicaof") == {"replicaof": "127.0.0.1 %d" % master.port}
+    assert r.execute_command("CONFIG", "REWRITE") == b"OK"
+    with open(replica.conf_path) as f:
+        assert "replicaof 127.0.0.1 %d\n" % master.port in f.read()
+    m.execute_command("BF.MADD", "k", *range(1000))
+    assert m.execute_command("WAIT", 1, 5000) == 1
+    replica.kill()
+    m.execute_command("BF.MADD", "k", *range(1000, 2000))
+    again = start_server(config=None, datadir=replica.datadir, conf_path=replica.conf_path,
+                         port=replica.port)
+    # A replica from its first reply: no write taken that a resync erases.
+    raw = again.raw()
+    assert raw.cmd("ROLE")[0] == b"slave"
+    got = raw.cmd("BF.ADD", "k", "written-to-the-replica")
+    assert str(got) == "READONLY You can't write against a read only replica."
+    raw.close()
+    caught_up(master, again)
+    r = again.client()
+    assert all(r.execute_command("BF.MEXISTS", "k", *range(2000)))
+    assert r.execute_command("BF.EXISTS", "k", "written-to-the-replica") == 0
+    # REPLICAOF NO ONE clears it: the next restart is a master's.
+    r.execute_command("REPLICAOF", "NO", "ONE")
+    assert r.config_get("replicaof") == {"replicaof": ""}
+    assert r.execute_command("CONFIG", "REWRITE") == b"OK"
+    again.kill()
+    third = start_server(config=None, datadir=replica.datadir, conf_path=replica.conf_path,
+                         port=replica.port)
+    assert third.client().execute_command("ROLE")[0] == b"master"
+
+
+@pytest.mark.parametrize("args,why", [
+    (["--replicaof", "127.0.0.1 nope"], "Invalid master port"),
+    (["--replicaof", "127.0.0.1"], "Invalid master port"),
+    (["--replicaof", "127.0.0.1 6379", "--appendonly", "no"], "appendonly yes"),
+])
+def test_a_replicaof_that_cant_be_followed_stops_the_start(tmp_path, args, why):
+    # Coming up as a master instead would take writes the replica's first
+    # resync erases.
+    from conftest import BLOOMERYD
+    out = subprocess.run([BLOOMERYD, "--port", "0", "--dir", str(tmp_path / "d")] + args,
+                         capture_output=True, text=True, timeout=30)
+    assert out.returncode == 1
+    assert "can't start: replicaof" in out.stderr and why in out.stderr

@@ -33,7 +33,10 @@ enum {
     REPL_LINK_CONNECTED
 };
 
-void repl_init(const char *dir);
+/* After the data directory is loaded and before the first client: the
+ * role comes from the replicaof setting. False (err set) when that setting
+ * can't be followed: the server must not start as a master instead. */
+bool repl_init(const char *dir, char *err, size_t errlen);
 /* Stop every replication thread (shutdown). */
 void repl_shutdown(void);
 

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 #include "config.h"
@@ -48,22 +49,34 @@ void repl_new_id(char out[REPL_ID_LEN + 1])
         snprintf(out + 2 * i, 3, "%02x", b[i]);
 }
 
-void repl_init(const char *dir)
+bool repl_init(const char *dir, char *err, size_t errlen)
 {
     snprintf(R.dir, sizeof(R.dir), "%s", dir);
     repl_new_id(R.replid);
     memset(R.replid2, '0', REPL_ID_LEN);
     R.replid2[REPL_ID_LEN] = '\0';
     wal_set_written_hook(senders_wake);
+    /* A server configured as a replica must not come up as a master: it
+     * would take writes that its first resync erases. So a replicaof it
+     * can't follow stops the start (Redis refuses such a line too). */
     char *of = config_get_str("replicaof");
-    char host[256];
-    int port;
-    bool already;
-    char err[256];
-    if (of && sscanf(of, "%255s %d", host, &port) == 2 &&
-        !repl_replicaof(host, port, &already, err, sizeof(err)))
-        server_log(LOG_WARNING, "replicaof %s: %s", of, err);
+    char host[256], rest[2];
+    long long port = -1;
+    bool ok = true;
+    int n = of ? sscanf(of, "%255s %lld %1s", host, &port, rest) : 0;
+    if (of && of[0] && strcasecmp(of, "no one") != 0) {
+        bool already;
+        char why[256];
+        if (n != 2 || port < 0 || port > 65535) {
+            snprintf(err, errlen, "replicaof '%s': Invalid master port", of);
+            ok = false;
+        } else if (!repl_replicaof(host, (int)port, &already, why, sizeof(why))) {
+            snprintf(err, errlen, "replicaof '%s': %s", of, why);
+            ok = false;
+        }
+    }
     free(of);
+    return ok;
 }
 
 void repl_shutdown(void)
