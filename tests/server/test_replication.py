@@ -445,3 +445,72 @@ def test_a_replicaof_that_cant_be_followed_stops_the_start(tmp_path, args, why):
                          capture_output=True, text=True, timeout=30)
     assert out.returncode == 1
     assert "can't start: replicaof" in out.stderr and why in out.stderr
+
+
+def test_a_restarted_replica_resumes_with_a_partial_resync(start_server):
+    master, replica = start_server(), start_server()
+    m = master.client()
+    m.execute_command("BF.MADD", "k", *range(1000))
+    replicate(replica, master)
+    assert info(m)["bloomery_sync_full"] == 1
+    replica.kill()
+    m.execute_command("BF.MADD", "k", *range(1000, 2000))
+    # DIR/replid: the history its log follows, so the master sends only
+    # the records it missed.
+    again = start_server("--replicaof", "127.0.0.1 %d" % master.port, datadir=replica.datadir)
+    caught_up(master, again)
+    i = info(m)
+    assert i["bloomery_sync_full"] == 1 and i["bloomery_sync_partial_ok"] == 1
+    r = again.client()
+    assert info(r)["master_replid"] == i["master_replid"]
+    assert all(r.execute_command("BF.MEXISTS", "k", *range(2000)))
+    assert scandump(r, "BF", "k") == scandump(m, "BF", "k")
+    # A master starts a new history (its log may have lost a tail its
+    # replicas had): a replica restarted against it resyncs in full.
+    again.kill()
+    master.stop()
+    master2 = start_server(datadir=master.datadir, port=master.port)
+    m2 = master2.client()
+    m2.execute_command("BF.MADD", "k", *range(2000, 2100))
+    third = start_server("--replicaof", "127.0.0.1 %d" % master.port, datadir=replica.datadir)
+    caught_up(master2, third)
+    i = info(m2)
+    assert i["bloomery_sync_full"] == 1 and i["bloomery_sync_partial_ok"] == 0
+    assert all(third.client().execute_command("BF.MEXISTS", "k", *range(2100)))
+    # A promoted replica's log takes its own writes: the file goes, and a
+    # restart as a replica resyncs in full.
+    t = third.client()
+    t.execute_command("REPLICAOF", "NO", "ONE")
+    t.execute_command("BF.ADD", "k", "own")
+    third.kill()
+    # The master's log goes past the promoted one's: a partial resync from
+    # the promoted log's end would keep "own" and skip a record.
+    m2.execute_command("BF.MADD", "k", *range(2100, 2200))
+    m2.execute_command("BF.MADD", "k", *range(2200, 2300))
+    fourth = start_server("--replicaof", "127.0.0.1 %d" % master.port, datadir=replica.datadir)
+    caught_up(master2, fourth)
+    assert info(m2)["bloomery_sync_full"] == 2
+    f = fourth.client()
+    assert f.execute_command("BF.EXISTS", "k", "own") == 0
+    assert all(f.execute_command("BF.MEXISTS", "k", *range(2300)))
+
+
+def test_a_replica_restarted_as_a_master_resyncs_in_full_later(start_server):
+    master, replica = start_server(), start_server()
+    m = master.client()
+    m.execute_command("BF.MADD", "k", *range(100))
+    replicate(replica, master)
+    replica.kill()
+    # Started without replicaof: a master, whose own writes leave the
+    # master's history.
+    alone = start_server(datadir=replica.datadir)
+    alone.client().execute_command("BF.ADD", "k", "own")
+    alone.kill()
+    m.execute_command("BF.MADD", "k", *range(100, 200))
+    m.execute_command("BF.MADD", "k", *range(200, 300))
+    again = start_server("--replicaof", "127.0.0.1 %d" % master.port, datadir=replica.datadir)
+    caught_up(master, again)
+    assert info(m)["bloomery_sync_full"] == 2
+    r = again.client()
+    assert r.execute_command("BF.EXISTS", "k", "own") == 0
+    assert all(r.execute_command("BF.MEXISTS", "k", *range(300)))

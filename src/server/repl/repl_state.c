@@ -1,7 +1,17 @@
 /* Replication state: the role, the replication ids, and what INFO and ROLE
  * show. A master's id names its history; after a promotion the previous
  * id stays valid up to the promotion's offset, so replicas of the old
- * master continue with a partial resync (as Redis's replid2). */
+ * master continue with a partial resync (as Redis's replid2).
+ *
+ * A replica keeps the id of the history its log follows in DIR/replid, so
+ * a restart resumes with a partial resync when its master still holds the
+ * records that follow (Redis keeps it in the RDB). The file is written
+ * before the first record of a new history is logged and removed before a
+ * full resync replaces the data, on a promotion, and when the server
+ * starts as a master: whenever it exists, the log is a prefix of the
+ * history it names. A master always starts a new history: its log may
+ * have lost a tail its replicas received. */
+#include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
 #include <stdarg.h>
@@ -13,6 +23,7 @@
 #include <unistd.h>
 
 #include "config.h"
+#include "datadir.h"
 #include "keyspace.h"
 #include "log.h"
 #include "persist.h"
@@ -49,6 +60,64 @@ void repl_new_id(char out[REPL_ID_LEN + 1])
         snprintf(out + 2 * i, 3, "%02x", b[i]);
 }
 
+/* DIR/replid: the history this replica's log follows. */
+static void id_path(char *out, size_t n) { snprintf(out, n, "%s/replid", R.dir); }
+
+static void sync_data_dir(void)
+{
+    int fd = open(R.dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd >= 0) {
+        if (fsync(fd) != 0)
+            server_log(LOG_WARNING, "Syncing %s: %s", R.dir, strerror(errno));
+        close(fd);
+    }
+}
+
+void repl_forget_id(void)
+{
+    char path[4200];
+    id_path(path, sizeof(path));
+    if (unlink(path) == 0)
+        sync_data_dir();
+    else if (errno != ENOENT)
+        server_log(LOG_WARNING, "Removing %s: %s", path, strerror(errno));
+}
+
+static void save_id(const char *id)
+{
+    char path[4200], line[REPL_ID_LEN + 2];
+    id_path(path, sizeof(path));
+    snprintf(line, sizeof(line), "%s\n", id);
+    if (datadir_write_file(path, line, strlen(line))) {
+        sync_data_dir();
+        return;
+    }
+    /* Without it the next start makes a full resync; a stale one would
+     * name a history the log no longer follows. */
+    server_log(LOG_WARNING, "Writing %s: %s", path, strerror(errno));
+    repl_forget_id();
+}
+
+/* The id DIR/replid holds, when it holds one. */
+static bool load_id(char out[REPL_ID_LEN + 1])
+{
+    char path[4200];
+    id_path(path, sizeof(path));
+    uint8_t *buf;
+    size_t len;
+    if (!datadir_read_file(path, &buf, &len))
+        return false;
+    bool ok = len == REPL_ID_LEN + 1 && buf[REPL_ID_LEN] == '\n';
+    for (size_t i = 0; ok && i < REPL_ID_LEN; i++)
+        ok = (buf[i] >= '0' && buf[i] <= '9') || (buf[i] >= 'a' && buf[i] <= 'f');
+    if (ok) {
+        memcpy(out, buf, REPL_ID_LEN);
+        out[REPL_ID_LEN] = '\0';
+    }
+    free(buf);
+    return ok;
+}
+
 bool repl_init(const char *dir, char *err, size_t errlen)
 {
     snprintf(R.dir, sizeof(R.dir), "%s", dir);
@@ -60,22 +129,26 @@ bool repl_init(const char *dir, char *err, size_t errlen)
      * would take writes that its first resync erases. So a replicaof it
      * can't follow stops the start (Redis refuses such a line too). */
     char *of = config_get_str("replicaof");
-    char host[256], rest[2];
+    char host[256], rest[2], why[256];
     long long port = -1;
-    bool ok = true;
-    int n = of ? sscanf(of, "%255s %lld %1s", host, &port, rest) : 0;
+    bool ok = true, already;
     if (of && of[0] && strcasecmp(of, "no one") != 0) {
-        bool already;
-        char why[256];
-        if (n != 2 || port < 0 || port > 65535) {
+        if (sscanf(of, "%255s %lld %1s", host, &port, rest) != 2 || port < 0 || port > 65535) {
             snprintf(err, errlen, "replicaof '%s': Invalid master port", of);
             ok = false;
-        } else if (!repl_replicaof(host, (int)port, &already, why, sizeof(why))) {
-            snprintf(err, errlen, "replicaof '%s': %s", of, why);
-            ok = false;
+        } else {
+            /* The history its log follows: a partial resync if the master
+             * still has what comes next. */
+            load_id(R.replid);
+            ok = repl_replicaof(host, (int)port, &already, why, sizeof(why));
+            if (!ok)
+                snprintf(err, errlen, "replicaof '%s': %s", of, why);
         }
     }
     free(of);
+    /* A master's writes would make the file false. */
+    if (ok && !repl_is_replica())
+        repl_forget_id();
     return ok;
 }
 
@@ -105,6 +178,7 @@ void replica_master_id(char out[REPL_ID_LEN + 1])
 
 void repl_adopt_id(const char *id)
 {
+    save_id(id);
     pthread_mutex_lock(&R.lock);
     snprintf(R.replid, sizeof(R.replid), "%s", id);
     memset(R.replid2, '0', REPL_ID_LEN);
@@ -115,12 +189,16 @@ void repl_adopt_id(const char *id)
 void repl_follow_id(const char *id)
 {
     pthread_mutex_lock(&R.lock);
-    if (strcmp(R.replid, id) != 0) {
+    bool changed = strcmp(R.replid, id) != 0;
+    if (changed) {
         memcpy(R.replid2, R.replid, sizeof(R.replid2));
         R.second = wal_assigned_lsn() + 1;
         snprintf(R.replid, sizeof(R.replid), "%s", id);
     }
     pthread_mutex_unlock(&R.lock);
+    /* Before the new history's first record is logged. */
+    if (changed)
+        save_id(id);
 }
 
 bool repl_is_replica(void) { return atomic_load_explicit(&R.replica, memory_order_relaxed); }
@@ -191,6 +269,7 @@ void repl_promote(void)
     R.second = wal_assigned_lsn() + 1;
     repl_new_id(R.replid);
     pthread_mutex_unlock(&R.lock);
+    repl_forget_id();
     atomic_store(&R.replica, false);
     repl_update_checks();
     ks_set_expiry_deletes(true);
