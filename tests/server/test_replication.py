@@ -514,3 +514,21 @@ def test_a_replica_restarted_as_a_master_resyncs_in_full_later(start_server):
     r = again.client()
     assert r.execute_command("BF.EXISTS", "k", "own") == 0
     assert all(r.execute_command("BF.MEXISTS", "k", *range(300)))
+
+
+def test_a_transaction_queued_on_a_master_writes_nothing_once_it_is_a_replica(start_server):
+    master, node = start_server(), start_server()
+    n = node.client()
+    n.execute_command("BF.ADD", "k", "before")
+    # Queued while a master (the dispatcher lets it in) ...
+    tx = node.raw()
+    assert tx.cmd("MULTI") == "OK"
+    assert tx.cmd("BF.ADD", "k", "queued") == "QUEUED"
+    # ... run after Sentinel (say) made it a replica: the write is refused,
+    # not logged where the master's records go.
+    n.execute_command("REPLICAOF", "127.0.0.1", master.port)
+    got = tx.cmd("EXEC")
+    assert len(got) == 1 and str(got[0]).startswith("READONLY"), got
+    tx.close()
+    caught_up(master, node)
+    assert n.execute_command("BF.EXISTS", "k", "queued") == 0

@@ -310,6 +310,17 @@ void command_call(client *c, const command *cmd)
             return;
         }
         commit_write_begin(w);
+        /* Again inside the gate REPLICAOF flips the role in: a write that
+         * passed the dispatcher just before the flip, or one queued by
+         * MULTI while this was a master, is refused, not logged. */
+        if (repl_is_replica()) {
+            commit_write_end(w);
+            wal_release(held);
+            reply_error(&c->cx.out, "READONLY You can't write against a read only replica.");
+            stat_add(&st->rejected, 1);
+            stat_add(&w->errors, 1);
+            return;
+        }
     }
     int64_t t0 = mono_us();
     bool ok = cmd->proc(&c->cx);

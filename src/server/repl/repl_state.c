@@ -140,7 +140,7 @@ bool repl_init(const char *dir, char *err, size_t errlen)
             /* The history its log follows: a partial resync if the master
              * still has what comes next. */
             load_id(R.replid);
-            ok = repl_replicaof(host, (int)port, &already, why, sizeof(why));
+            ok = repl_replicaof(host, (int)port, &already, why, sizeof(why), NULL, NULL);
             if (!ok)
                 snprintf(err, errlen, "replicaof '%s': %s", of, why);
         }
@@ -230,7 +230,8 @@ bool repl_too_few_replicas(void)
     return senders_good(lag * 1000) < (unsigned long long)need;
 }
 
-bool repl_replicaof(const char *host, int port, bool *already, char *err, size_t errlen)
+bool repl_replicaof(const char *host, int port, bool *already, char *err, size_t errlen,
+                    void (*gate)(void *arg, bool enter), void *arg)
 {
     *already = false;
     if (!wal_enabled()) {
@@ -245,12 +246,16 @@ bool repl_replicaof(const char *host, int port, bool *already, char *err, size_t
             return true;
         }
     }
-    /* A master's replicas go: they reconnect to whichever master the
-     * failover names (Redis disconnects them too). */
-    senders_stop_all();
+    if (gate)
+        gate(arg, true);
     atomic_store(&R.replica, true);
     repl_update_checks();
     ks_set_expiry_deletes(false);
+    if (gate)
+        gate(arg, false);
+    /* A master's replicas go: they reconnect to whichever master the
+     * failover names (Redis disconnects them too). */
+    senders_stop_all();
     char v[300];
     snprintf(v, sizeof(v), "%s %d", host, port);
     config_set_str("replicaof", v);
