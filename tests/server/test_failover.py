@@ -36,7 +36,7 @@ def wait_for(cond, what, timeout=60):
 
 
 class Cluster:
-    def __init__(self, start_server, nodes=3):
+    def __init__(self, start_server, nodes=3, failover_timeout_ms=10000):
         self.tmp = tempfile.mkdtemp(prefix="bloomery-ha-")
         self.start_server = start_server
         # Each server has a config file: Sentinel's reconfiguration ends
@@ -53,9 +53,10 @@ class Cluster:
                 f.write("port %d\nbind 127.0.0.1\ndir %s\n"
                         "sentinel monitor mymaster 127.0.0.1 %d 2\n"
                         "sentinel down-after-milliseconds mymaster %d\n"
-                        "sentinel failover-timeout mymaster 10000\n"
+                        "sentinel failover-timeout mymaster %d\n"
                         "sentinel parallel-syncs mymaster 2\n"
-                        % (port, self.tmp, self.master.port, DOWN_AFTER_MS))
+                        % (port, self.tmp, self.master.port, DOWN_AFTER_MS,
+                           failover_timeout_ms))
             log = open(os.path.join(self.tmp, "sentinel%d.log" % i), "w")
             proc = subprocess.Popen(["redis-sentinel", path], stdout=log, stderr=subprocess.STDOUT)
             self.sentinels.append((port, proc))

@@ -142,8 +142,9 @@ def config_replicaof(node):
 @pytest.fixture
 def pair(start_server):
     """A master and one replica, each with a config file, under three
-    sentinels (quorum 2)."""
-    c = Cluster(start_server, nodes=2)
+    sentinels (quorum 2, down after 1 s; a stalled failover is retried
+    after 2 x 5 s)."""
+    c = Cluster(start_server, nodes=2, failover_timeout_ms=5000)
     yield c
     c.close()
 
