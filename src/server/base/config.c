@@ -494,7 +494,7 @@ void config_set_str(const char *name, const char *value)
 {
     const cfg_entry *c = find(name);
     char *v = strdup(value);
-    if (c == NULL || c->type != T_STR || v == NULL) {
+    if (c == NULL || (c->type != T_STR && c->type != T_WORDS) || v == NULL) {
         free(v);
         return;
     }
