@@ -606,34 +606,26 @@ bool configCommand(cmd_ctx *c)
             config_match(c->argv[i], c->argvlen[i], collect_name, &cc);
         reply_map(r, cc.n);
         for (int i = 0; i < cc.n; i++) {
-            char val[512];
-            config_format(cc.names[i], val, sizeof(val));
+            char *val = config_format_dup(cc.names[i]);
             reply_bulk_str(r, cc.names[i]);
-            reply_bulk_str(r, val);
+            reply_bulk_str(r, val ? val : "");
+            free(val);
         }
     } else if (arg_eq(c, 1, "set") && c->argc >= 4 && c->argc % 2 == 0) {
-        /* Check every pair before applying any, as Redis 7 does. */
-        for (int i = 2; i < c->argc; i += 2) {
-            char name[128], val[512];
-            snprintf(name, sizeof(name), "%.*s", (int)(c->argvlen[i] < 127 ? c->argvlen[i] : 127),
-                     c->argv[i]);
-            if (!config_format(name, val, sizeof(val))) {
-                reply_errorf(r, "ERR Unknown option or number of arguments for CONFIG SET - '%s'",
-                             name);
-                return false;
-            }
-        }
-        for (int i = 2; i < c->argc; i += 2) {
-            char name[128], err[256];
-            snprintf(name, sizeof(name), "%.*s", (int)(c->argvlen[i] < 127 ? c->argvlen[i] : 127),
-                     c->argv[i]);
-            const char *v = c->argv[i + 1];
-            size_t vl = c->argvlen[i + 1];
-            if (!config_apply(name, 1, &v, &vl, false, err, sizeof(err))) {
-                reply_errorf(r, "ERR CONFIG SET failed (possibly related to argument '%s') - %s",
-                             name, err);
-                return false;
-            }
+        char err[256];
+        int bad = 0;
+        int rc = config_set_pairs((c->argc - 2) / 2, c->argv + 2, c->argvlen + 2, &bad, err,
+                                  sizeof(err));
+        if (rc != CONFIG_SET_OK) {
+            int i = 2 + 2 * bad;
+            int nl = (int)(c->argvlen[i] < 127 ? c->argvlen[i] : 127);
+            if (rc == CONFIG_SET_UNKNOWN)
+                reply_errorf(r, "ERR Unknown option or number of arguments for CONFIG SET - '%.*s'",
+                             nl, c->argv[i]);
+            else
+                reply_errorf(r, "ERR CONFIG SET failed (possibly related to argument '%.*s') - %s",
+                             nl, c->argv[i], err);
+            return false;
         }
         reply_ok(r);
     } else if (arg_eq(c, 1, "resetstat") && c->argc == 2) {
