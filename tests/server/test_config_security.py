@@ -305,3 +305,13 @@ def test_output_buffer_soft_seconds_stay_an_int(raw):
     assert raw.cmd("CONFIG", "SET", name, "normal 0 0 2147483647") == "OK"
     assert raw.cmd("PING") == "PONG"
     assert raw.cmd("CONFIG", "SET", name, before[name.encode()]) == "OK"
+
+
+def test_config_subcommand_arity_as_redis(raw):
+    wrong = "ERR wrong number of arguments for 'config|%s' command"
+    assert str(raw.cmd("CONFIG", "GET")) == wrong % "get"
+    assert str(raw.cmd("CONFIG", "SET", "maxmemory")) == wrong % "set"
+    assert str(raw.cmd("CONFIG", "REWRITE", "x")) == wrong % "rewrite"
+    assert str(raw.cmd("CONFIG", "RESETSTAT", "x")) == wrong % "resetstat"
+    assert str(raw.cmd("CONFIG", "SET", "maxmemory", "1mb", "hz")) == "ERR syntax error"
+    assert config_get(raw, "maxmemory") == {b"maxmemory": b"0"}

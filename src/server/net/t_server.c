@@ -600,6 +600,18 @@ static void collect_name(void *ctx, const char *name)
 bool configCommand(cmd_ctx *c)
 {
     reply *r = &c->out;
+    /* Redis 7's arities of the subcommands (negative: at least). */
+    static const struct {
+        const char *name;
+        int arity;
+    } subs[] = {{"get", -3}, {"set", -4}, {"resetstat", 2}, {"rewrite", 2}};
+    for (size_t i = 0; i < sizeof(subs) / sizeof(subs[0]); i++) {
+        int a = subs[i].arity;
+        if (arg_eq(c, 1, subs[i].name) && (a > 0 ? c->argc != a : c->argc < -a)) {
+            reply_errorf(r, "ERR wrong number of arguments for 'config|%s' command", subs[i].name);
+            return false;
+        }
+    }
     if (arg_eq(c, 1, "get") && c->argc >= 3) {
         cfg_collect cc = {.n = 0};
         for (int i = 2; i < c->argc; i++)
@@ -611,7 +623,10 @@ bool configCommand(cmd_ctx *c)
             reply_bulk_str(r, val ? val : "");
             free(val);
         }
-    } else if (arg_eq(c, 1, "set") && c->argc >= 4 && c->argc % 2 == 0) {
+    } else if (arg_eq(c, 1, "set") && c->argc % 2 != 0) {
+        reply_syntax_error(c);
+        return false;
+    } else if (arg_eq(c, 1, "set")) {
         char err[256];
         int bad = 0;
         int rc = config_set_pairs((c->argc - 2) / 2, c->argv + 2, c->argvlen + 2, &bad, err,
