@@ -582,9 +582,11 @@ bool clientCommand(cmd_ctx *c)
 
 /* ---- CONFIG ---- */
 
+/* The settings CONFIG GET's patterns match, each once, however many the
+ * table holds. */
 typedef struct cfg_collect {
-    const char *names[64];
-    int n;
+    const char **names;
+    int n, cap;
 } cfg_collect;
 
 static void collect_name(void *ctx, const char *name)
@@ -593,8 +595,15 @@ static void collect_name(void *ctx, const char *name)
     for (int i = 0; i < cc->n; i++)
         if (cc->names[i] == name)
             return;
-    if (cc->n < 64)
-        cc->names[cc->n++] = name;
+    if (cc->n == cc->cap) {
+        int cap = cc->cap ? cc->cap * 2 : 64;
+        const char **p = realloc(cc->names, sizeof(*p) * (size_t)cap);
+        if (p == NULL)
+            return;
+        cc->names = p;
+        cc->cap = cap;
+    }
+    cc->names[cc->n++] = name;
 }
 
 bool configCommand(cmd_ctx *c)
@@ -613,7 +622,7 @@ bool configCommand(cmd_ctx *c)
         }
     }
     if (arg_eq(c, 1, "get") && c->argc >= 3) {
-        cfg_collect cc = {.n = 0};
+        cfg_collect cc = {.names = NULL};
         for (int i = 2; i < c->argc; i++)
             config_match(c->argv[i], c->argvlen[i], collect_name, &cc);
         reply_map(r, cc.n);
@@ -623,6 +632,7 @@ bool configCommand(cmd_ctx *c)
             reply_bulk_str(r, val ? val : "");
             free(val);
         }
+        free(cc.names);
     } else if (arg_eq(c, 1, "set") && c->argc % 2 != 0) {
         reply_syntax_error(c);
         return false;
