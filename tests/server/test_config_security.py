@@ -315,3 +315,18 @@ def test_config_subcommand_arity_as_redis(raw):
     assert str(raw.cmd("CONFIG", "RESETSTAT", "x")) == wrong % "resetstat"
     assert str(raw.cmd("CONFIG", "SET", "maxmemory", "1mb", "hz")) == "ERR syntax error"
     assert config_get(raw, "maxmemory") == {b"maxmemory": b"0"}
+
+
+def test_replicaof_host_cannot_plant_a_line(start_server):
+    """REPLICAOF's host goes into replicaof only when the file can hold it
+    as it is: a host with a newline leaves the setting as it was."""
+    s = start_server(config="# x\n")
+    c = s.raw()
+    c.cmd("REPLICAOF", "h\nprotected-mode no\nx", "1")
+    assert b"\n" not in config_get(c, "replicaof")[b"replicaof"]
+    assert c.cmd("CONFIG", "REWRITE") == "OK"
+    lines = open(s.conf_path).read().splitlines()
+    assert "protected-mode no" not in lines, lines
+    assert not any(ln.startswith("replicaof") for ln in lines), lines
+    assert c.cmd("REPLICAOF", "NO", "ONE") == "OK"
+    c.close()
