@@ -1,11 +1,13 @@
 // fuzz-sources: src/server/base/config.c src/server/base/resp.c src/server/base/util.c
 // fuzz-sources: src/server/base/log.c
 /* libFuzzer target for CONFIG SET -> CONFIG REWRITE -> restart
- * (src/server/base/config.c). The input is records [how|setting][length]
- * [value bytes]: the low six bits pick a setting (CONFIG GET *'s order),
- * the top two how the value arrives: CONFIG SET, a config file's single
- * argument, the server's own config_set_str (REPLICAOF), or a file's line
- * of several words. Whatever was accepted is rewritten into a config file;
+ * (src/server/base/config.c). The input is records [how|index][name
+ * length][name][value length][value]: the setting the name names, or
+ * without one (length 0, or no setting's) the index's (low six bits, in
+ * CONFIG GET *'s order), so seeds stay on their setting when the table
+ * grows; the top two bits say how the value arrives: CONFIG SET, a config
+ * file's single argument, the server's own config_set_str (REPLICAOF), or
+ * a file's line of several words. Whatever was accepted is rewritten into a config file;
  * a fresh state must load that file and show every setting exactly as
  * before, or the run aborts: a value the rewrite cannot carry (a planted
  * line, a lost quote, a cut value) is a finding.
@@ -124,6 +126,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         int how = data[i] >> 6;
         const char *name = names[(data[i] & 63) % nnames];
         i++;
+        size_t nlen = i < size ? data[i++] : 0;
+        if (nlen > size - i)
+            nlen = size - i;
+        for (size_t k = 0; nlen && k < nnames; k++)
+            if (strlen(names[k]) == nlen && memcmp(names[k], data + i, nlen) == 0)
+                name = names[k];
+        i += nlen;
         size_t len = i < size ? data[i++] : 0;
         if (len > size - i)
             len = size - i;
