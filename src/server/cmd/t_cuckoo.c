@@ -161,8 +161,8 @@ static const opt_spec reserve_specs[C_N] = {
     [C_EXPANSION] = CF_OPT("EXPANSION", 0, CF_MAX_EXPANSION),
     [C_FINGERPRINT] = CF_OPT("FINGERPRINT", CF_MIN_FINGERPRINT_BITS, CF_MAX_FINGERPRINT_BITS),
 };
-static const opt_table reserve_table = {OPT_SEARCH,     3,   reserve_specs, C_N, NULL,
-                                        check_capacity, true};
+static const opt_table reserve_table = {OPT_SEARCH,     3,    reserve_specs, C_N, NULL,
+                                        check_capacity, true, NULL};
 
 bool cfReserveCommand(cmd_ctx *c)
 {
@@ -239,7 +239,7 @@ static const opt_spec insert_specs[N_N] = {
     [N_ITEMS] = {.name = "ITEMS", .kind = OPT_ITEMS},
 };
 static const opt_table insert_table = {
-    OPT_SEQUENCE, 2, insert_specs, N_N, "Unknown argument received", NULL, false};
+    OPT_SEQUENCE, 2, insert_specs, N_N, "Unknown argument received", NULL, false, NULL};
 
 static bool insert(cmd_ctx *c, bool nx)
 {
