@@ -171,6 +171,7 @@ bool cfMexistsCommand(cmd_ctx *c);
 bool cfDelCommand(cmd_ctx *c);
 bool cfCountCommand(cmd_ctx *c);
 bool cfInfoCommand(cmd_ctx *c);
+bool cfDebugCommand(cmd_ctx *c);
 bool cfScandumpCommand(cmd_ctx *c);
 bool cfLoadchunkCommand(cmd_ctx *c);
 /* t_window.c, from the server cron: rotate windows whose slice is due

@@ -452,6 +452,38 @@ bool cfInfoCommand(cmd_ctx *c)
     return true;
 }
 
+/* ---- CF.DEBUG ---- */
+
+/* RedisBloom's one line: bucket size, sub-filter 0's buckets, items,
+ * deletes, sub-filters, kicks, expansion (a filter of wider fingerprints
+ * says so in CF.INFO ALL, not here). */
+bool cfDebugCommand(cmd_ctx *c)
+{
+    if (c->argc != 2) {
+        reply_wrong_arity(&c->out, "cf.debug");
+        return false;
+    }
+    ks_ref ref;
+    kv_entry *e;
+    if (!open_read(c, &ref, true, &e)) {
+        ks_close(&ref);
+        return false;
+    }
+    const cf_t *f = e->obj->v;
+    char line[256];
+    pthread_mutex_lock(&e->obj->lock);
+    snprintf(line, sizeof(line),
+             "bktsize:%u buckets:%llu items:%llu deletes:%llu filters:%u max_iterations:%u "
+             "expansion:%u",
+             cf_bucket_size(f), (unsigned long long)cf_nbuckets(f), (unsigned long long)cf_items(f),
+             (unsigned long long)cf_deletes(f), cf_nfilters(f), cf_max_iterations(f),
+             cf_expansion(f));
+    pthread_mutex_unlock(&e->obj->lock);
+    ks_close(&ref);
+    reply_bulk_str(&c->out, line);
+    return true;
+}
+
 /* ---- CF.SCANDUMP ---- */
 
 bool cfScandumpCommand(cmd_ctx *c)
