@@ -12,9 +12,11 @@
  * multi-item CF.INSERT at the limit fails as a whole, one below it may grow
  * past it while adding its items.
  *
- * Dumps (CF.SCANDUMP / CF.LOADCHUNK) are serial.h images, not RedisBloom's
- * bytes: iterator 1 carries the image header, iterator k >= 2 chunk k-2
- * followed by its 8-byte checksum, as for blocked Bloom filters.
+ * Dumps (CF.SCANDUMP) are serial.h images, not RedisBloom's bytes:
+ * iterator 1 carries the image header, iterator k >= 2 chunk k-2 followed
+ * by its 8-byte checksum, as for blocked Bloom filters. CF.LOADCHUNK takes
+ * those and RedisBloom's (its 38-byte header, then raw bytes at an offset:
+ * restore.c, rb_rdb.h).
  */
 #include <limits.h>
 #include <stdio.h>
@@ -541,8 +543,9 @@ bool cfLoadchunkCommand(cmd_ctx *c)
         reply_wrong_arity(&c->out, "cf.loadchunk");
         return false;
     }
+    /* RedisBloom refuses position 0 only: a negative one is a chunk. */
     long long iter;
-    if (!str_to_ll(c->argv[2], c->argvlen[2], &iter) || iter < 1) {
+    if (!str_to_ll(c->argv[2], c->argvlen[2], &iter) || iter == 0) {
         reply_error(&c->out, "Invalid position");
         return false;
     }
@@ -550,6 +553,11 @@ bool cfLoadchunkCommand(cmd_ctx *c)
     size_t len = c->argvlen[3];
     ks_ref ref;
     kv_entry *e = ks_open(&ref, c->argv[1], c->argvlen[1], true);
+    if (iter == 1 && e && (e->obj->type == &cuckoo_type || e->obj->type == &cf_loading_type)) {
+        ks_close(&ref);
+        reply_error(&c->out, "ERR item exists");
+        return false;
+    }
     value_status st = restore_cf_chunk(&ref, e, iter, data, len);
     switch (st) {
     case VS_OK:
