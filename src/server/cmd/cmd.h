@@ -104,6 +104,7 @@ bool infoCommand(cmd_ctx *c);
 bool commandCommand(cmd_ctx *c);
 bool clientCommand(cmd_ctx *c);
 bool configCommand(cmd_ctx *c);
+bool moduleCommand(cmd_ctx *c);
 bool memoryCommand(cmd_ctx *c);
 bool timeCommand(cmd_ctx *c);
 bool slowlogCommand(cmd_ctx *c);
