@@ -182,6 +182,35 @@ def test_redisbloom_cf_chunks_any_order_and_bounds(raw):
     assert raw.cmd("CF.MEXISTS", "cf", *expand(SCRIPTS["cf_checks"][0]["cmd"][2:])) == want
 
 
+def test_redisbloom_cf_dump_survives_restart(tmp_path):
+    """A filter loaded from RedisBloom's chunks is logged as it was loaded:
+    a restart (DEBUG RELOAD in Redis) answers the same."""
+    datadir = str(tmp_path / "data")
+    s = Server("--save", "", "--appendfsync", "always", datadir=datadir)
+    made = [s]
+    try:
+        raw = Raw(s.port)
+        for it, data in cf_chunks():
+            assert raw.cmd("CF.LOADCHUNK", "cf", it, data) == b"+OK\r\n"
+        checks = SCRIPTS["cf_checks"][:6]
+        if MODULE:
+            assert raw.cmd("DEBUG", "RELOAD") == b"+OK\r\n"
+        else:
+            raw.close()
+            s.kill()
+            s = Server(datadir=datadir)
+            made.append(s)
+            raw = Raw(s.port)
+        for rec in checks:
+            args = expand(rec["cmd"])
+            assert raw.cmd(*args) == rec["reply"].encode("latin-1"), args[:2]
+        raw.close()
+    finally:
+        for x in made:
+            x.stop()
+        remove_dirs(made)
+
+
 def tdigest_state(raw, key):
     return (raw.cmd("TDIGEST.INFO", key), raw.cmd("TDIGEST.QUANTILE", key, 0.1, 0.5, 0.9),
             raw.cmd("TDIGEST.CDF", key, 1, 50))
