@@ -91,6 +91,14 @@ def wait_for(cond, what="the condition", timeout=30, ignore=()):
         time.sleep(0.02)
 
 
+def wait_log_durable(c):
+    """Until every log record appended so far is fsynced (appendfsync
+    everysec syncs about once a second)."""
+    appended = int(c.info("persistence")["bloomery_wal_appended_lsn"])
+    wait_for(lambda: int(c.info("persistence")["bloomery_wal_durable_lsn"]) >= appended,
+             "the log fsynced up to LSN %d" % appended)
+
+
 def scandump(c, family, key):
     """Every (iterator, data) chunk of family.SCANDUMP of key."""
     chunks, it = [], 0
