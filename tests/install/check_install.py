@@ -180,6 +180,8 @@ def check_unit(p, prefix, conf, root):
     check(keys.get("User") == "bloomery" and keys.get("Group") == "bloomery",
           "runs as the bloomery user")
     check(keys.get("StateDirectory") == "bloomery", "its data directory is /var/lib/bloomery")
+    check(keys.get("StateDirectoryMode") == "0700" and keys.get("UMask") == "0077",
+          "the data directory and its files are the service user's alone")
     with open(os.path.join(p, "lib/sysusers.d/bloomery.conf")) as f:
         check(re.search(r"^u bloomery ", f.read(), re.M) is not None,
               "sysusers.d creates the bloomery user")
