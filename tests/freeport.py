@@ -81,7 +81,9 @@ def listening(pid, port):
     """True when the process pid itself listens on TCP port: a connection
     to the port could reach another program that holds it."""
     inodes = set()
-    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+    # The sockets of its own network namespace (a test may start it in
+    # another one).
+    for table in ("/proc/%d/net/tcp" % pid, "/proc/%d/net/tcp6" % pid):
         try:
             with open(table) as f:
                 rows = f.readlines()[1:]
