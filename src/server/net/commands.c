@@ -200,6 +200,37 @@ static void reply_unknown(client *c)
                  (int)(c->cx.argvlen[0] < 128 ? c->cx.argvlen[0] : 128), c->cx.argv[0], args);
 }
 
+/* Cross-protocol scripting, as Redis 7 guards it: a web page that makes a
+ * browser POST to this port sends HTTP lines the inline protocol reads as
+ * commands, and its body after them. A command named POST or Host: (the
+ * request line, or the first header after any request line) closes the
+ * connection at once: nothing after it runs and no pending reply is sent.
+ * Redis checks every command; here only unknown ones are looked at, which
+ * is the same set (neither name is a command) and leaves the path of known
+ * commands, batches included, without a compare. The log says so at most
+ * once a minute, in Redis's words, which log watchers match on. */
+static bool cross_protocol_attack(client *c)
+{
+    if (!str_eq_ci(c->cx.argv[0], c->cx.argvlen[0], "post") &&
+        !str_eq_ci(c->cx.argv[0], c->cx.argvlen[0], "host:"))
+        return false;
+    static _Atomic int64_t logged_ms;
+    int64_t now = now_ms(), last = atomic_load_explicit(&logged_ms, memory_order_relaxed);
+    if ((now - last > 60000 || last - now > 60000) &&
+        atomic_compare_exchange_strong(&logged_ms, &last, now)) {
+        /* A console command's socket pair has no address to name. */
+        bool known = c->addr[0] && c->addr[0] != '?';
+        server_log(LOG_WARNING,
+                   "Possible SECURITY ATTACK detected. It looks like somebody is sending POST or "
+                   "Host: commands to Redis%s%s. This is likely due to an attacker attempting to "
+                   "use Cross Protocol Scripting to compromise your Redis instance. Connection "
+                   "aborted.",
+                   known ? " from " : "", known ? c->addr : "");
+    }
+    client_close(c);
+    return true;
+}
+
 /* Why a replica, a load or too few replicas refuse a data command now
  * (NULL: they do not), in Redis's words and order: a write to a replica is
  * READONLY even while it loads its master's snapshot. */
@@ -237,6 +268,8 @@ void command_dispatch(client *c)
         cmd = command_lookup(c->cx.argv[0], c->cx.argvlen[0]);
     stat_add(&w->commands, 1);
     if (cmd == NULL) {
+        if (cross_protocol_attack(c))
+            return;
         reply_unknown(c);
         rejected(c, NULL);
         return;
