@@ -12,6 +12,12 @@
  * its seconds, closes the client at once (its replies are dropped), so a
  * client that sends but never reads cannot exhaust memory.
  *
+ * A client that has not authenticated while a password is required is
+ * closed once more than UNAUTH_OUTPUT_MAX bytes of replies wait for it, as
+ * Redis 7.4.3 does (CVE-2025-21605): its refusals are all it can be sent, and
+ * a client that sends without reading would otherwise make the server hold
+ * up to the hard limit of them per connection.
+ *
  * Input limit as Redis's client-query-buffer-limit: a client whose pending
  * input passes it is closed without a reply. Pending input is every byte not
  * yet run: the arguments of a request being received live in qbuf until it
@@ -39,6 +45,10 @@
 /* Buffers larger than this are released when they become empty, so an idle
  * client that once sent a large request does not keep the memory. */
 #define KEEP_BUFFER (64 * 1024)
+/* What Redis lets wait for an unauthenticated client: its 16 KiB reply
+ * buffer; the first reply past it goes to the reply list, whose limit for
+ * such a client is 1024 bytes and whose smallest block is 16 KiB. */
+#define UNAUTH_OUTPUT_MAX (16 * 1024)
 
 pthread_mutex_t clients_lock = PTHREAD_MUTEX_INITIALIZER;
 client *all_clients;
@@ -212,6 +222,8 @@ static size_t pending_output(client *c) { return c->cx.out.len + (c->writing ? c
 bool client_obuf_over_limit(client *c)
 {
     size_t used = pending_output(c);
+    if (!c->authenticated && used > UNAUTH_OUTPUT_MAX)
+        return true;
     long long hard = atomic_load_explicit(&cfg.obuf_hard, memory_order_relaxed);
     long long soft = atomic_load_explicit(&cfg.obuf_soft, memory_order_relaxed);
     if (hard > 0 && used >= (size_t)hard)
@@ -231,6 +243,8 @@ bool client_obuf_over_limit(client *c)
 
 static void drop_over_limit(client *c)
 {
+    if (c->closing) /* closed by the command itself */
+        return;
     server_log(LOG_WARNING, "Client id=%llu addr=%s closed for overcoming of output buffer limits.",
                (unsigned long long)c->id, c->addr);
     client_close(c);
