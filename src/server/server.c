@@ -21,6 +21,7 @@
 
 #include "log.h"
 #include "commit.h"
+#include "fdlimit.h"
 #include "http.h"
 #include "persist.h"
 #include "repl.h"
@@ -367,6 +368,21 @@ int main(int argc, char **argv)
     }
     free(logfile);
 
+    int nthreads = (int)atomic_load(&cfg.threads);
+    if (nthreads <= 0) {
+        long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+        nthreads = ncpu > 0 ? (int)ncpu : 1;
+    }
+    /* Before anything opens a file: every client must find a descriptor. */
+    fdlimit_set_reserved(FDLIMIT_MIN_RESERVED + (long long)nthreads * WORKER_DESCRIPTORS +
+                         http_descriptors());
+    long long maxclients = fdlimit_fit(atomic_load(&cfg.maxclients), true);
+    if (maxclients < 1) {
+        config_free();
+        return 1;
+    }
+    atomic_store(&cfg.maxclients, maxclients);
+
     srv.start_ms = now_ms();
     make_run_id();
     ssize_t el = readlink("/proc/self/exe", srv.executable, sizeof(srv.executable) - 1);
@@ -434,11 +450,6 @@ int main(int argc, char **argv)
         return 1;
     }
 
-    int nthreads = (int)atomic_load(&cfg.threads);
-    if (nthreads <= 0) {
-        long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
-        nthreads = ncpu > 0 ? (int)ncpu : 1;
-    }
     if (workers_start(nthreads) != 0) {
         server_log(LOG_WARNING, "Could not start worker threads.");
         return 1;

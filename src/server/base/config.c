@@ -16,8 +16,9 @@
 
 #include "bloomery/cuckoo.h"
 #include "bloomery/scalable.h"
-#include "resp.h"
+#include "fdlimit.h"
 #include "log.h"
+#include "resp.h"
 #include "util.h"
 
 server_config cfg;
@@ -544,6 +545,24 @@ bool config_apply(const char *name, int argc, const char *const *argv, const siz
 
 static size_t canonical(size_t k);
 
+/* A value CONFIG SET gives must also fit the machine: maxclients, the open
+ * files (at start, main() fits it once). As Redis, a number of clients that
+ * cannot be had is refused and the setting keeps its value. */
+static bool fits_the_machine(const cfg_entry *c, const char *a, size_t al, char *err, size_t errlen)
+{
+    long long v;
+    if (c->num != &cfg.maxclients || !str_to_ll(a, al, &v) || v <= atomic_load(&cfg.maxclients))
+        return true;
+    long long fit = fdlimit_fit(v, false);
+    if (fit >= v)
+        return true;
+    snprintf(err, errlen,
+             "The operating system is not able to handle the specified number of clients, try "
+             "with %lld",
+             fit);
+    return false;
+}
+
 int config_set_pairs(int npairs, const char *const *argv, const size_t *lens, int *bad, char *err,
                      size_t errlen)
 {
@@ -580,7 +599,9 @@ int config_set_pairs(int npairs, const char *const *argv, const size_t *lens, in
     for (int pass = 0; pass < 2; pass++) {
         for (int i = 0; i < npairs && ret == CONFIG_SET_OK; i++) {
             *bad = i;
-            if (!apply_entry(e[i], 1, &argv[2 * i + 1], &lens[2 * i + 1], pass == 1, err, errlen))
+            if (!apply_entry(e[i], 1, &argv[2 * i + 1], &lens[2 * i + 1], pass == 1, err, errlen) ||
+                (pass == 0 &&
+                 !fits_the_machine(e[i], argv[2 * i + 1], lens[2 * i + 1], err, errlen)))
                 ret = CONFIG_SET_FAILED;
         }
     }

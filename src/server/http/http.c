@@ -576,6 +576,14 @@ bool http_start(char *err, size_t errlen)
     return true;
 }
 
+int http_descriptors(void)
+{
+    /* Each connection and the console command it may be running (its end
+     * of the socket pair), the listening socket and libmicrohttpd's wake-up
+     * pipe. */
+    return atomic_load(&cfg.http_port) ? 2 * HTTP_MAX_CONNECTIONS + 3 : 0;
+}
+
 void http_stop(void)
 {
     history_stop();

@@ -49,6 +49,8 @@ void conns_request_done(struct MHD_Connection *conn);
  * with err when the address cannot be used. */
 bool http_start(char *err, size_t errlen);
 void http_stop(void);
+/* Descriptors the listener may hold when http-port is set (0 when not). */
+int http_descriptors(void);
 
 typedef struct textbuf {
     char *p;

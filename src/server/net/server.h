@@ -204,6 +204,9 @@ extern pthread_mutex_t clients_lock;
 extern client *all_clients;
 
 /* ---- worker.c ---- */
+/* Descriptors each worker's libuv loop holds: its epoll instance, the
+ * eventfd its wake-ups use and the two ends of its signal pipe. */
+#define WORKER_DESCRIPTORS 4
 int workers_start(int n);
 void workers_stop(void);
 void worker_adopt(int fd); /* hand an accepted socket to a worker */
