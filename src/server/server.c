@@ -102,6 +102,81 @@ static bool protected_mode_denies(int fd, const struct sockaddr_storage *peer)
     return true;
 }
 
+/* Out of descriptors (EMFILE, ENFILE) accept fails and leaves the client
+ * waiting, and the listener stays readable: the loop would spin on it. A
+ * spare descriptor, held for this, is given up to accept the client, tell
+ * it the server is full and close it, then taken back. When even that
+ * fails (the number went to another thread) or accept fails for want of
+ * memory, the listeners rest for ACCEPT_PAUSE_MS and clients wait in the
+ * backlog. maxclients is fitted to the open-file limit at start, so this
+ * is the exception: a file held elsewhere, a limit lowered from outside. */
+#define ACCEPT_PAUSE_MS 100
+static int spare_fd = -1;
+static uv_timer_t accept_pause;
+
+static void take_spare(void)
+{
+    if (spare_fd < 0)
+        spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+}
+
+static void reject_full(int fd)
+{
+    static const char err[] = "-ERR max number of clients reached\r\n";
+    atomic_fetch_add(&srv.rejected_connections, 1);
+    ssize_t w = write(fd, err, sizeof(err) - 1);
+    (void)w;
+    close(fd);
+}
+
+/* Failed accepts in Redis's words, one line in ACCEPT_LOG_MS at most: a
+ * full descriptor table fails every accept while it lasts. */
+#define ACCEPT_LOG_MS 10000
+static void log_accept_error(int err)
+{
+    static int64_t last_ms;
+    static bool logged;
+    static unsigned long quiet;
+    int64_t now = mono_us() / 1000;
+    if (logged && now - last_ms < ACCEPT_LOG_MS) {
+        quiet++;
+        return;
+    }
+    if (quiet)
+        server_log(LOG_WARNING, "Accepting client connection: %s (%lu more in the last %d s)",
+                   strerror(err), quiet, ACCEPT_LOG_MS / 1000);
+    else
+        server_log(LOG_WARNING, "Accepting client connection: %s", strerror(err));
+    logged = true;
+    last_ms = now;
+    quiet = 0;
+}
+
+static void on_accept(uv_poll_t *p, int status, int events);
+
+static void resume_accept(uv_timer_t *t)
+{
+    (void)t;
+    for (int i = 0; i < nlisten; i++)
+        uv_poll_start(&listen_polls[i], UV_READABLE, on_accept);
+}
+
+static void pause_accept(void)
+{
+    for (int i = 0; i < nlisten; i++)
+        uv_poll_stop(&listen_polls[i]);
+    uv_timer_start(&accept_pause, resume_accept, ACCEPT_PAUSE_MS, 0);
+}
+
+/* A connection that failed on its way in (accept(2)'s list): the next one
+ * may be fine. */
+static bool accept_error_transient(int err)
+{
+    return err == ECONNABORTED || err == EPROTO || err == EPERM || err == ENETDOWN ||
+           err == ENOPROTOOPT || err == EHOSTDOWN || err == ENONET || err == EHOSTUNREACH ||
+           err == EOPNOTSUPP || err == ENETUNREACH;
+}
+
 static void on_accept(uv_poll_t *p, int status, int events)
 {
     (void)events;
@@ -113,18 +188,34 @@ static void on_accept(uv_poll_t *p, int status, int events)
         socklen_t plen = sizeof(peer);
         int fd = accept4(lfd, (struct sockaddr *)&peer, &plen, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0) {
-            if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
-                server_log(LOG_WARNING, "Accepting client connection: %s", strerror(errno));
+            int err = errno;
+            if (err == EAGAIN || err == EWOULDBLOCK || err == EINTR)
+                return;
+            log_accept_error(err);
+            if (accept_error_transient(err))
+                continue;
+            if ((err == EMFILE || err == ENFILE) && spare_fd >= 0) {
+                close(spare_fd);
+                spare_fd = -1;
+                fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+                err = errno;
+                if (fd >= 0) {
+                    atomic_fetch_add(&srv.total_connections, 1);
+                    reject_full(fd);
+                }
+                take_spare();
+                if (fd >= 0)
+                    continue;
+                if (err == EAGAIN || err == EWOULDBLOCK)
+                    return;
+            }
+            pause_accept();
             return;
         }
         atomic_fetch_add(&srv.total_connections, 1);
         long long maxc = atomic_load(&cfg.maxclients);
         if ((long long)atomic_load(&srv.connected) >= maxc) {
-            static const char err[] = "-ERR max number of clients reached\r\n";
-            atomic_fetch_add(&srv.rejected_connections, 1);
-            ssize_t w = write(fd, err, sizeof(err) - 1);
-            (void)w;
-            close(fd);
+            reject_full(fd);
             continue;
         }
         if (protected_mode_denies(fd, &peer)) {
@@ -197,6 +288,7 @@ static void begin_shutdown(void)
         uv_close((uv_handle_t *)&listen_polls[i], close_noop);
         close(listen_fds[i]);
     }
+    uv_close((uv_handle_t *)&accept_pause, close_noop);
     uv_close((uv_handle_t *)&sig_term, close_noop);
     uv_close((uv_handle_t *)&sig_int, close_noop);
     uv_close((uv_handle_t *)&cron_timer, close_noop);
@@ -459,6 +551,8 @@ int main(int argc, char **argv)
         server_log(LOG_WARNING, "%s", herr);
         return 1;
     }
+    uv_timer_init(&main_loop, &accept_pause);
+    take_spare();
     for (int i = 0; i < nlisten; i++) {
         uv_poll_init(&main_loop, &listen_polls[i], listen_fds[i]);
         listen_polls[i].data = &listen_fds[i];
@@ -489,6 +583,8 @@ int main(int argc, char **argv)
     server_log(LOG_NOTICE, "Ready to accept connections tcp on port %d", srv.listen_port);
 
     uv_run(&main_loop, UV_RUN_DEFAULT);
+    if (spare_fd >= 0)
+        close(spare_fd);
 
     http_stop();
     workers_stop();
