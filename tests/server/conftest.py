@@ -115,12 +115,13 @@ def scandump(c, family, key):
 
 class Server:
     def __init__(self, *args, threads=2, config=None, datadir=None, env=None, conf_path=None,
-                 port=None):
+                 port=None, preexec_fn=None):
         """datadir: reuse a data directory (a restart); by default a new
         one under the server's temporary directory. env: variables added to
         the server's environment (the fault shim, powercut.py). config: the
         text of a config file to start with; conf_path: an existing one
-        (a restart on a file CONFIG REWRITE changed), port: a given port."""
+        (a restart on a file CONFIG REWRITE changed), port: a given port.
+        preexec_fn: run in the child before the server starts (limits)."""
         self.dir = tempfile.mkdtemp(prefix="bloomeryd-test-")
         self.datadir = datadir or os.path.join(self.dir, "data")
         self.killed = False
@@ -144,7 +145,8 @@ class Server:
             self.log.seek(0)
             self.log.truncate()
             self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT,
-                                         env=None if env is None else {**os.environ, **env})
+                                         env=None if env is None else {**os.environ, **env},
+                                         preexec_fn=preexec_fn)
             deadline = time.time() + 20
             while not listening(self.proc.pid, self.port):
                 if self.proc.poll() is not None or time.time() > deadline:
