@@ -578,10 +578,11 @@ bool http_start(char *err, size_t errlen)
 
 int http_descriptors(void)
 {
-    /* Each connection and the console command it may be running (its end
-     * of the socket pair), the listening socket and libmicrohttpd's wake-up
-     * pipe. */
-    return atomic_load(&cfg.http_port) ? 2 * HTTP_MAX_CONNECTIONS + 3 : 0;
+    /* libmicrohttpd's connections (its limit is twice conns.c's), both
+     * ends of the socket pair of each page being built (the worker's end is
+     * a client maxclients does not count), the listening socket, its epoll
+     * instance and wake-up pipe. */
+    return atomic_load(&cfg.http_port) ? 2 * HTTP_MAX_CONNECTIONS + 2 * HTTP_MAX_JOBS + 4 : 0;
 }
 
 void http_stop(void)
