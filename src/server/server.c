@@ -106,10 +106,11 @@ static bool protected_mode_denies(int fd, const struct sockaddr_storage *peer)
  * waiting, and the listener stays readable: the loop would spin on it. A
  * spare descriptor, held for this, is given up to accept the client, tell
  * it the server is full and close it, then taken back. When even that
- * fails (the number went to another thread) or accept fails for want of
- * memory, the listeners rest for ACCEPT_PAUSE_MS and clients wait in the
- * backlog. maxclients is fitted to the open-file limit at start, so this
- * is the exception: a file held elsewhere, a limit lowered from outside. */
+ * fails (another thread's open took the number in between, and the spare
+ * is taken again once it is free) or accept fails for want of memory, the
+ * listeners rest for ACCEPT_PAUSE_MS and clients wait in the backlog.
+ * maxclients is fitted to the open-file limit at start, so this is the
+ * exception: a file held elsewhere, a limit lowered from outside. */
 #define ACCEPT_PAUSE_MS 100
 static int spare_fd = -1;
 static uv_timer_t accept_pause;
@@ -194,6 +195,9 @@ static void on_accept(uv_poll_t *p, int status, int events)
             log_accept_error(err);
             if (accept_error_transient(err))
                 continue;
+            /* Lost to another thread's open at the last try: maybe back. */
+            if (err == EMFILE || err == ENFILE)
+                take_spare();
             if ((err == EMFILE || err == ENFILE) && spare_fd >= 0) {
                 close(spare_fd);
                 spare_fd = -1;
