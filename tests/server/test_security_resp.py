@@ -323,6 +323,8 @@ def test_maxclients_fitted_to_a_fixed_open_file_limit(start_server):
     assert c.cmd("CONFIG", "SET", "maxclients", str(n)) == "OK"
     assert server_nofile(pid) == (1024, 1024)
 
+    # Only c holds a place (a connection closed before is given back late).
+    wait_for(lambda: b"connected_clients:1\r\n" in c.cmd("INFO", "clients"), "one client")
     cpu0, log0 = cpu_seconds(pid), log_size(s)
     socks = [socket.create_connection(("127.0.0.1", s.port)) for _ in range(1100)]
     try:
@@ -376,6 +378,9 @@ def test_out_of_descriptors_neither_spins_nor_floods_the_log(start_server):
     pid = s.proc.pid
     c = s.raw()
     assert c.cmd("PING") == "PONG"
+    # Only c left (a connection closed before gives its descriptor back
+    # late), so the descriptors in use stay as they are.
+    wait_for(lambda: b"connected_clients:1\r\n" in c.cmd("INFO", "clients"), "one client")
     # Lower the running server's limit to its lowest free descriptor: no
     # new one can be had (a fault maxclients cannot see, as a file held by
     # something else).
