@@ -67,6 +67,13 @@ def edge_values(c, name):
         lo, hi = (int(x) for x in rng.split("argument must be between ")[1]
                   .split(" inclusive")[0].split(" and "))
         lo = max(lo, SAFE_MIN.get(name, lo))
+        if name == "maxclients":
+            # As Redis, no more clients than the open-file limit allows:
+            # the top edge is what the server says it can take.
+            got = str(c.cmd("CONFIG", "SET", name, str(hi)))
+            if "try with " in got:
+                hi = int(got.rsplit("try with ", 1)[1])
+            assert c.cmd("CONFIG", "SET", name, current) == "OK"
         return [str(lo), str(hi), str((lo + hi) // 2)]
     if why == "argument must be 'yes' or 'no'":
         return ["no", "yes"]
