@@ -155,6 +155,8 @@ def run(build, prefix, root):
     check(keys.get("User") == "bloomery" and keys.get("Group") == "bloomery",
           "runs as the bloomery user")
     check(keys.get("StateDirectory") == "bloomery", "its data directory is /var/lib/bloomery")
+    check(keys.get("StateDirectoryMode") == "0700",
+          "made 0700: bloomeryd refuses a data directory others may write")
     with open(os.path.join(p, "lib/sysusers.d/bloomery.conf")) as f:
         check(re.search(r"^u bloomery ", f.read(), re.M) is not None,
               "sysusers.d creates the bloomery user")
