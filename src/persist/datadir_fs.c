@@ -124,9 +124,7 @@ int datadir_open_read(const char *path)
         errno = S_ISDIR(st.st_mode) ? EISDIR : EINVAL;
         return -1;
     }
-    int fl = fcntl(fd, F_GETFL);
-    if (fl < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) != 0)
-        return close_keep_errno(fd);
+    /* O_NONBLOCK stays: it changes nothing for a regular file. */
     return fd;
 }
 
