@@ -183,7 +183,9 @@ int cmd_check_data(int argc, char **argv)
                    "the newest snapshot, every chunk it names and the log. Each problem is\n"
                    "printed as 'file: offset N: reason'. A torn tail at the end of the newest\n"
                    "log file counts as damage; --fix keeps it aside in <file>.torn-<offset>\n"
-                   "and cuts it off (what bloomeryd does at start), nothing else.\n"
+                   "and cuts it off (what bloomeryd does at start), nothing else. A directory\n"
+                   "that group or others may write, or not owned by its owner throughout,\n"
+                   "is a problem too (bloomeryd refuses it); links inside are warnings.\n"
                    "Exit status 0 when clean, 1 when damaged.\n");
             return CLI_OK;
         } else if (dir == NULL)
