@@ -974,6 +974,27 @@ static void test_no_link_followed(void **state)
         assert_true(de->d_name[0] == '.');
     closedir(d);
 
+    /* The data directory itself may be a link once named as the root: a
+     * file directly in it is reached through it, its subdirectories are
+     * still not followed. */
+    char root[300];
+    snprintf(root, sizeof(root), "%s/rootlink", dir);
+    assert_int_equal(symlink(dir, root), 0);
+    snprintf(p, sizeof(p), "%s/replid", root);
+    assert_false(datadir_write_file(p, "id", 2));
+    assert_int_equal(errno, ELOOP);
+    datadir_set_root(root);
+    assert_true(datadir_write_file(p, "id", 2));
+    assert_true(datadir_read_file(p, &buf, &len));
+    assert_int_equal(len, 2);
+    free(buf);
+    snprintf(p, sizeof(p), "%s/log/x", root);
+    put(datadir_create(p), "x");
+    snprintf(p, sizeof(p), "%s/linked/LAST", root);
+    assert_int_equal(datadir_create(p), -1);
+    assert_int_equal(errno, ELOOP);
+    datadir_set_root(NULL);
+
     /* Made 0700. */
     snprintf(sub, sizeof(sub), "%s/made", dir);
     assert_true(datadir_mkdir(sub));

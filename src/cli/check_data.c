@@ -204,6 +204,7 @@ int cmd_check_data(int argc, char **argv)
         fprintf(stderr, "bloomery check-data: %s is not a directory\n", dir);
         return CLI_ERROR;
     }
+    datadir_set_root(dir);
     check_access(dir, &st);
     bool found;
     uint64_t start = check_snapshot(dir, &found);

@@ -24,6 +24,14 @@ const char *datadir_strerror(int e)
 
 /* ---- directories ---- */
 
+static char *root;
+
+void datadir_set_root(const char *dir)
+{
+    free(root);
+    root = dir ? strdup(dir) : NULL;
+}
+
 int datadir_open_dir(const char *path)
 {
     int fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
@@ -88,7 +96,8 @@ static int open_parent(const char *path, const char **base)
     }
     memcpy(dir, path, n);
     dir[n] = '\0';
-    int fd = datadir_open_dir(dir);
+    int fd = root && strcmp(dir, root) == 0 ? open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+                                            : datadir_open_dir(dir);
     int e = errno;
     free(dir);
     errno = e;

@@ -7,7 +7,8 @@
  * - a file's directory (DIR/log, DIR/snapshots, DIR/chunks, made by the
  *   server) is opened O_DIRECTORY|O_NOFOLLOW and the file is reached from
  *   that descriptor (openat, renameat, unlinkat): a subdirectory replaced by
- *   a link is refused. DIR itself may be a link (an administrator's choice);
+ *   a link is refused. DIR itself may be a link (an administrator's choice:
+ *   datadir_set_root names it, for the files directly in it);
  * - every file is opened O_NOFOLLOW, and reads take regular files only (a
  *   FIFO planted at a name would block the server);
  * - a new name is created O_CREAT|O_EXCL after any stale entry at it is
@@ -34,6 +35,11 @@
 const char *datadir_strerror(int e);
 
 /* ---- directories ---- */
+
+/* The data directory as the paths given to these calls spell it: it may be
+ * a link (checked through it, datadir_check_access), its subdirectories
+ * not. Before it is set every directory is opened O_NOFOLLOW. */
+void datadir_set_root(const char *dir);
 
 /* A subdirectory the server made: O_RDONLY|O_DIRECTORY|O_NOFOLLOW. */
 int datadir_open_dir(const char *path);

@@ -401,6 +401,7 @@ int main(int argc, char **argv)
     /* A directory another user owns or may write could hold links planted
      * at the names the server writes (datadir_fs.h): refused, as
      * PostgreSQL refuses its data directory. */
+    datadir_set_root(dir);
     if (!datadir_check_access(dir, geteuid(), derr, sizeof(derr))) {
         server_log(LOG_WARNING, "Can't start: %s", derr);
         fprintf(stderr, "bloomeryd: can't start: %s\n", derr);
@@ -511,6 +512,7 @@ int main(int argc, char **argv)
     if (pid_written)
         unlink(pidfile);
     free(pidfile);
+    datadir_set_root(NULL);
     config_free();
     server_log(LOG_WARNING, "bloomeryd is now ready to exit, bye bye...");
     log_close();

@@ -203,6 +203,27 @@ def test_a_directory_of_an_older_version_still_starts(tmp_path, start_server):
     assert rc == 0, out
 
 
+def test_a_data_directory_given_as_a_link_is_used(tmp_path, start_server):
+    """--dir itself may be a link (an administrator's choice): the
+    directory it names is checked and used."""
+    real = made_dir(tmp_path)
+    d = str(tmp_path / "link")
+    os.symlink(real, d)
+    s = start_server(*ARGS, datadir=d)
+    c = s.client()
+    fill(c)
+    c.execute_command("SAVE")
+    c.close()
+    s.stop()
+    assert glob.glob(os.path.join(real, "chunks", "*.zst"))
+    s2 = start_server(*ARGS, datadir=d)
+    c = s2.client()
+    check_filled(c)
+    c.close()
+    rc, out = check_data(d)
+    assert rc == 0, out
+
+
 # ---- links planted at the names the server writes ----
 
 
