@@ -418,8 +418,10 @@ int main(int argc, char **argv)
     dir = config_get_str("dir");
     char perr[2048];
     bool loaded = persist_start(dir, perr, sizeof(perr));
+    /* The role before the first connection: a replica's first reply to a
+     * write is READONLY, never an acknowledgement its resync would erase. */
     if (loaded)
-        repl_init(dir);
+        loaded = repl_init(dir, perr, sizeof(perr));
     free(dir);
     if (!loaded) {
         server_log(LOG_WARNING, "Can't start: %s", perr);

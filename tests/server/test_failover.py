@@ -36,12 +36,12 @@ def wait_for(cond, what, timeout=60):
 
 
 class Cluster:
-    def __init__(self, start_server):
+    def __init__(self, start_server, nodes=3, failover_timeout_ms=10000):
         self.tmp = tempfile.mkdtemp(prefix="bloomery-ha-")
         self.start_server = start_server
         # Each server has a config file: Sentinel's reconfiguration ends
         # with CONFIG REWRITE, so a restart keeps its role.
-        self.nodes = [start_server(config="") for _ in range(3)]
+        self.nodes = [start_server(config="") for _ in range(nodes)]
         self.master = self.nodes[0]
         for n in self.nodes[1:]:
             n.client().execute_command("REPLICAOF", "127.0.0.1", self.master.port)
@@ -53,18 +53,20 @@ class Cluster:
                 f.write("port %d\nbind 127.0.0.1\ndir %s\n"
                         "sentinel monitor mymaster 127.0.0.1 %d 2\n"
                         "sentinel down-after-milliseconds mymaster %d\n"
-                        "sentinel failover-timeout mymaster 10000\n"
+                        "sentinel failover-timeout mymaster %d\n"
                         "sentinel parallel-syncs mymaster 2\n"
-                        % (port, self.tmp, self.master.port, DOWN_AFTER_MS))
+                        % (port, self.tmp, self.master.port, DOWN_AFTER_MS,
+                           failover_timeout_ms))
             log = open(os.path.join(self.tmp, "sentinel%d.log" % i), "w")
             proc = subprocess.Popen(["redis-sentinel", path], stdout=log, stderr=subprocess.STDOUT)
             self.sentinels.append((port, proc))
         self.sentinel = Sentinel([("127.0.0.1", p) for p, _ in self.sentinels],
                                  socket_timeout=2)
-        # Every sentinel knows both replicas and the other sentinels.
+        # Every sentinel knows the replicas and the other sentinels.
         for port, _ in self.sentinels:
             s = redis.Redis(port=port, decode_responses=True)
-            wait_for(lambda: len(s.execute_command("SENTINEL", "REPLICAS", "mymaster")) == 2 and
+            wait_for(lambda: len(s.execute_command("SENTINEL", "REPLICAS", "mymaster")) ==
+                     nodes - 1 and
                      len(s.execute_command("SENTINEL", "SENTINELS", "mymaster")) == 2,
                      "sentinel %d to discover the deployment" % port)
 

@@ -5,6 +5,7 @@ after a failover, refuses writes, and expires keys and rotates windows only
 by its master's records."""
 import os
 import signal
+import subprocess
 import time
 
 import pytest
@@ -392,3 +393,142 @@ def test_masterauth_and_announced_address(start_server):
     assert r.execute_command("BF.EXISTS", "k", "a") == 1
     slave = info(m)["slave0"]
     assert slave["ip"] == "10.1.2.3" and slave["port"] == 7777
+
+
+def test_replicaof_is_kept_in_the_config_and_a_restart_stays_a_replica(start_server):
+    master, replica = start_server(), start_server(config="")
+    m, r = master.client(), replica.client()
+    r.execute_command("REPLICAOF", "127.0.0.1", master.port)
+    # As Redis: CONFIG GET and CONFIG REWRITE show the role REPLICAOF set,
+    # which is what Sentinel's reconfiguration (REPLICAOF, then CONFIG
+    # REWRITE) counts on.
+    assert r.config_get("replicaof") == {"replicaof": "127.0.0.1 %d" % master.port}
+    assert r.execute_command("CONFIG", "REWRITE") == b"OK"
+    with open(replica.conf_path) as f:
+        assert "replicaof 127.0.0.1 %d\n" % master.port in f.read()
+    m.execute_command("BF.MADD", "k", *range(1000))
+    assert m.execute_command("WAIT", 1, 5000) == 1
+    replica.kill()
+    m.execute_command("BF.MADD", "k", *range(1000, 2000))
+    again = start_server(config=None, datadir=replica.datadir, conf_path=replica.conf_path,
+                         port=replica.port)
+    # A replica from its first reply: no write taken that a resync erases.
+    raw = again.raw()
+    assert raw.cmd("ROLE")[0] == b"slave"
+    got = raw.cmd("BF.ADD", "k", "written-to-the-replica")
+    assert str(got) == "READONLY You can't write against a read only replica."
+    raw.close()
+    caught_up(master, again)
+    r = again.client()
+    assert all(r.execute_command("BF.MEXISTS", "k", *range(2000)))
+    assert r.execute_command("BF.EXISTS", "k", "written-to-the-replica") == 0
+    # REPLICAOF NO ONE clears it: the next restart is a master's.
+    r.execute_command("REPLICAOF", "NO", "ONE")
+    assert r.config_get("replicaof") == {"replicaof": ""}
+    assert r.execute_command("CONFIG", "REWRITE") == b"OK"
+    again.kill()
+    third = start_server(config=None, datadir=replica.datadir, conf_path=replica.conf_path,
+                         port=replica.port)
+    assert third.client().execute_command("ROLE")[0] == b"master"
+
+
+@pytest.mark.parametrize("args,why", [
+    (["--replicaof", "127.0.0.1 nope"], "Invalid master port"),
+    (["--replicaof", "127.0.0.1"], "Invalid master port"),
+    (["--replicaof", "127.0.0.1 6379", "--appendonly", "no"], "appendonly yes"),
+])
+def test_a_replicaof_that_cant_be_followed_stops_the_start(tmp_path, args, why):
+    # Coming up as a master instead would take writes the replica's first
+    # resync erases.
+    from conftest import BLOOMERYD
+    out = subprocess.run([BLOOMERYD, "--port", "0", "--dir", str(tmp_path / "d")] + args,
+                         capture_output=True, text=True, timeout=30)
+    assert out.returncode == 1
+    assert "can't start: replicaof" in out.stderr and why in out.stderr
+
+
+def test_a_restarted_replica_resumes_with_a_partial_resync(start_server):
+    master, replica = start_server(), start_server()
+    m = master.client()
+    m.execute_command("BF.MADD", "k", *range(1000))
+    replicate(replica, master)
+    assert info(m)["bloomery_sync_full"] == 1
+    replica.kill()
+    m.execute_command("BF.MADD", "k", *range(1000, 2000))
+    # DIR/replid: the history its log follows, so the master sends only
+    # the records it missed.
+    again = start_server("--replicaof", "127.0.0.1 %d" % master.port, datadir=replica.datadir)
+    caught_up(master, again)
+    i = info(m)
+    assert i["bloomery_sync_full"] == 1 and i["bloomery_sync_partial_ok"] == 1
+    r = again.client()
+    assert info(r)["master_replid"] == i["master_replid"]
+    assert all(r.execute_command("BF.MEXISTS", "k", *range(2000)))
+    assert scandump(r, "BF", "k") == scandump(m, "BF", "k")
+    # A master starts a new history (its log may have lost a tail its
+    # replicas had): a replica restarted against it resyncs in full.
+    again.kill()
+    master.stop()
+    master2 = start_server(datadir=master.datadir, port=master.port)
+    m2 = master2.client()
+    m2.execute_command("BF.MADD", "k", *range(2000, 2100))
+    third = start_server("--replicaof", "127.0.0.1 %d" % master.port, datadir=replica.datadir)
+    caught_up(master2, third)
+    i = info(m2)
+    assert i["bloomery_sync_full"] == 1 and i["bloomery_sync_partial_ok"] == 0
+    assert all(third.client().execute_command("BF.MEXISTS", "k", *range(2100)))
+    # A promoted replica's log takes its own writes: the file goes, and a
+    # restart as a replica resyncs in full.
+    t = third.client()
+    t.execute_command("REPLICAOF", "NO", "ONE")
+    t.execute_command("BF.ADD", "k", "own")
+    third.kill()
+    # The master's log goes past the promoted one's: a partial resync from
+    # the promoted log's end would keep "own" and skip a record.
+    m2.execute_command("BF.MADD", "k", *range(2100, 2200))
+    m2.execute_command("BF.MADD", "k", *range(2200, 2300))
+    fourth = start_server("--replicaof", "127.0.0.1 %d" % master.port, datadir=replica.datadir)
+    caught_up(master2, fourth)
+    assert info(m2)["bloomery_sync_full"] == 2
+    f = fourth.client()
+    assert f.execute_command("BF.EXISTS", "k", "own") == 0
+    assert all(f.execute_command("BF.MEXISTS", "k", *range(2300)))
+
+
+def test_a_replica_restarted_as_a_master_resyncs_in_full_later(start_server):
+    master, replica = start_server(), start_server()
+    m = master.client()
+    m.execute_command("BF.MADD", "k", *range(100))
+    replicate(replica, master)
+    replica.kill()
+    # Started without replicaof: a master, whose own writes leave the
+    # master's history.
+    alone = start_server(datadir=replica.datadir)
+    alone.client().execute_command("BF.ADD", "k", "own")
+    alone.kill()
+    m.execute_command("BF.MADD", "k", *range(100, 200))
+    m.execute_command("BF.MADD", "k", *range(200, 300))
+    again = start_server("--replicaof", "127.0.0.1 %d" % master.port, datadir=replica.datadir)
+    caught_up(master, again)
+    assert info(m)["bloomery_sync_full"] == 2
+    r = again.client()
+    assert r.execute_command("BF.EXISTS", "k", "own") == 0
+    assert all(r.execute_command("BF.MEXISTS", "k", *range(300)))
+
+
+def test_a_transaction_queued_on_a_master_writes_nothing_once_it_is_a_replica(start_server):
+    master, node = start_server(), start_server()
+    n = node.client()
+    n.execute_command("BF.ADD", "k", "before")
+    # Queued while a master (the dispatcher lets it in) ...
+    tx = node.raw()
+    assert tx.cmd("MULTI") == "OK"
+    assert tx.cmd("BF.ADD", "k", "queued") == "QUEUED"
+    # ... run after Sentinel (say) made it a replica: the write is refused,
+    # not logged where the master's records go.
+    n.execute_command("REPLICAOF", "127.0.0.1", master.port)
+    got = tx.cmd("EXEC")
+    assert len(got) == 1 and str(got[0]).startswith("READONLY"), got
+    tx.close()
+    caught_up(master, node)
+    assert n.execute_command("BF.EXISTS", "k", "queued") == 0

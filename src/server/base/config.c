@@ -4,10 +4,13 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <math.h>
+#include <netdb.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -151,35 +154,53 @@ static const cfg_entry table[] = {
 /* Every setting's default as config_format prints it, for CONFIG REWRITE. */
 static char *deflt_fmt[NTABLE];
 
-static const cfg_entry *find(const char *name)
+static const cfg_entry *find_n(const char *name, size_t len)
 {
     for (size_t i = 0; i < NTABLE; i++)
-        if (str_eq_ci(name, strlen(name), table[i].name))
+        if (str_eq_ci(name, len, table[i].name))
             return &table[i];
     return NULL;
 }
 
-static bool set_obuf(int argc, const char *const *argv, const size_t *lens, char *err,
+static const cfg_entry *find(const char *name) { return find_n(name, strlen(name)); }
+
+/* A value is written back to the config file as one line: a control
+ * character (a newline above all) in it could end that line and start a
+ * setting nobody set, so no setting takes one. */
+static bool has_control(const char *s, size_t len)
+{
+    for (size_t i = 0; i < len; i++)
+        if ((unsigned char)s[i] < 0x20 || (unsigned char)s[i] == 0x7f)
+            return true;
+    return false;
+}
+
+static bool set_obuf(int argc, const char *const *argv, const size_t *lens, bool store, char *err,
                      size_t errlen)
 {
     /* "class hard soft seconds" groups; only the normal class applies here,
-     * the others are accepted for redis.conf compatibility. */
+     * the others are accepted for redis.conf compatibility. All are checked
+     * before any is kept. */
     if (argc == 0 || argc % 4 != 0) {
         snprintf(err, errlen, "wrong number of arguments");
         return false;
     }
+    bool normal = false;
+    long long nh = 0, ns = 0, nt = 0;
     for (int i = 0; i < argc; i += 4) {
         long long h, s, t;
         if (!str_to_mem(argv[i + 1], lens[i + 1], &h) ||
             !str_to_mem(argv[i + 2], lens[i + 2], &s) || !str_to_ll(argv[i + 3], lens[i + 3], &t) ||
-            h < 0 || s < 0 || t < 0) {
+            h < 0 || s < 0 || t < 0 || t > INT_MAX) {
+            /* Seconds an int, as Redis keeps them: in ms they still fit. */
             snprintf(err, errlen, "Invalid arguments");
             return false;
         }
         if (str_eq_ci(argv[i], lens[i], "normal")) {
-            atomic_store(&cfg.obuf_hard, h);
-            atomic_store(&cfg.obuf_soft, s);
-            atomic_store(&cfg.obuf_soft_seconds, t);
+            normal = true;
+            nh = h;
+            ns = s;
+            nt = t;
         } else if (!str_eq_ci(argv[i], lens[i], "replica") &&
                    !str_eq_ci(argv[i], lens[i], "slave") &&
                    !str_eq_ci(argv[i], lens[i], "pubsub")) {
@@ -187,12 +208,194 @@ static bool set_obuf(int argc, const char *const *argv, const size_t *lens, char
             return false;
         }
     }
+    if (store && normal) {
+        atomic_store(&cfg.obuf_hard, nh);
+        atomic_store(&cfg.obuf_soft, ns);
+        atomic_store(&cfg.obuf_soft_seconds, nt);
+    }
     return true;
 }
 
-static bool apply_entry(const cfg_entry *c, int argc, const char *const *argv, const size_t *lens,
-                        char *err, size_t errlen)
+/* n words joined by single spaces; NULL when out of memory. */
+static char *join_words(int n, const char *const *w, const size_t *l)
 {
+    size_t total = 1;
+    for (int i = 0; i < n; i++)
+        total += l[i] + 1;
+    char *v = malloc(total), *p = v;
+    if (v == NULL)
+        return NULL;
+    for (int i = 0; i < n; i++) {
+        if (i)
+            *p++ = ' ';
+        memcpy(p, w[i], l[i]);
+        p += l[i];
+    }
+    *p = '\0';
+    return v;
+}
+
+/* save: pairs "<seconds> <changes>", seconds at least 1, as Redis 7 checks
+ * them; kept in canonical form. */
+static char *words_save(int n, const char *const *w, const size_t *l, char *err, size_t errlen)
+{
+    char *v = n % 2 == 0 ? malloc((size_t)n * 21 + 1) : NULL;
+    if (v == NULL && n % 2 == 0)
+        return NULL;
+    size_t off = 0;
+    for (int i = 0; v && i < n; i++) {
+        long long x;
+        if (!str_to_ll(w[i], l[i], &x) || x < (i % 2 == 0 ? 1 : 0)) {
+            free(v);
+            v = NULL;
+        } else {
+            off += (size_t)sprintf(v + off, i ? " %lld" : "%lld", x);
+        }
+    }
+    if (v == NULL) {
+        snprintf(err, errlen, "Invalid save parameters");
+        return NULL;
+    }
+    v[off] = '\0';
+    return v;
+}
+
+/* bind: the addresses listen_on() takes (numeric, "*", "::*"), each
+ * optional with a leading '-'; "" for none. */
+#define CFG_BIND_MAX 16
+static char *words_bind(int n, const char *const *w, const size_t *l, char *err, size_t errlen)
+{
+    if (n > CFG_BIND_MAX) {
+        snprintf(err, errlen, "Too many bind addresses specified.");
+        return NULL;
+    }
+    for (int i = 0; i < n; i++) {
+        char host[128];
+        snprintf(host, sizeof(host), "%.*s", (int)(l[i] < 127 ? l[i] : 127), w[i]);
+        const char *h = host[0] == '-' ? host + 1 : host;
+        struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_flags = AI_NUMERICHOST};
+        struct addrinfo *ai = NULL;
+        bool ok = l[i] < 127 && (strcmp(h, "*") == 0 || strcmp(h, "::*") == 0 ||
+                                 (h[0] && getaddrinfo(h, NULL, &hints, &ai) == 0));
+        if (ai)
+            freeaddrinfo(ai);
+        if (!ok) {
+            snprintf(err, errlen, "Invalid bind address '%s'", host);
+            return NULL;
+        }
+    }
+    return join_words(n, w, l);
+}
+
+/* replicaof: "<host> <port>", or "no one" or "" for none. */
+static char *words_replicaof(int n, const char *const *w, const size_t *l, char *err, size_t errlen)
+{
+    if (n == 0 || (n == 2 && str_eq_ci(w[0], l[0], "no") && str_eq_ci(w[1], l[1], "one")))
+        return strdup("");
+    if (n != 2 || l[0] == 0) {
+        snprintf(err, errlen, "wrong number of arguments");
+        return NULL;
+    }
+    long long port;
+    if (!str_to_ll(w[1], l[1], &port) || port < 0 || port > 65535) {
+        snprintf(err, errlen, "Invalid master port");
+        return NULL;
+    }
+    char *v = malloc(l[0] + 8);
+    if (v)
+        sprintf(v, "%.*s %lld", (int)l[0], w[0], port);
+    return v;
+}
+
+/* T_WORDS: the arguments, or the words of a single one, separated by
+ * single spaces (Redis splits CONFIG SET's value so); checked by the
+ * setting's rule and kept space-separated. A word may hold no space, so
+ * the words read back exactly. */
+static bool apply_words(const cfg_entry *c, int argc, const char *const *argv, const size_t *lens,
+                        bool store, char *err, size_t errlen)
+{
+    char *joined = join_words(argc, argv, lens);
+    size_t jl = argc > 0 ? (size_t)argc - 1 : 0; /* the value may hold a NUL */
+    for (int i = 0; i < argc; i++)
+        jl += lens[i];
+    int n = 0;
+    if (joined && jl > 0) {
+        n = 1;
+        for (size_t i = 0; i < jl; i++)
+            n += joined[i] == ' ';
+    }
+    const char **w = malloc(sizeof(*w) * (size_t)(n + 1));
+    size_t *l = malloc(sizeof(*l) * (size_t)(n + 1));
+    char *v = NULL;
+    bool oom = joined == NULL || w == NULL || l == NULL;
+    if (!oom) {
+        char *end = joined + jl;
+        for (int k = 0; k < n; k++) {
+            char *p = k ? (char *)w[k - 1] + l[k - 1] + 1 : joined;
+            char *sp = memchr(p, ' ', (size_t)(end - p));
+            w[k] = p;
+            l[k] = sp ? (size_t)(sp - p) : (size_t)(end - p);
+        }
+        err[0] = '\0';
+        if (c->str == &s_save) {
+            v = words_save(n, w, l, err, errlen);
+        } else if (c->str == &s_bind) {
+            v = words_bind(n, w, l, err, errlen);
+        } else if (c->str == &s_replicaof) {
+            v = words_replicaof(n, w, l, err, errlen);
+        } else {
+            for (int i = 0; i < n; i++)
+                if (l[i] == 0)
+                    snprintf(err, errlen, "arguments are separated by single spaces");
+            v = err[0] ? NULL : join_words(n, w, l);
+        }
+        oom = v == NULL && err[0] == '\0';
+    }
+    if (oom)
+        snprintf(err, errlen, "out of memory");
+    free(joined);
+    free(w);
+    free(l);
+    if (v == NULL)
+        return false;
+    if (store) {
+        pthread_mutex_lock(&str_lock);
+        free(*c->str);
+        *c->str = v;
+        pthread_mutex_unlock(&str_lock);
+    } else {
+        free(v);
+    }
+    return true;
+}
+
+/* http-bind: "" (every interface) or one address or host name. */
+static bool valid_http_bind(const char *a, size_t al)
+{
+    for (size_t i = 0; i < al; i++) {
+        char ch = a[i];
+        if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+              ch == '.' || ch == '-' || ch == ':' || ch == '%' || ch == '_'))
+            return false;
+    }
+    return true;
+}
+
+/* Parse a setting's value and check it; keep it only when store is set,
+ * so CONFIG SET can check every pair before it changes any. */
+static bool apply_entry(const cfg_entry *c, int argc, const char *const *argv, const size_t *lens,
+                        bool store, char *err, size_t errlen)
+{
+    /* Numbers, names and save's pairs refuse a control character by their
+     * own rule, with Redis's words; the others are checked here. */
+    bool any_string =
+        c->type == T_STR || c->type == T_OBUF || (c->type == T_WORDS && c->str != &s_save);
+    for (int i = 0; any_string && i < argc; i++) {
+        if (has_control(argv[i], lens[i])) {
+            snprintf(err, errlen, "argument must not contain control characters");
+            return false;
+        }
+    }
     if (c->type == T_OBUF) {
         /* A single quoted value holds the groups: split it. */
         if (argc == 1) {
@@ -203,38 +406,24 @@ static bool apply_entry(const cfg_entry *c, int argc, const char *const *argv, c
             const char *v[64];
             size_t l[64];
             int n = 0;
-            for (size_t i = 0; ok && i < p.argc && n < 64; i++, n++) {
+            if (!ok || p.argc > 64) {
+                snprintf(err, errlen, copy ? "wrong number of arguments" : "out of memory");
+                ok = false;
+            }
+            for (size_t i = 0; ok && i < p.argc; i++, n++) {
                 v[n] = copy + p.argv[i].off;
                 l[n] = p.argv[i].len;
                 copy[p.argv[i].off + p.argv[i].len] = '\0';
             }
-            ok = ok && set_obuf(n, v, l, err, errlen);
+            ok = ok && set_obuf(n, v, l, store, err, errlen);
             free(copy);
             resp_parser_free(&p);
             return ok;
         }
-        return set_obuf(argc, argv, lens, err, errlen);
+        return set_obuf(argc, argv, lens, store, err, errlen);
     }
-    if (c->type == T_WORDS) {
-        /* "bind a b c", "save 3600 1 300 100": several words, kept
-         * space-separated. */
-        size_t total = 1;
-        for (int i = 0; i < argc; i++)
-            total += lens[i] + 1;
-        char *v = calloc(1, total);
-        if (v == NULL)
-            return false;
-        for (int i = 0; i < argc; i++) {
-            if (i)
-                strcat(v, " ");
-            strncat(v, argv[i], lens[i]);
-        }
-        pthread_mutex_lock(&str_lock);
-        free(*c->str);
-        *c->str = v;
-        pthread_mutex_unlock(&str_lock);
-        return true;
-    }
+    if (c->type == T_WORDS)
+        return apply_words(c, argc, argv, lens, store, err, errlen);
     if (argc != 1) {
         snprintf(err, errlen, "wrong number of arguments");
         return false;
@@ -253,7 +442,8 @@ static bool apply_entry(const cfg_entry *c, int argc, const char *const *argv, c
                      c->max);
             return false;
         }
-        atomic_store(c->num, v);
+        if (store)
+            atomic_store(c->num, v);
         return true;
     case T_MEM:
         if (!str_to_mem(a, al, &v)) {
@@ -265,14 +455,19 @@ static bool apply_entry(const cfg_entry *c, int argc, const char *const *argv, c
                      c->max);
             return false;
         }
-        atomic_store(c->num, v);
+        if (store)
+            atomic_store(c->num, v);
         return true;
     case T_DOUBLE: {
         double d;
-        if (!str_to_double(a, al, &d) || !(d > 0 && d < 1)) {
+        /* Normal doubles only: a subnormal would not read back from its
+         * shortest form. */
+        if (!str_to_double(a, al, &d) || !(d > 0 && d < 1) || !isnormal(d)) {
             snprintf(err, errlen, "argument must be a number in the range (0, 1)");
             return false;
         }
+        if (!store)
+            return true;
         /* RedisBloom caps the default error rate, with only a warning. */
         if (d > 0.25) {
             server_log(LOG_WARNING, "bf-error-rate %g is above 0.25; using 0.25", d);
@@ -284,7 +479,8 @@ static bool apply_entry(const cfg_entry *c, int argc, const char *const *argv, c
     case T_ENUM:
         for (int i = 0; c->enums[i]; i++) {
             if (str_eq_ci(a, al, c->enums[i])) {
-                atomic_store(c->num, i);
+                if (store)
+                    atomic_store(c->num, i);
                 return true;
             }
         }
@@ -300,9 +496,17 @@ static bool apply_entry(const cfg_entry *c, int argc, const char *const *argv, c
         }
         return false;
     case T_STR: {
-        char *s = strndup(a, al);
-        if (s == NULL)
+        if (c->str == &s_http_bind && !valid_http_bind(a, al)) {
+            snprintf(err, errlen, "Invalid http-bind address");
             return false;
+        }
+        if (!store)
+            return true;
+        char *s = mem_dup(a, al);
+        if (s == NULL) {
+            snprintf(err, errlen, "out of memory");
+            return false;
+        }
         pthread_mutex_lock(&str_lock);
         free(*c->str);
         *c->str = s;
@@ -333,7 +537,92 @@ bool config_apply(const char *name, int argc, const char *const *argv, const siz
         snprintf(err, errlen, "can't set immutable config");
         return false;
     }
-    return apply_entry(c, argc, argv, lens, err, errlen);
+    return apply_entry(c, argc, argv, lens, true, err, errlen);
+}
+
+static size_t canonical(size_t k);
+
+int config_set_pairs(int npairs, const char *const *argv, const size_t *lens, int *bad, char *err,
+                     size_t errlen)
+{
+    *bad = 0;
+    const cfg_entry **e = malloc(sizeof(*e) * (size_t)(npairs > 0 ? npairs : 1));
+    if (e == NULL) {
+        snprintf(err, errlen, "out of memory");
+        return CONFIG_SET_FAILED;
+    }
+    int ret = CONFIG_SET_OK;
+    for (int i = 0; i < npairs && ret == CONFIG_SET_OK; i++) {
+        e[i] = find_n(argv[2 * i], lens[2 * i]);
+        if (e[i] == NULL) {
+            *bad = i;
+            ret = CONFIG_SET_UNKNOWN;
+        }
+    }
+    for (int i = 0; i < npairs && ret == CONFIG_SET_OK; i++) {
+        *bad = i;
+        if (!e[i]->mutable_) {
+            snprintf(err, errlen, "can't set immutable config");
+            ret = CONFIG_SET_FAILED;
+        }
+        /* An older name is the same setting as its current one. */
+        for (int j = 0; j < i && ret == CONFIG_SET_OK; j++) {
+            if (canonical((size_t)(e[j] - table)) == canonical((size_t)(e[i] - table))) {
+                snprintf(err, errlen, "duplicate parameter");
+                ret = CONFIG_SET_FAILED;
+            }
+        }
+    }
+    /* All or none, as Redis 7: every value is checked before any is kept;
+     * then keeping one fails only for want of memory. */
+    for (int pass = 0; pass < 2; pass++) {
+        for (int i = 0; i < npairs && ret == CONFIG_SET_OK; i++) {
+            *bad = i;
+            if (!apply_entry(e[i], 1, &argv[2 * i + 1], &lens[2 * i + 1], pass == 1, err, errlen))
+                ret = CONFIG_SET_FAILED;
+        }
+    }
+    free(e);
+    return ret;
+}
+
+/* The shortest form of d that reads back as d. */
+static void format_double(char *out, size_t outlen, double d)
+{
+    for (int prec = 1; prec <= 17; prec++) {
+        double back;
+        snprintf(out, outlen, "%.*g", prec, d);
+        if (str_to_double(out, strlen(out), &back) && back == d)
+            return;
+    }
+}
+
+/* A setting's current value as CONFIG GET shows it, whatever its length;
+ * NULL when out of memory. */
+static char *format_alloc(const cfg_entry *c)
+{
+    char buf[256];
+    switch (c->type) {
+    case T_INT:
+    case T_MEM: snprintf(buf, sizeof(buf), "%lld", atomic_load(c->num)); break;
+    case T_DOUBLE: format_double(buf, sizeof(buf), atomic_load(&cfg.bf_error_rate)); break;
+    case T_ENUM: snprintf(buf, sizeof(buf), "%s", c->enums[atomic_load(c->num)]); break;
+    case T_STR:
+    case T_WORDS: {
+        pthread_mutex_lock(&str_lock);
+        char *v = strdup(*c->str ? *c->str : "");
+        pthread_mutex_unlock(&str_lock);
+        return v;
+    }
+    case T_FIXED: snprintf(buf, sizeof(buf), "%s", c->fixed); break;
+    case T_OBUF:
+        snprintf(buf, sizeof(buf),
+                 "normal %lld %lld %lld slave 268435456 67108864 60 pubsub 33554432 8388608 60",
+                 atomic_load(&cfg.obuf_hard), atomic_load(&cfg.obuf_soft),
+                 atomic_load(&cfg.obuf_soft_seconds));
+        break;
+    }
+    return strdup(buf);
 }
 
 void config_init(void)
@@ -350,15 +639,12 @@ void config_init(void)
         }
         const char *v = c->deflt;
         size_t l = strlen(v);
-        if (!apply_entry(c, 1, &v, &l, err, sizeof(err)))
+        if (!apply_entry(c, 1, &v, &l, true, err, sizeof(err)))
             abort();
     }
     s_config_file = strdup("");
-    for (size_t i = 0; i < NTABLE; i++) {
-        char v[512];
-        config_format(table[i].name, v, sizeof(v));
-        deflt_fmt[i] = strdup(v);
-    }
+    for (size_t i = 0; i < NTABLE; i++)
+        deflt_fmt[i] = format_alloc(&table[i]);
 }
 
 void config_free(void)
@@ -409,20 +695,33 @@ bool config_load_file(const char *path, char *err, size_t errlen)
         }
         if (p.argc == 0)
             continue;
-        const char *argv[64];
-        size_t lens[64];
-        size_t argc = p.argc < 64 ? p.argc : 64;
+        size_t argc = p.argc;
+        const char **argv = malloc(sizeof(*argv) * argc);
+        size_t *lens = malloc(sizeof(*lens) * argc);
+        if (argv == NULL || lens == NULL || argc > INT_MAX) {
+            snprintf(err, errlen, "%s:%d: out of memory", path, lineno);
+            ok = false;
+            free(argv);
+            free(lens);
+            break;
+        }
         for (size_t k = 0; k < argc; k++) {
             argv[k] = line + p.argv[k].off;
             lens[k] = p.argv[k].len;
         }
         char name[128];
-        snprintf(name, sizeof(name), "%.*s", (int)lens[0], argv[0]);
+        snprintf(name, sizeof(name), "%.*s", (int)(lens[0] < 127 ? lens[0] : 127), argv[0]);
         char why[256];
-        if (!config_apply(name, (int)argc - 1, argv + 1, lens + 1, true, why, sizeof(why))) {
+        if (strlen(name) != lens[0]) {
+            /* A NUL or a very long name: no setting's. */
+            snprintf(err, errlen, "%s:%d: unknown option", path, lineno);
+            ok = false;
+        } else if (!config_apply(name, (int)argc - 1, argv + 1, lens + 1, true, why, sizeof(why))) {
             snprintf(err, errlen, "%s:%d: '%s': %s", path, lineno, name, why);
             ok = false;
         }
+        free(argv);
+        free(lens);
     }
     resp_parser_free(&p);
     free(line);
@@ -440,28 +739,18 @@ bool config_load_file(const char *path, char *err, size_t errlen)
 bool config_format(const char *name, char *out, size_t outlen)
 {
     const cfg_entry *c = find(name);
-    if (c == NULL)
+    char *v = c ? format_alloc(c) : NULL;
+    if (v == NULL)
         return false;
-    switch (c->type) {
-    case T_INT:
-    case T_MEM: snprintf(out, outlen, "%lld", atomic_load(c->num)); break;
-    case T_DOUBLE: snprintf(out, outlen, "%g", atomic_load(&cfg.bf_error_rate)); break;
-    case T_ENUM: snprintf(out, outlen, "%s", c->enums[atomic_load(c->num)]); break;
-    case T_STR:
-    case T_WORDS:
-        pthread_mutex_lock(&str_lock);
-        snprintf(out, outlen, "%s", *c->str ? *c->str : "");
-        pthread_mutex_unlock(&str_lock);
-        break;
-    case T_FIXED: snprintf(out, outlen, "%s", c->fixed); break;
-    case T_OBUF:
-        snprintf(out, outlen,
-                 "normal %lld %lld %lld slave 268435456 67108864 60 pubsub 33554432 8388608 60",
-                 atomic_load(&cfg.obuf_hard), atomic_load(&cfg.obuf_soft),
-                 atomic_load(&cfg.obuf_soft_seconds));
-        break;
-    }
+    snprintf(out, outlen, "%s", v);
+    free(v);
     return true;
+}
+
+char *config_format_dup(const char *name)
+{
+    const cfg_entry *c = find(name);
+    return c ? format_alloc(c) : NULL;
 }
 
 void config_match(const char *pat, size_t plen, void (*fn)(void *ctx, const char *name), void *ctx)
@@ -486,18 +775,20 @@ char *config_get_str(const char *name)
     return v;
 }
 
-void config_set_str(const char *name, const char *value)
+bool config_set_str(const char *name, const char *value)
 {
     const cfg_entry *c = find(name);
-    char *v = strdup(value);
-    if (c == NULL || c->type != T_STR || v == NULL) {
-        free(v);
-        return;
+    if (c == NULL || (c->type != T_STR && c->type != T_WORDS))
+        return false;
+    /* The same rule as the config file's, so CONFIG REWRITE writes only
+     * what a restart reads back. */
+    size_t len = strlen(value);
+    char err[256];
+    if (!apply_entry(c, 1, &value, &len, true, err, sizeof(err))) {
+        server_log(LOG_WARNING, "Setting %s not updated: %s", c->name, err);
+        return false;
     }
-    pthread_mutex_lock(&str_lock);
-    free(*c->str);
-    *c->str = v;
-    pthread_mutex_unlock(&str_lock);
+    return true;
 }
 
 bool config_requirepass_set(void)
@@ -579,8 +870,13 @@ static void sb_word(sbuf *b, const char *v)
 /* "name value" as the loader reads it back. */
 static void sb_setting(sbuf *b, const cfg_entry *c)
 {
-    char v[512];
-    config_format(c->name, v, sizeof(v));
+    char *v = format_alloc(c);
+    if (v == NULL) {
+        b->failed = true;
+        return;
+    }
+    char mem[64];
+    const char *shown = v;
     if (c->type == T_MEM) {
         /* As Redis writes sizes: in the largest unit that divides them. */
         long long n = atomic_load(c->num);
@@ -588,18 +884,26 @@ static void sb_setting(sbuf *b, const cfg_entry *c)
         for (int u = 0; u < 3 && n > 0; u++) {
             long long m = 1LL << (10 * (3 - u));
             if (n % m == 0) {
-                snprintf(v, sizeof(v), "%lld%s", n / m, units[u]);
+                snprintf(mem, sizeof(mem), "%lld%s", n / m, units[u]);
+                shown = mem;
                 break;
             }
         }
     }
     sb_str(b, c->name);
-    sb_str(b, " ");
-    if ((c->type == T_WORDS || c->type == T_OBUF) && v[0] != '\0')
-        sb_str(b, v); /* several words */
-    else
-        sb_word(b, v);
+    if ((c->type == T_WORDS || c->type == T_OBUF) && v[0] != '\0') {
+        /* Several words, each quoted as it needs: none holds a space. */
+        char *save = NULL;
+        for (char *w = strtok_r(v, " ", &save); w; w = strtok_r(NULL, " ", &save)) {
+            sb_str(b, " ");
+            sb_word(b, w);
+        }
+    } else {
+        sb_str(b, " ");
+        sb_word(b, shown);
+    }
     sb_str(b, "\n");
+    free(v);
 }
 
 #define REWRITE_SIGNATURE "# Generated by CONFIG REWRITE"

@@ -72,6 +72,16 @@ void config_free(void);
 bool config_apply(const char *name, int argc, const char *const *argv, const size_t *lens,
                   bool at_startup, char *err, size_t errlen);
 
+/* CONFIG SET: argv holds npairs name/value pairs (lens their lengths).
+ * All or none, as Redis 7: an unknown name, an immutable or repeated
+ * setting or a bad value changes nothing. On failure *bad is the pair at
+ * fault and err the reason (CONFIG_SET_FAILED). A value with a control
+ * character is refused, here as in the config file: CONFIG REWRITE writes
+ * each setting on one line. */
+enum { CONFIG_SET_OK = 0, CONFIG_SET_UNKNOWN = 1, CONFIG_SET_FAILED = 2 };
+int config_set_pairs(int npairs, const char *const *argv, const size_t *lens, int *bad, char *err,
+                     size_t errlen);
+
 /* Read a redis.conf-style file. */
 bool config_load_file(const char *path, char *err, size_t errlen);
 
@@ -85,6 +95,8 @@ int config_rewrite(char *err, size_t errlen);
 
 /* Current value as CONFIG GET prints it; returns false for an unknown name. */
 bool config_format(const char *name, char *out, size_t outlen);
+/* The same, whole, in a string the caller frees; NULL for an unknown name. */
+char *config_format_dup(const char *name);
 
 /* Names matching a glob pattern, in table order; fn called for each. */
 void config_match(const char *pat, size_t plen, void (*fn)(void *ctx, const char *name), void *ctx);
@@ -94,8 +106,10 @@ void config_match(const char *pat, size_t plen, void (*fn)(void *ctx, const char
 char *config_get_str(const char *name);
 bool config_requirepass_set(void);
 /* Set a string setting from the server itself (REPLICAOF keeps
- * "replicaof" current, so CONFIG REWRITE writes what is true). */
-void config_set_str(const char *name, const char *value);
+ * "replicaof" current, so CONFIG REWRITE writes what is true): "host port"
+ * or "" for replicaof. Checked as the config file's value is; false (and
+ * the setting unchanged) for a value the file could not hold. */
+bool config_set_str(const char *name, const char *value);
 /* Constant-time-ish comparison with requirepass. */
 bool config_check_password(const char *p, size_t len);
 

@@ -1,6 +1,6 @@
 /* The striped keyspace; see keyspace.h for the locking rules.
  *
- * A key's 64-bit XXH3 hash picks its stripe with the low KS_STRIPE_BITS bits
+ * A key's keyed 64-bit hash (keyhash.h) picks its stripe with the low KS_STRIPE_BITS bits
  * and its bucket with the bits above them, so the two choices are
  * independent. Each stripe is a chained table that doubles when it holds
  * more entries than buckets; the doubling happens under the stripe's write
@@ -14,9 +14,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-#include <xxhash.h>
 
 #include "config.h"
+#include "keyhash.h"
 #include "persist.h"
 #include "util.h"
 
@@ -36,6 +36,7 @@ static void (*_Atomic expired_hook)(const char *key, size_t klen);
 
 void ks_init(void)
 {
+    keyhash_init();
     pthread_rwlockattr_t attr;
     pthread_rwlockattr_init(&attr);
     /* Writers (creation, DEL, EXPIRE) must not starve behind a constant
@@ -72,7 +73,7 @@ void ks_shutdown(void)
     }
 }
 
-uint64_t ks_hash(const char *key, size_t klen) { return XXH3_64bits(key, klen); }
+uint64_t ks_hash(const char *key, size_t klen) { return keyhash(key, klen); }
 
 uint64_t ks_entry_overhead(size_t klen) { return sizeof(kv_entry) + klen + sizeof(kv_obj); }
 

@@ -3,7 +3,11 @@
  * reads the workers' statistics and runs commands through the command table.
  *
  * Files, one concept each:
- *   http.c     the listener (libmicrohttpd's thread), authentication, routes
+ *   http.c     the listener (libmicrohttpd's thread), the checks made on
+ *              a request's headers, routes, pages built off that thread
+ *   guard.c    the Host allow-list and the loopback test (guard.h; pure,
+ *              fuzzed)
+ *   conns.c    the connections held: deadlines, eviction, per-peer limit
  *   metrics.c  /metrics in Prometheus's text format
  *   filters.c  the filters of the keyspace and their statistics, bounded
  *   api.c      the console's JSON API (docs/CONSOLE.md)
@@ -23,6 +27,23 @@
 #include <stdint.h>
 
 #include "keyspace.h"
+
+/* ---- conns.c ---- */
+#define HTTP_MAX_CONNECTIONS 128  /* held before the oldest unfinished goes */
+#define HTTP_MAX_PER_IP 16        /* from one peer off the loopback interface */
+#define HTTP_HEADER_DEADLINE_S 10 /* from connecting (or the last answer) */
+#define HTTP_BODY_DEADLINE_S 30   /* from the headers */
+struct MHD_Connection;
+struct sockaddr;
+/* The accept policy: false for a peer that already holds its share. */
+bool conns_may_accept(const struct sockaddr *sa);
+/* libmicrohttpd's connection notifications; ctx is its socket context. */
+void conns_opened(struct MHD_Connection *conn, void **ctx);
+void conns_closed(void **ctx);
+/* A request's steps: headers in, body in (being answered), answered. */
+void conns_headers_in(struct MHD_Connection *conn);
+void conns_request_in(struct MHD_Connection *conn);
+void conns_request_done(struct MHD_Connection *conn);
 
 /* Start listening on http-bind:http-port when http-port is not 0; false
  * with err when the address cannot be used. */

@@ -200,15 +200,16 @@ static void reply_unknown(client *c)
 }
 
 /* Why a replica, a load or too few replicas refuse a data command now
- * (NULL: they do not), in Redis's words. */
+ * (NULL: they do not), in Redis's words and order: a write to a replica is
+ * READONLY even while it loads its master's snapshot. */
 static const char *repl_refusal(bool write)
 {
-    if (repl_loading())
-        return "LOADING Redis is loading the dataset in memory";
     if (write && repl_too_few_replicas())
         return "NOREPLICAS Not enough good replicas to write.";
     if (write && repl_is_replica())
         return "READONLY You can't write against a read only replica.";
+    if (repl_loading())
+        return "LOADING Redis is loading the dataset in memory";
     if (repl_link_down() &&
         !atomic_load_explicit(&cfg.replica_serve_stale_data, memory_order_relaxed))
         return "MASTERDOWN Link with MASTER is down and replica-serve-stale-data is set to 'no'.";
@@ -309,6 +310,17 @@ void command_call(client *c, const command *cmd)
             return;
         }
         commit_write_begin(w);
+        /* Again inside the gate REPLICAOF flips the role in: a write that
+         * passed the dispatcher just before the flip, or one queued by
+         * MULTI while this was a master, is refused, not logged. */
+        if (repl_is_replica()) {
+            commit_write_end(w);
+            wal_release(held);
+            reply_error(&c->cx.out, "READONLY You can't write against a read only replica.");
+            stat_add(&st->rejected, 1);
+            stat_add(&w->errors, 1);
+            return;
+        }
     }
     int64_t t0 = mono_us();
     bool ok = cmd->proc(&c->cx);

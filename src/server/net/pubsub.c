@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "keyhash.h"
 #include "server.h"
 #include "util.h"
 
@@ -39,13 +40,8 @@ static pthread_mutex_t ps_lock = PTHREAD_MUTEX_INITIALIZER;
 static ps_table channels, patterns;
 static _Atomic uint64_t nchannels, npatterns, nsubscribers;
 
-static uint64_t hash_name(const char *s, size_t n)
-{
-    uint64_t h = 1469598103934665603ull;
-    for (size_t i = 0; i < n; i++)
-        h = (h ^ (unsigned char)s[i]) * 1099511628211ull;
-    return h;
-}
+/* Keyed: channel names are chosen by clients (keyhash.h). */
+static uint64_t hash_name(const char *s, size_t n) { return keyhash(s, n); }
 
 static ps_entry *table_find(ps_table *t, const char *s, size_t n, uint64_t h)
 {

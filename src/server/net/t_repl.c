@@ -7,10 +7,27 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "commit.h"
 #include "persist.h"
 #include "repl.h"
 #include "server.h"
 #include "util.h"
+
+/* The role becomes replica inside the write gate: a write command running
+ * on another worker ends first, and one that starts later finds a replica
+ * (command_call checks again inside the gate), so no client's write lands
+ * in a replica's log, where its master's records go. Inside EXEC the gate
+ * is held already. */
+static void write_gate(void *arg, bool enter)
+{
+    client *cl = arg;
+    if (cl->in_exec)
+        return;
+    if (enter)
+        commit_exclusive_begin(cl->w);
+    else
+        commit_exclusive_end(cl->w);
+}
 
 bool replicaofCommand(cmd_ctx *c)
 {
@@ -29,7 +46,7 @@ bool replicaofCommand(cmd_ctx *c)
              c->argv[1]);
     bool already;
     char err[256];
-    if (!repl_replicaof(host, (int)port, &already, err, sizeof(err))) {
+    if (!repl_replicaof(host, (int)port, &already, err, sizeof(err), write_gate, client_of(c))) {
         reply_errorf(&c->out, "ERR %s", err);
         return false;
     }

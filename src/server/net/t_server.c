@@ -582,9 +582,11 @@ bool clientCommand(cmd_ctx *c)
 
 /* ---- CONFIG ---- */
 
+/* The settings CONFIG GET's patterns match, each once, however many the
+ * table holds. */
 typedef struct cfg_collect {
-    const char *names[64];
-    int n;
+    const char **names;
+    int n, cap;
 } cfg_collect;
 
 static void collect_name(void *ctx, const char *name)
@@ -593,47 +595,62 @@ static void collect_name(void *ctx, const char *name)
     for (int i = 0; i < cc->n; i++)
         if (cc->names[i] == name)
             return;
-    if (cc->n < 64)
-        cc->names[cc->n++] = name;
+    if (cc->n == cc->cap) {
+        int cap = cc->cap ? cc->cap * 2 : 64;
+        const char **p = realloc(cc->names, sizeof(*p) * (size_t)cap);
+        if (p == NULL)
+            return;
+        cc->names = p;
+        cc->cap = cap;
+    }
+    cc->names[cc->n++] = name;
 }
 
 bool configCommand(cmd_ctx *c)
 {
     reply *r = &c->out;
+    /* Redis 7's arities of the subcommands (negative: at least). */
+    static const struct {
+        const char *name;
+        int arity;
+    } subs[] = {{"get", -3}, {"set", -4}, {"resetstat", 2}, {"rewrite", 2}};
+    for (size_t i = 0; i < sizeof(subs) / sizeof(subs[0]); i++) {
+        int a = subs[i].arity;
+        if (arg_eq(c, 1, subs[i].name) && (a > 0 ? c->argc != a : c->argc < -a)) {
+            reply_errorf(r, "ERR wrong number of arguments for 'config|%s' command", subs[i].name);
+            return false;
+        }
+    }
     if (arg_eq(c, 1, "get") && c->argc >= 3) {
-        cfg_collect cc = {.n = 0};
+        cfg_collect cc = {.names = NULL};
         for (int i = 2; i < c->argc; i++)
             config_match(c->argv[i], c->argvlen[i], collect_name, &cc);
         reply_map(r, cc.n);
         for (int i = 0; i < cc.n; i++) {
-            char val[512];
-            config_format(cc.names[i], val, sizeof(val));
+            char *val = config_format_dup(cc.names[i]);
             reply_bulk_str(r, cc.names[i]);
-            reply_bulk_str(r, val);
+            reply_bulk_str(r, val ? val : "");
+            free(val);
         }
-    } else if (arg_eq(c, 1, "set") && c->argc >= 4 && c->argc % 2 == 0) {
-        /* Check every pair before applying any, as Redis 7 does. */
-        for (int i = 2; i < c->argc; i += 2) {
-            char name[128], val[512];
-            snprintf(name, sizeof(name), "%.*s", (int)(c->argvlen[i] < 127 ? c->argvlen[i] : 127),
-                     c->argv[i]);
-            if (!config_format(name, val, sizeof(val))) {
-                reply_errorf(r, "ERR Unknown option or number of arguments for CONFIG SET - '%s'",
-                             name);
-                return false;
-            }
-        }
-        for (int i = 2; i < c->argc; i += 2) {
-            char name[128], err[256];
-            snprintf(name, sizeof(name), "%.*s", (int)(c->argvlen[i] < 127 ? c->argvlen[i] : 127),
-                     c->argv[i]);
-            const char *v = c->argv[i + 1];
-            size_t vl = c->argvlen[i + 1];
-            if (!config_apply(name, 1, &v, &vl, false, err, sizeof(err))) {
-                reply_errorf(r, "ERR CONFIG SET failed (possibly related to argument '%s') - %s",
-                             name, err);
-                return false;
-            }
+        free(cc.names);
+    } else if (arg_eq(c, 1, "set") && c->argc % 2 != 0) {
+        reply_syntax_error(c);
+        return false;
+    } else if (arg_eq(c, 1, "set")) {
+        char err[256];
+        int bad = 0;
+        int rc = config_set_pairs((c->argc - 2) / 2, c->argv + 2, c->argvlen + 2, &bad, err,
+                                  sizeof(err));
+        if (rc != CONFIG_SET_OK) {
+            int i = 2 + 2 * bad;
+            int nl = (int)(c->argvlen[i] < 127 ? c->argvlen[i] : 127);
+            if (rc == CONFIG_SET_UNKNOWN)
+                reply_errorf(r, "ERR Unknown option or number of arguments for CONFIG SET - '%.*s'",
+                             nl, c->argv[i]);
+            else
+                reply_errorf(r, "ERR CONFIG SET failed (possibly related to argument '%.*s') - %s",
+                             nl, c->argv[i], err);
+            return false;
         }
         reply_ok(r);
     } else if (arg_eq(c, 1, "resetstat") && c->argc == 2) {

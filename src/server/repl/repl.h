@@ -33,7 +33,10 @@ enum {
     REPL_LINK_CONNECTED
 };
 
-void repl_init(const char *dir);
+/* After the data directory is loaded and before the first client: the
+ * role comes from the replicaof setting. False (err set) when that setting
+ * can't be followed: the server must not start as a master instead. */
+bool repl_init(const char *dir, char *err, size_t errlen);
 /* Stop every replication thread (shutdown). */
 void repl_shutdown(void);
 
@@ -51,8 +54,11 @@ bool repl_checks_data(void);
 bool repl_too_few_replicas(void);
 
 /* REPLICAOF host port: become (or stay) a replica of host:port. *already
- * when it follows that master already. */
-bool repl_replicaof(const char *host, int port, bool *already, char *err, size_t errlen);
+ * when it follows that master already. gate (may be NULL) is called with
+ * true before the role becomes replica and false after: the caller's write
+ * gate, so that no write command of a client lands in a replica's log. */
+bool repl_replicaof(const char *host, int port, bool *already, char *err, size_t errlen,
+                    void (*gate)(void *arg, bool enter), void *arg);
 /* REPLICAOF NO ONE: become a master, continuing the log under a new
  * replication id (the old one stays acceptable up to this offset). */
 void repl_promote(void);

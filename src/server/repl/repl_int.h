@@ -35,5 +35,7 @@ uint64_t replica_applied_lsn(void);
 void replica_master_id(char out[REPL_ID_LEN + 1]);
 void repl_adopt_id(const char *id);
 void repl_follow_id(const char *id);
+/* Before a full resync replaces the data: DIR/replid names no history. */
+void repl_forget_id(void);
 
 #endif

@@ -1,7 +1,17 @@
 /* Replication state: the role, the replication ids, and what INFO and ROLE
  * show. A master's id names its history; after a promotion the previous
  * id stays valid up to the promotion's offset, so replicas of the old
- * master continue with a partial resync (as Redis's replid2). */
+ * master continue with a partial resync (as Redis's replid2).
+ *
+ * A replica keeps the id of the history its log follows in DIR/replid, so
+ * a restart resumes with a partial resync when its master still holds the
+ * records that follow (Redis keeps it in the RDB). The file is written
+ * before the first record of a new history is logged and removed before a
+ * full resync replaces the data, on a promotion, and when the server
+ * starts as a master: whenever it exists, the log is a prefix of the
+ * history it names. A master always starts a new history: its log may
+ * have lost a tail its replicas received. */
+#include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
 #include <stdarg.h>
@@ -9,9 +19,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 #include "config.h"
+#include "datadir.h"
 #include "keyspace.h"
 #include "log.h"
 #include "persist.h"
@@ -48,22 +60,96 @@ void repl_new_id(char out[REPL_ID_LEN + 1])
         snprintf(out + 2 * i, 3, "%02x", b[i]);
 }
 
-void repl_init(const char *dir)
+/* DIR/replid: the history this replica's log follows. */
+static void id_path(char *out, size_t n) { snprintf(out, n, "%s/replid", R.dir); }
+
+static void sync_data_dir(void)
+{
+    int fd = open(R.dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd >= 0) {
+        if (fsync(fd) != 0)
+            server_log(LOG_WARNING, "Syncing %s: %s", R.dir, strerror(errno));
+        close(fd);
+    }
+}
+
+void repl_forget_id(void)
+{
+    char path[4200];
+    id_path(path, sizeof(path));
+    if (unlink(path) == 0)
+        sync_data_dir();
+    else if (errno != ENOENT)
+        server_log(LOG_WARNING, "Removing %s: %s", path, strerror(errno));
+}
+
+static void save_id(const char *id)
+{
+    char path[4200], line[REPL_ID_LEN + 2];
+    id_path(path, sizeof(path));
+    snprintf(line, sizeof(line), "%s\n", id);
+    if (datadir_write_file(path, line, strlen(line))) {
+        sync_data_dir();
+        return;
+    }
+    /* Without it the next start makes a full resync; a stale one would
+     * name a history the log no longer follows. */
+    server_log(LOG_WARNING, "Writing %s: %s", path, strerror(errno));
+    repl_forget_id();
+}
+
+/* The id DIR/replid holds, when it holds one. */
+static bool load_id(char out[REPL_ID_LEN + 1])
+{
+    char path[4200];
+    id_path(path, sizeof(path));
+    uint8_t *buf;
+    size_t len;
+    if (!datadir_read_file(path, &buf, &len))
+        return false;
+    bool ok = len == REPL_ID_LEN + 1 && buf[REPL_ID_LEN] == '\n';
+    for (size_t i = 0; ok && i < REPL_ID_LEN; i++)
+        ok = (buf[i] >= '0' && buf[i] <= '9') || (buf[i] >= 'a' && buf[i] <= 'f');
+    if (ok) {
+        memcpy(out, buf, REPL_ID_LEN);
+        out[REPL_ID_LEN] = '\0';
+    }
+    free(buf);
+    return ok;
+}
+
+bool repl_init(const char *dir, char *err, size_t errlen)
 {
     snprintf(R.dir, sizeof(R.dir), "%s", dir);
     repl_new_id(R.replid);
     memset(R.replid2, '0', REPL_ID_LEN);
     R.replid2[REPL_ID_LEN] = '\0';
     wal_set_written_hook(senders_wake);
+    /* A server configured as a replica must not come up as a master: it
+     * would take writes that its first resync erases. So a replicaof it
+     * can't follow stops the start (Redis refuses such a line too). */
     char *of = config_get_str("replicaof");
-    char host[256];
-    int port;
-    bool already;
-    char err[256];
-    if (of && sscanf(of, "%255s %d", host, &port) == 2 &&
-        !repl_replicaof(host, port, &already, err, sizeof(err)))
-        server_log(LOG_WARNING, "replicaof %s: %s", of, err);
+    char host[256], rest[2], why[256];
+    long long port = -1;
+    bool ok = true, already;
+    if (of && of[0] && strcasecmp(of, "no one") != 0) {
+        if (sscanf(of, "%255s %lld %1s", host, &port, rest) != 2 || port < 0 || port > 65535) {
+            snprintf(err, errlen, "replicaof '%s': Invalid master port", of);
+            ok = false;
+        } else {
+            /* The history its log follows: a partial resync if the master
+             * still has what comes next. */
+            load_id(R.replid);
+            ok = repl_replicaof(host, (int)port, &already, why, sizeof(why), NULL, NULL);
+            if (!ok)
+                snprintf(err, errlen, "replicaof '%s': %s", of, why);
+        }
+    }
     free(of);
+    /* A master's writes would make the file false. */
+    if (ok && !repl_is_replica())
+        repl_forget_id();
+    return ok;
 }
 
 void repl_shutdown(void)
@@ -92,6 +178,7 @@ void replica_master_id(char out[REPL_ID_LEN + 1])
 
 void repl_adopt_id(const char *id)
 {
+    save_id(id);
     pthread_mutex_lock(&R.lock);
     snprintf(R.replid, sizeof(R.replid), "%s", id);
     memset(R.replid2, '0', REPL_ID_LEN);
@@ -102,12 +189,16 @@ void repl_adopt_id(const char *id)
 void repl_follow_id(const char *id)
 {
     pthread_mutex_lock(&R.lock);
-    if (strcmp(R.replid, id) != 0) {
+    bool changed = strcmp(R.replid, id) != 0;
+    if (changed) {
         memcpy(R.replid2, R.replid, sizeof(R.replid2));
         R.second = wal_assigned_lsn() + 1;
         snprintf(R.replid, sizeof(R.replid), "%s", id);
     }
     pthread_mutex_unlock(&R.lock);
+    /* Before the new history's first record is logged. */
+    if (changed)
+        save_id(id);
 }
 
 bool repl_is_replica(void) { return atomic_load_explicit(&R.replica, memory_order_relaxed); }
@@ -139,7 +230,8 @@ bool repl_too_few_replicas(void)
     return senders_good(lag * 1000) < (unsigned long long)need;
 }
 
-bool repl_replicaof(const char *host, int port, bool *already, char *err, size_t errlen)
+bool repl_replicaof(const char *host, int port, bool *already, char *err, size_t errlen,
+                    void (*gate)(void *arg, bool enter), void *arg)
 {
     *already = false;
     if (!wal_enabled()) {
@@ -154,12 +246,16 @@ bool repl_replicaof(const char *host, int port, bool *already, char *err, size_t
             return true;
         }
     }
-    /* A master's replicas go: they reconnect to whichever master the
-     * failover names (Redis disconnects them too). */
-    senders_stop_all();
+    if (gate)
+        gate(arg, true);
     atomic_store(&R.replica, true);
     repl_update_checks();
     ks_set_expiry_deletes(false);
+    if (gate)
+        gate(arg, false);
+    /* A master's replicas go: they reconnect to whichever master the
+     * failover names (Redis disconnects them too). */
+    senders_stop_all();
     char v[300];
     snprintf(v, sizeof(v), "%s %d", host, port);
     config_set_str("replicaof", v);
@@ -178,6 +274,7 @@ void repl_promote(void)
     R.second = wal_assigned_lsn() + 1;
     repl_new_id(R.replid);
     pthread_mutex_unlock(&R.lock);
+    repl_forget_id();
     atomic_store(&R.replica, false);
     repl_update_checks();
     ks_set_expiry_deletes(true);

@@ -384,6 +384,7 @@ static void run_once(void)
         repl_count(&repl_stat_sync_bytes, c.bytes_in - in0);
         if (ok) {
             uint64_t log_from = snap_index_log_from(&ix);
+            repl_forget_id();
             persist_resync_begin();
             repl_set_loading(true);
             ok =
