@@ -11,7 +11,7 @@ and refuses a data directory that someone else owns or may write:
 - for every name the server creates (the log file and its replacement
   name, LAST and LAST.tmp, the snapshot index and its temporary name, chunk
   files and their temporary names, a torn tail kept aside, the files a
-  replica's full resync writes, the pid file) a link planted at the name
+  replica's full resync writes, its replication id, the pid file) a link planted at the name
   before the operation that writes it leaves its target, a root-only file
   outside the directory, byte for byte unchanged: the operation succeeds
   without following it (the data then loads at a restart) or fails with a
@@ -356,7 +356,8 @@ def test_a_link_at_the_name_a_torn_tail_is_kept_under(tmp_path, start_server):
     c.close()
 
 
-RESYNC_NAMES = ["chunk", "chunk.tmp", "index", "index.tmp", "log", "log.new", "LAST.tmp"]
+RESYNC_NAMES = ["chunk", "chunk.tmp", "index", "index.tmp", "log", "log.new", "LAST.tmp",
+                "replid", "replid.tmp"]
 
 
 @pytest.mark.parametrize("which", RESYNC_NAMES)
@@ -380,11 +381,13 @@ def test_links_at_the_names_a_full_resync_writes(tmp_path, start_server, which):
     indexes = [os.path.join(d, "snapshots", "%016x.index" % q) for q in (seq, seq + 1)]
     wal = os.path.join(d, "log", "%016x.wal" % lsn)
     last = os.path.join(d, "log", "LAST")
+    replid = os.path.join(d, "replid")
     finals, temps = {
         "chunk": (chunks, []), "chunk.tmp": ([], [p + ".tmp" for p in chunks]),
         "index": (indexes, []), "index.tmp": ([], [p + ".tmp" for p in indexes]),
         "log": ([wal], []), "log.new": ([wal], [wal + ".new"]),
         "LAST.tmp": ([], [last + ".tmp"]),
+        "replid": ([replid], []), "replid.tmp": ([], [replid + ".tmp"]),
     }[which]
     v.plant(*(finals + temps))
     r = replica.client()
@@ -399,8 +402,8 @@ def test_links_at_the_names_a_full_resync_writes(tmp_path, start_server, which):
     why = "\n" + replica.output()
     for p in finals:
         assert not os.path.islink(p), "a link left at %s%s" % (p, why)
-    have = chunks + [wal] + [p for p in indexes if os.path.lexists(p)]
-    assert len(have) == len(chunks) + 2, why
+    have = chunks + [wal, replid] + [p for p in indexes if os.path.lexists(p)]
+    assert len(have) == len(chunks) + 3, why
     for p in have:
         assert stat.S_ISREG(os.lstat(p).st_mode), "%s: not the server's file%s" % (p, why)
     # Used and renamed, or (a stale temporary name) removed at the end.
