@@ -3,14 +3,28 @@
 # and the concurrency server suite under ThreadSanitizer, the module suite in
 # Debian's redis-server, the node-redis suite, then the fuzz targets for a
 # bounded time.
+#
+# `make test` runs the suites side by side, JOBS at a time (a make -j of its
+# own), each suite's output printed in one piece when it ends (--output-sync)
+# and every suite run even when one fails (-k); make's last lines name the
+# suites that failed. The server suites run as SHARDS groups of files each
+# (tests/server/test_*.py, every SHARDS-th file), so that the two longest
+# suites do not end the run alone.
 BUILD       ?= build
 ASAN_BUILD  ?= build-asan
 TSAN_BUILD  ?= build-tsan
 FUZZ_BUILD  ?= build-fuzz
 JOBS        ?= $(shell nproc)
 FUZZ_SECONDS ?= 30
+SHARDS      ?= 2
 
-.PHONY: deb all deps test test-release test-asan test-tsan test-server test-module test-node fuzz bench run clean install
+PY          := /usr/bin/python3 -m pytest -q -p no:cacheprovider
+SHARD_IDS   := $(shell seq 1 $(SHARDS))
+# The files of server suite shard N (1..SHARDS).
+server_shard = $$(ls tests/server/test_*.py | awk 'NR % $(SHARDS) == $(1) % $(SHARDS)')
+
+.PHONY: deb all deps test test-all test-release test-asan test-tsan test-server test-module \
+	test-node fuzz bench run clean install build-asan build-tsan
 
 all:
 	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release >/dev/null
@@ -19,14 +33,20 @@ all:
 deps:
 	./scripts/install-deps
 
-test: test-release test-asan test-tsan test-server test-node fuzz
+test:
+	@$(MAKE) --no-print-directory -k -j $(JOBS) --output-sync=target test-all
+
+# The longest chains first: make starts prerequisites in this order.
+test-all: test-server test-tsan test-asan test-release test-node fuzz
 
 test-release: all
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 
-test-asan:
+build-asan:
 	cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DBLOOMERY_SANITIZE=ON -DBLOOMERY_BENCH=OFF >/dev/null
 	cmake --build $(ASAN_BUILD) -j $(JOBS)
+
+test-asan: build-asan
 	cd $(ASAN_BUILD) && BLOOMERY_QUICK=1 ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
 		ctest --output-on-failure -j $(JOBS)
 
@@ -35,33 +55,50 @@ test-asan:
 # (exit status 66). The server runs without TSan's deadlock detector, which
 # tracks at most 64 held locks per thread and aborts when FLUSHALL or a
 # snapshot holds every keyspace stripe.
-test-tsan:
+build-tsan:
 	cmake -S . -B $(TSAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DBLOOMERY_TSAN=ON -DBLOOMERY_BENCH=OFF >/dev/null
 	cmake --build $(TSAN_BUILD) -j $(JOBS)
+
+test-tsan: suite-tsan-c suite-tsan-concurrency
+
+suite-tsan-c: build-tsan
 	cd $(TSAN_BUILD) && BLOOMERY_QUICK=1 TSAN_OPTIONS=second_deadlock_stack=1 \
 		ctest --output-on-failure -j $(JOBS)
+
+suite-tsan-concurrency: build-tsan
 	BLOOMERY_QUICK=1 BLOOMERYD=$(CURDIR)/$(TSAN_BUILD)/bloomeryd \
 		TSAN_OPTIONS=detect_deadlocks=0 \
-		/usr/bin/python3 -m pytest -q tests/server/test_concurrency.py
+		$(PY) tests/server/test_concurrency.py
 
 # The server and CLI suites run through real clients against the release
 # programs and again against the sanitizer build; the module suite runs
 # bloomery.so in Debian's redis-server next to bloomeryd, release and
 # sanitizer builds (the sanitizer runtime preloaded into Redis).
-test-server: all test-asan test-module
+test-server: $(foreach n,$(SHARD_IDS),suite-server-asan-$(n) suite-server-$(n)) \
+	test-module suite-module-asan suite-cli suite-cli-asan
+
+suite-server-%: all
+	BLOOMERYD=$(CURDIR)/$(BUILD)/bloomeryd $(PY) $(call server_shard,$*)
+
+suite-server-asan-%: build-asan
+	BLOOMERY_QUICK=1 BLOOMERYD=$(CURDIR)/$(ASAN_BUILD)/bloomeryd $(PY) $(call server_shard,$*)
+
+suite-module-asan: build-asan
 	REDIS_PRELOAD=$$(gcc -print-file-name=libasan.so) \
 		BLOOMERY_MODULE=$(CURDIR)/$(ASAN_BUILD)/bloomery.so BLOOMERYD=$(CURDIR)/$(ASAN_BUILD)/bloomeryd \
-		/usr/bin/python3 -m pytest -q tests/module
-	BLOOMERYD=$(CURDIR)/$(BUILD)/bloomeryd /usr/bin/python3 -m pytest -q tests/server
-	BLOOMERY_QUICK=1 BLOOMERYD=$(CURDIR)/$(ASAN_BUILD)/bloomeryd /usr/bin/python3 -m pytest -q tests/server
+		$(PY) tests/module
+
+suite-cli: all
 	BLOOMERY_CLI=$(CURDIR)/$(BUILD)/bloomery BLOOMERYD=$(CURDIR)/$(BUILD)/bloomeryd \
-		/usr/bin/python3 -m pytest -q tests/cli
+		$(PY) tests/cli
+
+suite-cli-asan: build-asan
 	BLOOMERY_QUICK=1 BLOOMERY_CLI=$(CURDIR)/$(ASAN_BUILD)/bloomery BLOOMERYD=$(CURDIR)/$(ASAN_BUILD)/bloomeryd \
-		/usr/bin/python3 -m pytest -q tests/cli
+		$(PY) tests/cli
 
 test-module: all
 	BLOOMERY_MODULE=$(CURDIR)/$(BUILD)/bloomery.so BLOOMERYD=$(CURDIR)/$(BUILD)/bloomeryd \
-		/usr/bin/python3 -m pytest -q tests/module
+		$(PY) tests/module
 
 # Through node-redis and @redis/bloom (scripts/install-deps installs them).
 test-node: all

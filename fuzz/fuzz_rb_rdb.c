@@ -8,7 +8,12 @@
  * Input: byte 0 picks the family (bit 7) and the encoding version (bits
  * 0-2, so unknown versions too); then the fields in order, an unsigned as
  * one byte below 0xf0 or 0xf0 and 8 bytes, a double as 8 bytes, a string
- * as a 2-byte length and its bytes. */
+ * as a 2-byte length and its bytes.
+ *
+ * With bit 6 set instead: RedisBloom's CF.SCANDUMP format. 38 bytes of
+ * header, then chunks, each an 8-byte iterator, a 2-byte length and its
+ * bytes, loaded into the filter the header made (refused or written inside
+ * one sub-filter, never past it: ASan watches). */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -153,10 +158,34 @@ static bool read_write(bool cuckoo, int encver, const uint8_t *data, size_t size
     return true;
 }
 
+static void cuckoo_dump(const uint8_t *data, size_t size)
+{
+    in s = {data, data + size};
+    const uint8_t *h;
+    cf_t *c = NULL;
+    const char *why = NULL;
+    if (!take(&s, RB_CF_DUMP_HEADER_LEN, &h))
+        return;
+    if (rb_cuckoo_dump_header(h, RB_CF_DUMP_HEADER_LEN, 1 << 24, 32, &c, &why) != BLOOMERY_OK) {
+        if (why == NULL || c != NULL)
+            abort();
+        return;
+    }
+    const uint8_t *it, *n, *chunk;
+    while (take(&s, 8, &it) && take(&s, 2, &n) &&
+           take(&s, (size_t)n[0] | (size_t)n[1] << 8, &chunk))
+        rb_cuckoo_dump_chunk(c, (long long)le64(it), chunk, (size_t)n[0] | (size_t)n[1] << 8);
+    cf_free(c);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (size < 1)
         return 0;
+    if (data[0] & 0x40) {
+        cuckoo_dump(data + 1, size - 1);
+        return 0;
+    }
     bool cuckoo = data[0] & 0x80;
     int encver = data[0] & 7;
     out first = {0}, second = {0};

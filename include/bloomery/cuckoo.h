@@ -250,6 +250,10 @@ BLOOMERY_API uint64_t cf_filter_nbuckets(const cf_t *c, uint32_t i);
 BLOOMERY_API uint64_t cf_filter_bytes(const cf_t *c, uint32_t i);
 BLOOMERY_API const uint8_t *cf_filter_data(const cf_t *c, uint32_t i);
 BLOOMERY_API uint8_t *cf_filter_data_mut(cf_t *c, uint32_t i);
+/* Bytes [off, off + len) of sub-filter i's table replaced by p, through
+ * the write barrier: a dump chunk loaded into a filter others may be
+ * snapshotting. BLOOMERY_EINVAL when the range is not inside the table. */
+BLOOMERY_API int cf_filter_write(cf_t *c, uint32_t i, uint64_t off, const void *p, size_t len);
 
 #ifdef __cplusplus
 }

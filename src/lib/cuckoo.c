@@ -646,3 +646,15 @@ uint8_t *cf_filter_data_mut(cf_t *c, uint32_t i)
 {
     return i < c->nfilters ? c->filters[i].data : NULL;
 }
+
+int cf_filter_write(cf_t *c, uint32_t i, uint64_t off, const void *p, size_t len)
+{
+    if (i >= c->nfilters || off > c->filters[i].bytes || len > c->filters[i].bytes - off)
+        return BLOOMERY_EINVAL;
+    if (len == 0)
+        return BLOOMERY_OK;
+    if (c->write_hook)
+        c->write_hook(c->write_hook_ctx, i, off, len);
+    memcpy(c->filters[i].data + off, p, len);
+    return BLOOMERY_OK;
+}

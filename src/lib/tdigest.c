@@ -476,11 +476,15 @@ int tdigest_merge(tdigest_t *dst, const tdigest_t *const *srcs, size_t n)
         if (srcs[i])
             rc = view_of(srcs[i], &views[i]);
     if (rc == BLOOMERY_OK) {
-        /* RedisBloom merges into a compressed destination. */
-        compress(dst);
-        for (size_t i = 0; i < n && rc == BLOOMERY_OK; i++)
+        /* RedisBloom merges each source into a compressed destination:
+         * the sources before the last one end up merged. */
+        for (size_t i = 0; i < n && rc == BLOOMERY_OK; i++) {
+            if (srcs[i] == NULL)
+                continue;
+            compress(dst);
             for (uint64_t j = 0; j < views[i].n && rc == BLOOMERY_OK; j++)
                 rc = push(dst, views[i].nodes[j].mean, views[i].nodes[j].weight);
+        }
     }
     for (size_t i = 0; i < n; i++)
         view_free(&views[i]);

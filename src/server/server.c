@@ -245,6 +245,10 @@ static void on_cron(uv_timer_t *t)
     persist_cron();
     int64_t now = mono_us() / 1000;
     uint64_t cmds = total_commands();
+    if (atomic_exchange(&srv.ops_reset, false)) {
+        memset(ops_samples, 0, sizeof(ops_samples));
+        ops_last_ms = 0; /* the counts restarted: no sample across that */
+    }
     if (ops_last_ms && now > ops_last_ms) {
         ops_samples[ops_idx++ % OPS_SAMPLES] =
             (cmds - ops_last_count) * 1000 / (uint64_t)(now - ops_last_ms);

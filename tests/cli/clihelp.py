@@ -12,8 +12,12 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+from freeport import bind_failed, free_port, listening  # noqa: E402,F401
 
 ROOT = os.path.join(os.path.dirname(__file__), "..", "..")
 CLI = os.environ.get("BLOOMERY_CLI") or os.path.join(ROOT, "build", "bloomery")
@@ -28,30 +32,32 @@ def run(args, stdin=None, input=None, timeout=120):
     return p.returncode, p.stdout, p.stderr.decode(errors="replace")
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 class Server:
     def __init__(self):
         self.dir = tempfile.mkdtemp(prefix="bloomery-cli-test-")
-        self.port = free_port()
         self.log = open(os.path.join(self.dir, "log"), "w+")
-        self.proc = subprocess.Popen(
-            [BLOOMERYD, "--port", str(self.port), "--dir", os.path.join(self.dir, "data"),
-             "--threads", "2"], stdout=self.log, stderr=subprocess.STDOUT)
-        deadline = time.time() + 20
-        while True:
-            try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=1):
-                    break
-            except OSError:
+        # A port another program took before the bind: again on another.
+        for attempt in range(5):
+            self.port = free_port()
+            self.log.seek(0)
+            self.log.truncate()
+            self.proc = subprocess.Popen(
+                [BLOOMERYD, "--port", str(self.port), "--dir", os.path.join(self.dir, "data"),
+                 "--threads", "2"], stdout=self.log, stderr=subprocess.STDOUT)
+            deadline = time.time() + 20
+            while not listening(self.proc.pid, self.port):
                 if self.proc.poll() is not None or time.time() > deadline:
-                    self.log.seek(0)
-                    raise RuntimeError("bloomeryd did not start:\n" + self.log.read())
-                time.sleep(0.05)
+                    break
+                time.sleep(0.02)
+            else:
+                return
+            self.log.seek(0)
+            out = self.log.read()
+            if attempt == 4 or self.proc.poll() is None or not bind_failed(out):
+                if self.proc.poll() is None:
+                    self.proc.kill()
+                    self.proc.wait()
+                raise RuntimeError("bloomeryd did not start:\n" + out)
 
     def command(self, *args):
         """One command over a raw socket; returns the raw reply bytes."""

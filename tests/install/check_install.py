@@ -3,7 +3,11 @@
 the man pages render without warnings, the library is usable through its
 pkg-config file, the installed server starts on the installed
 configuration, and the systemd unit runs bloomeryd as its own user, with
-its data under /var/lib, hardened.
+its data under /var/lib, hardened, and systemd accepts it. Twice: at the
+prefix the build was configured with, and at /usr as `make install
+PREFIX=/usr` does (`cmake --install --prefix /usr`), where the unit, the
+configuration in /etc, the man pages and the pkg-config file must all name
+the paths of that install, not of the configure step.
 
 Usage: check_install.py BUILD_DIR
 """
@@ -15,6 +19,9 @@ import subprocess
 import sys
 import tempfile
 import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+from freeport import free_port  # noqa: E402
 
 failures = []
 
@@ -34,12 +41,6 @@ def cache_value(build, name):
     raise KeyError(name)
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def sanitizer_flags(build):
     """A sanitizer build's library needs its runtime in the program too."""
     try:
@@ -56,22 +57,27 @@ def sanitizer_flags(build):
 
 def main(build):
     build = os.path.abspath(build)
-    prefix = cache_value(build, "CMAKE_INSTALL_PREFIX")
-    root = tempfile.mkdtemp(prefix="bloomery-install-")
-    try:
-        run(build, prefix, root)
-    finally:
-        shutil.rmtree(root, ignore_errors=True)
+    configured = cache_value(build, "CMAKE_INSTALL_PREFIX")
+    for prefix in dict.fromkeys([configured, "/usr"]):
+        print("-- installed with the prefix %s%s" % (
+            prefix, "" if prefix == configured else " (cmake --install --prefix)"))
+        root = tempfile.mkdtemp(prefix="bloomery-install-")
+        try:
+            run(build, prefix, root, prefix != configured)
+        finally:
+            shutil.rmtree(root, ignore_errors=True)
     print("%d passed, %d failed" % (0 if failures else 1, 1 if failures else 0))
     return 1 if failures else 0
 
 
-def run(build, prefix, root):
-    subprocess.run(["cmake", "--install", build], check=True, stdout=subprocess.DEVNULL,
-                   env={**os.environ, "DESTDIR": root})
+def run(build, prefix, root, override):
+    subprocess.run(["cmake", "--install", build] + (["--prefix", prefix] if override else []),
+                   check=True, stdout=subprocess.DEVNULL, env={**os.environ, "DESTDIR": root})
     p = root + prefix
     # GNUInstallDirs: the configuration goes to /etc for the prefix /usr.
     etc = root + "/etc" if prefix == "/usr" else p + "/etc"
+    if prefix == "/usr":
+        check(not os.path.exists(p + "/etc"), "nothing installed in /usr/etc")
     libdir = cache_value(build, "CMAKE_INSTALL_LIBDIR")
     expect = {
         "bin/bloomeryd": True, "bin/bloomery": True,
@@ -96,12 +102,21 @@ def run(build, prefix, root):
                            capture_output=True, text=True)
         check(r.returncode == 0 and r.stderr == "", "%s renders without warnings %s" %
               (page, r.stderr.strip()))
+    for page in ("man1/bloomeryd.1", "man5/bloomery.conf.5"):
+        with open(os.path.join(p, "share/man", page)) as f:
+            check(re.search(r"^\.I %s$" % re.escape(conf[len(root):]), f.read(), re.M),
+                  "%s names the installed configuration %s" % (page, conf[len(root):]))
 
     # The library through its pkg-config file, from the staged tree.
     env = {**os.environ, "PKG_CONFIG_PATH": os.path.join(p, libdir, "pkgconfig")}
     flags = subprocess.run(["pkg-config", "--cflags", "--libs", "bloomery"], env=env,
                            capture_output=True, text=True)
     check(flags.returncode == 0, "pkg-config finds bloomery " + flags.stderr.strip())
+    for var, want in (("prefix", p), ("libdir", os.path.join(p, libdir))):
+        got = subprocess.run(["pkg-config", "--variable=" + var, "bloomery"], env=env,
+                             capture_output=True, text=True).stdout.strip()
+        check(os.path.realpath(got) == os.path.realpath(want),
+              "pkg-config's %s is the installed one: %s" % (var, got[len(root):]))
     src = os.path.join(root, "t.c")
     with open(src, "w") as f:
         f.write('#include <bloomery/bloomery.h>\n#include <stdio.h>\n'
@@ -117,6 +132,15 @@ def run(build, prefix, root):
 
     # The installed config holds the service's data directory and starts
     # the installed server (on a scratch directory and port here).
+    if not os.path.exists(conf):
+        print("(the installed server is not started without its configuration)")
+    else:
+        start(p, conf, root)
+
+    check_unit(p, prefix, conf, root)
+
+
+def start(p, conf, root):
     with open(conf) as f:
         text = f.read()
     check(re.search(r"^dir /var/lib/bloomery$", text, re.M) is not None,
@@ -144,7 +168,8 @@ def run(build, prefix, root):
     out = srv.communicate(timeout=60)[0].decode(errors="replace")
     check(srv.returncode == 0, "and stops cleanly" + ("" if srv.returncode == 0 else ":\n" + out))
 
-    # The unit.
+
+def check_unit(p, prefix, conf, root):
     unit = os.path.join(p, "lib/systemd/system/bloomeryd.service")
     with open(unit) as f:
         u = f.read()
@@ -155,8 +180,8 @@ def run(build, prefix, root):
     check(keys.get("User") == "bloomery" and keys.get("Group") == "bloomery",
           "runs as the bloomery user")
     check(keys.get("StateDirectory") == "bloomery", "its data directory is /var/lib/bloomery")
-    check(keys.get("StateDirectoryMode") == "0700",
-          "made 0700: bloomeryd refuses a data directory others may write")
+    check(keys.get("StateDirectoryMode") == "0700" and keys.get("UMask") == "0077",
+          "the data directory and its files are the service user's alone")
     with open(os.path.join(p, "lib/sysusers.d/bloomery.conf")) as f:
         check(re.search(r"^u bloomery ", f.read(), re.M) is not None,
               "sysusers.d creates the bloomery user")
@@ -173,6 +198,16 @@ def run(build, prefix, root):
               "systemd-analyze security: exposure %s <= 4.0" % (m.group(1) if m else "?"))
         check("Unknown" not in r.stderr and "Failed to parse" not in r.stderr,
               "systemd parses the unit " + r.stderr.strip())
+        # Under the staged root as if it were /: ExecStart's program must
+        # exist there, and the unit must load with the units it names (the
+        # system's own, copied in: the root holds only ours).
+        system_units = "/usr/lib/systemd/system"
+        shutil.copytree(system_units, os.path.join(root, "etc/systemd/system"), symlinks=True,
+                        ignore=shutil.ignore_patterns("bloomeryd.service"), dirs_exist_ok=True)
+        r = subprocess.run([sa, "verify", "--root=" + root, "--man=no",
+                            unit[len(root):]], capture_output=True, text=True)
+        check(r.returncode == 0 and r.stderr.strip() == "",
+              "systemd-analyze verify accepts the unit: " + (r.stdout + r.stderr).strip())
 
 
 if __name__ == "__main__":

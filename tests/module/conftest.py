@@ -12,11 +12,15 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 
 import pytest
 import redis
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+from freeport import bind_failed, free_port, listening  # noqa: E402,F401
 
 ROOT = os.path.join(os.path.dirname(__file__), "..", "..")
 MODULE = os.path.abspath(os.environ.get("BLOOMERY_MODULE") or
@@ -26,34 +30,37 @@ REDIS_SERVER = os.environ.get("REDIS_SERVER", "/usr/bin/redis-server")
 REDIS_PRELOAD = os.environ.get("REDIS_PRELOAD")
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 class Process:
     """A server on a free loopback port, ready when it accepts connections."""
 
     def __init__(self, cmd_for_port, workdir, env=None):
         self.dir = workdir
-        self.port = free_port()
-        self.log = open(os.path.join(workdir, "log-%d" % self.port), "w+")
-        self.proc = subprocess.Popen(cmd_for_port(self.port), stdout=self.log,
-                                     stderr=subprocess.STDOUT, cwd=workdir,
-                                     env=None if env is None else {**os.environ, **env})
-        deadline = time.time() + 20
-        while True:
-            try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=1) as s:
-                    s.sendall(b"*1\r\n$4\r\nPING\r\n")
-                    if s.recv(64).startswith(b"+PONG"):
-                        break
-            except OSError:
-                pass
-            if self.proc.poll() is not None or time.time() > deadline:
+        # A port another program took before the bind: again on another.
+        for attempt in range(5):
+            self.port = free_port()
+            self.log = open(os.path.join(workdir, "log-%d" % self.port), "w+")
+            self.proc = subprocess.Popen(cmd_for_port(self.port), stdout=self.log,
+                                         stderr=subprocess.STDOUT, cwd=workdir,
+                                         env=None if env is None else {**os.environ, **env})
+            deadline = time.time() + 20
+            while True:
+                if listening(self.proc.pid, self.port):
+                    try:
+                        with socket.create_connection(("127.0.0.1", self.port),
+                                                      timeout=1) as s:
+                            s.sendall(b"*1\r\n$4\r\nPING\r\n")
+                            if s.recv(64).startswith(b"+PONG"):
+                                return
+                    except OSError:
+                        pass
+                if self.proc.poll() is not None or time.time() > deadline:
+                    break
+                time.sleep(0.05)
+            if attempt == 4 or self.proc.poll() is None or not bind_failed(self.output()):
+                if self.proc.poll() is None:
+                    self.proc.kill()
+                    self.proc.wait()
                 raise RuntimeError("server did not start:\n" + self.output())
-            time.sleep(0.05)
 
     def output(self):
         self.log.flush()

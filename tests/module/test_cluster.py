@@ -13,7 +13,6 @@ every node then, and the nodes' timeout (docs/MODULE.md, "Redis Cluster").
 import os
 import random
 import signal
-import socket
 import subprocess
 import threading
 import time
@@ -23,6 +22,7 @@ from redis.cluster import RedisCluster
 from redis.crc import key_slot
 
 import conftest
+import freeport
 from conftest import redis_with_module
 
 BIG_MB = int(os.environ.get("BLOOMERY_CLUSTER_BIG_MB", "64"))
@@ -34,17 +34,11 @@ FILTERS = 1000
 
 
 def cluster_port():
-    """A free port whose cluster bus port (port + 10000) is free too."""
+    """A free port whose cluster bus port (port + 10000) is free too, both
+    held from the other suites (freeport)."""
     while True:
-        port = random.randint(20000, 30000)
-        ok = True
-        for p in (port, port + 10000):
-            with socket.socket() as s:
-                try:
-                    s.bind(("127.0.0.1", p))
-                except OSError:
-                    ok = False
-        if ok:
+        port = random.randrange(freeport.LOWEST, freeport.ephemeral_low() - 10000)
+        if freeport.reserve(port) and freeport.reserve(port + 10000):
             return port
 
 

@@ -310,6 +310,7 @@ COMMANDS = {
     "cf.exists": ({"readonly", "fast"}, 1), "cf.mexists": ({"readonly", "fast"}, 1),
     "cf.del": ({"write", "fast"}, 1), "cf.count": ({"readonly", "fast"}, 1),
     "cf.info": ({"readonly", "fast"}, 1), "cf.scandump": ({"readonly"}, 1),
+    "cf.debug": ({"readonly", "fast"}, 1),
     "cf.loadchunk": ({"write", "denyoom"}, 1),
     "cms.initbydim": ({"write", "denyoom"}, 1), "cms.initbyprob": ({"write", "denyoom"}, 1),
     "cms.incrby": ({"write", "denyoom"}, 1), "cms.query": ({"readonly"}, 1),

@@ -9,7 +9,7 @@ import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
-import { createServer, connect } from 'node:net';
+import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -36,35 +36,41 @@ function freePort() {
   });
 }
 
-// Resolves once the port accepts a connection, rejects if the server exits.
-function accepting(p, proc) {
+// Resolves once the server says it listens (its own log: a connection
+// could reach another program on the port), rejects with its output if it
+// exits first.
+function ready(proc) {
   return new Promise((resolve, reject) => {
-    let done = false;
-    proc.once('exit', (code) => {
-      if (!done) reject(new Error(`bloomeryd exited with ${code}`));
-    });
-    const attempt = () => {
-      const sock = connect(p, '127.0.0.1');
-      sock.once('connect', () => {
-        done = true;
-        sock.destroy();
+    let out = '';
+    const seen = (chunk) => {
+      out += chunk;
+      if (out.includes('Ready to accept connections')) {
+        proc.stdout.off('data', seen);
+        proc.stdout.resume();
         resolve();
-      });
-      sock.once('error', () => {
-        sock.destroy();
-        if (!done) setTimeout(attempt, 20);
-      });
+      }
     };
-    attempt();
+    proc.stdout.on('data', seen);
+    proc.once('exit', (code) => reject(Object.assign(
+      new Error(`bloomeryd exited with ${code}:\n${out}`), { output: out })));
   });
 }
 
 before(async () => {
   dir = mkdtempSync(path.join(tmpdir(), 'bloomery-node-'));
-  port = await freePort();
-  server = spawn(BLOOMERYD, ['--port', String(port), '--dir', path.join(dir, 'data'),
-                             '--save', ''], { stdio: ['ignore', 'ignore', 'inherit'] });
-  await accepting(port, server);
+  // A port another program took before the bind: again on another.
+  for (let attempt = 0; ; attempt++) {
+    port = await freePort();
+    server = spawn(BLOOMERYD, ['--port', String(port), '--dir', path.join(dir, 'data'),
+                               '--save', ''], { stdio: ['ignore', 'pipe', 'inherit'] });
+    try {
+      await ready(server);
+      break;
+    } catch (e) {
+      server = null;
+      if (attempt === 4 || !e.output.includes('Address already in use')) throw e;
+    }
+  }
   for (const resp of [2, 3]) {
     const c = createClient({ socket: { port, host: '127.0.0.1' }, RESP: resp,
                              modules: RedisBloomModules });

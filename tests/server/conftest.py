@@ -20,11 +20,15 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 
 import pytest
 import redis
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+from freeport import bind_failed, free_port, listening  # noqa: E402,F401
 
 BLOOMERYD = os.environ.get("BLOOMERYD") or os.path.join(
     os.path.dirname(__file__), "..", "..", "build", "bloomeryd")
@@ -91,6 +95,14 @@ def wait_for(cond, what="the condition", timeout=30, ignore=()):
         time.sleep(0.02)
 
 
+def wait_log_durable(c):
+    """Until every log record appended so far is fsynced (appendfsync
+    everysec syncs about once a second)."""
+    appended = int(c.info("persistence")["bloomery_wal_appended_lsn"])
+    wait_for(lambda: int(c.info("persistence")["bloomery_wal_durable_lsn"]) >= appended,
+             "the log fsynced up to LSN %d" % appended)
+
+
 def scandump(c, family, key):
     """Every (iterator, data) chunk of family.SCANDUMP of key."""
     chunks, it = [], 0
@@ -99,12 +111,6 @@ def scandump(c, family, key):
         if it == 0:
             return chunks
         chunks.append((it, data))
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class Server:
@@ -118,33 +124,40 @@ class Server:
         self.dir = tempfile.mkdtemp(prefix="bloomeryd-test-")
         self.datadir = datadir or os.path.join(self.dir, "data")
         self.killed = False
-        self.port = port or free_port()
         self.conf_path = conf_path
-        if MODULE:
-            cmd = self.module_command(config, args)
-        else:
-            cmd = [BLOOMERYD]
-            if config is not None:
-                self.conf_path = os.path.join(self.dir, "test.conf")
-                with open(self.conf_path, "w") as f:
-                    f.write(config)
-            if self.conf_path:
-                cmd.append(self.conf_path)
-            cmd += ["--port", str(self.port), "--dir", self.datadir,
-                    "--threads", str(threads)]
-            cmd += [str(a) for a in args]
+        if config is not None and not MODULE:
+            self.conf_path = os.path.join(self.dir, "test.conf")
+            with open(self.conf_path, "w") as f:
+                f.write(config)
         self.log = open(os.path.join(self.dir, "log"), "w+")
-        self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT,
-                                     env=None if env is None else {**os.environ, **env})
-        deadline = time.time() + 20
-        while True:
-            try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=1):
-                    break
-            except OSError:
+        # A port another program took between free_port() and the bind:
+        # again on another one.
+        for attempt in range(5):
+            self.port = port or free_port()
+            if MODULE:
+                cmd = self.module_command(config, args)
+            else:
+                cmd = [BLOOMERYD] + ([self.conf_path] if self.conf_path else [])
+                cmd += ["--port", str(self.port), "--dir", self.datadir,
+                        "--threads", str(threads)]
+                cmd += [str(a) for a in args]
+            self.log.seek(0)
+            self.log.truncate()
+            self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT,
+                                         env=None if env is None else {**os.environ, **env})
+            deadline = time.time() + 20
+            while not listening(self.proc.pid, self.port):
                 if self.proc.poll() is not None or time.time() > deadline:
-                    raise RuntimeError("bloomeryd did not start:\n" + self.output())
-                time.sleep(0.05)
+                    break
+                time.sleep(0.02)
+            else:
+                return
+            if port or attempt == 4 or self.proc.poll() is None or \
+                    not bind_failed(self.output()):
+                if self.proc.poll() is None:
+                    self.proc.kill()
+                    self.proc.wait()
+                raise RuntimeError("bloomeryd did not start:\n" + self.output())
 
     def module_command(self, config, args):
         """redis-server with the module, for BLOOMERY_MODULE."""

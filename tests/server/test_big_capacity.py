@@ -257,10 +257,11 @@ def test_too_big_is_refused_before_allocating(big):
     # Nothing was allocated (Redis's count also holds its own buffers).
     grown = c.info("memory")["used_memory"] - used
     assert grown == 0 if not MODULE else grown < 1 << 20
-    # Below 1 (or 2 x BUCKETSIZE) is still RedisBloom's range error.
+    # Below 1 (or 2 x BUCKETSIZE) is still RedisBloom's range error (BF.INSERT: its
+    # refusal of any argument out of range).
     assert err(s, "BF.RESERVE", "k", "0.01", 0) == \
         "ERR capacity must be in the range [1, 1073741824]"
-    assert err(s, "BF.INSERT", "k", "CAPACITY", 0, "ITEMS", "a") == "Bad capacity"
+    assert err(s, "BF.INSERT", "k", "CAPACITY", 0, "ITEMS", "a") == "Bad argument received"
     assert err(s, "CF.RESERVE", "k", 3) == \
         "Capacity must be in the range [2 * BUCKETSIZE, 1073741824]"
     assert err(s, "BF.RESERVE", "k", "0.01", 2 ** 63) == "ERR bad capacity"

@@ -160,9 +160,9 @@ def test_scaling_grows(r):
 
 @pytest.mark.parametrize("args,message", [
     (["CAPACITY", "x", "ITEMS", "a"], "Bad capacity"),
-    (["CAPACITY", "0", "ITEMS", "a"], "Bad capacity"),
+    (["CAPACITY", "0", "ITEMS", "a"], "Bad argument received"),
     (["ERROR", "x", "ITEMS", "a"], "Bad error rate"),
-    (["ERROR", "2", "ITEMS", "a"], "Bad error rate"),
+    (["ERROR", "2", "ITEMS", "a"], "Bad argument received"),
     (["EXPANSION", "x", "ITEMS", "a"], "Bad expansion"),
     (["FOO", "ITEMS", "a"], "Unknown argument received"),
     (["NOCREATE", "ITEMS", "a"], "ERR not found"),

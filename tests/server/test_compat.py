@@ -104,7 +104,7 @@ def test_insert_nocreate_spellings(c):
 def test_capacity_range_both_ends(c):
     assert c.cmd("BF.RESERVE", "one", "0.01", "1") == "OK"
     assert c.cmd("BF.INFO", "one", "CAPACITY") == [1]
-    assert text(c.cmd("BF.INSERT", "big", "CAPACITY", "0", "ITEMS", "a")) == "Bad capacity"
+    assert text(c.cmd("BF.INSERT", "big", "CAPACITY", "0", "ITEMS", "a")) == "Bad argument received"
     assert c.cmd("EXISTS", "big") == 0
 
 

@@ -1,12 +1,11 @@
 """CF.*: RedisBloom's replies and errors, no false negatives, measured FPR
 against the formula for 8, 12 and 16-bit fingerprints, deletes, dumps and
 durability."""
-import time
 
 import pytest
 import redis
 
-from conftest import QUICK, Server
+from conftest import QUICK, Server, wait_log_durable
 
 
 def info(c, key, *extra):
@@ -181,7 +180,7 @@ def test_restart(tmp_path, how):
     before = info(c, "cf", "ALL")
     probe = items + ["x%d" % i for i in range(3000)]
     answers = c.execute_command("CF.MEXISTS", "cf", *probe)
-    time.sleep(1.2)
+    wait_log_durable(c)
     s.kill()
     s2 = Server(datadir=datadir)
     c2 = s2.client()

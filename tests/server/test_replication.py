@@ -434,7 +434,7 @@ def test_replicaof_is_kept_in_the_config_and_a_restart_stays_a_replica(start_ser
 
 @pytest.mark.parametrize("args,why", [
     (["--replicaof", "127.0.0.1 nope"], "Invalid master port"),
-    (["--replicaof", "127.0.0.1"], "Invalid master port"),
+    (["--replicaof", "127.0.0.1"], "wrong number of arguments"),
     (["--replicaof", "127.0.0.1 6379", "--appendonly", "no"], "appendonly yes"),
 ])
 def test_a_replicaof_that_cant_be_followed_stops_the_start(tmp_path, args, why):
@@ -443,8 +443,10 @@ def test_a_replicaof_that_cant_be_followed_stops_the_start(tmp_path, args, why):
     from conftest import BLOOMERYD
     out = subprocess.run([BLOOMERYD, "--port", "0", "--dir", str(tmp_path / "d")] + args,
                          capture_output=True, text=True, timeout=30)
+    # A bad port is the settings' own rule (the same as CONFIG SET's); a
+    # replica without its log is refused where replication starts.
     assert out.returncode == 1
-    assert "can't start: replicaof" in out.stderr and why in out.stderr
+    assert why in out.stderr
 
 
 def test_a_restarted_replica_resumes_with_a_partial_resync(start_server):

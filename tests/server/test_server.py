@@ -93,7 +93,7 @@ def test_info_sections(r):
     raw = RawClient(r.connection_pool.connection_kwargs["port"])
     text = lambda *a: raw.cmd("INFO", *a).decode()
     mods = text("modules")
-    assert "module:name=bf,ver=20800,api=1,filters=1," in mods
+    assert "module:name=bf,ver=20423,api=1,filters=0," in mods
     stats = text("commandstats")
     assert "cmdstat_bf.add:calls=1," in stats
     everything = text("everything")

@@ -12,7 +12,7 @@ import time
 import pytest
 import redis
 
-from conftest import QUICK, Server
+from conftest import QUICK, Server, wait_log_durable
 
 ERR_SCALE = "WINDOW filters do not scale"
 
@@ -183,7 +183,7 @@ def test_rotation_across_restart(tmp_path, how):
     c.execute_command("BF.ADD", "win", "d")
     before = info(c, "win")
     offset = int(c.config_get("debug-clock-offset-ms")["debug-clock-offset-ms"])
-    time.sleep(1.2)                     # everysec: the log is on disk
+    wait_log_durable(c)
     s.kill()
     s2 = Server("--debug-clock-offset-ms", offset, datadir=datadir)
     c2 = s2.client()

@@ -25,6 +25,7 @@ server_config cfg;
 static pthread_mutex_t str_lock = PTHREAD_MUTEX_INITIALIZER;
 static char *s_bind, *s_dir, *s_requirepass, *s_logfile, *s_config_file, *s_pidfile, *s_save;
 static char *s_replicaof, *s_masterauth, *s_masteruser, *s_announce_ip, *s_http_bind;
+static char *s_http_allowed_hosts;
 
 /* T_WORDS: a string of several words, kept space-separated ("save 3600 1"). */
 typedef enum { T_INT, T_MEM, T_DOUBLE, T_STR, T_WORDS, T_ENUM, T_OBUF, T_FIXED } cfg_type;
@@ -77,6 +78,7 @@ static const cfg_entry table[] = {
     /* The HTTP listener (/metrics, the console): off unless a port is set. */
     {"http-port", T_INT, false, &cfg.http_port, 0, 65535, NULL, NULL, NULL, "0"},
     {"http-bind", T_STR, false, NULL, 0, 0, &s_http_bind, NULL, NULL, "127.0.0.1"},
+    {"http-allowed-hosts", T_WORDS, true, NULL, 0, 0, &s_http_allowed_hosts, NULL, NULL, ""},
     {"metrics-max-key-series", T_INT, true, &cfg.metrics_max_key_series, 0, 1000000, NULL, NULL,
      NULL, "1000"},
     {"console-sample-interval", T_INT, true, &cfg.console_sample_interval, 1, 3600, NULL, NULL,
@@ -650,9 +652,10 @@ void config_init(void)
 void config_free(void)
 {
     pthread_mutex_lock(&str_lock);
-    char **all[] = {&s_bind,        &s_dir,        &s_requirepass, &s_logfile,
-                    &s_config_file, &s_pidfile,    &s_save,        &s_replicaof,
-                    &s_masterauth,  &s_masteruser, &s_announce_ip, &s_http_bind};
+    char **all[] = {
+        &s_bind,        &s_dir,       &s_requirepass,       &s_logfile,    &s_config_file,
+        &s_pidfile,     &s_save,      &s_replicaof,         &s_masterauth, &s_masteruser,
+        &s_announce_ip, &s_http_bind, &s_http_allowed_hosts};
     for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++) {
         free(*all[i]);
         *all[i] = NULL;

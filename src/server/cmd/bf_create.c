@@ -180,7 +180,7 @@ static const opt_spec reserve_specs[R_N] = {
     [R_COUNTING] = {.name = "COUNTING", .kind = OPT_FLAG, .check = check_counting},
     [R_TTL] = BF_TTL_SPEC(0, BF_TTL_TEXT),
 };
-static const opt_table reserve_table = {OPT_SEARCH, 1, reserve_specs, R_N, NULL, NULL, false};
+static const opt_table reserve_table = {OPT_SEARCH, 1, reserve_specs, R_N, NULL, NULL, false, NULL};
 
 bool bfReserveCommand(cmd_ctx *c)
 {
@@ -234,19 +234,22 @@ enum { I_ITEMS, I_ERROR, I_EXPANSION, I_CAPACITY, I_NOCREATE, I_NONSCALING, I_LA
  * NOCREATE by N?C, NONSCALING by any other N; ours by L and T. */
 static const opt_spec insert_specs[I_N] = {
     [I_ITEMS] = {.name = "ITEMS", .kind = OPT_ITEMS, .letters = 1},
-    [I_ERROR] = {.name = "ERROR", .kind = OPT_RATE, .bad = "Bad error rate", .letters = 3},
+    [I_ERROR] =
+        {.name = "ERROR", .kind = OPT_RATE, .bad = "Bad error rate", .letters = 3, .late = true},
     [I_EXPANSION] = {.name = "EXPANSION",
                      .kind = OPT_INT,
-                     .lo = 0,
+                     .lo = 1,
                      .hi = SBF_MAX_EXPANSION,
                      .bad = "Bad expansion",
-                     .letters = 1},
+                     .letters = 1,
+                     .late = true},
     [I_CAPACITY] = {.name = "CAPACITY",
                     .kind = OPT_INT,
                     .lo = 1,
                     .hi = BF_MAX_CAPACITY,
                     .bad = "Bad capacity",
-                    .letters = 1},
+                    .letters = 1,
+                    .late = true},
     [I_NOCREATE] = {.name = "NOCREATE", .kind = OPT_FLAG, .letters = 5},
     [I_NONSCALING] = {.name = "NONSCALING", .kind = OPT_FLAG, .letters = 1},
     [I_LAYOUT] = {.name = "LAYOUT",
@@ -256,8 +259,16 @@ static const opt_spec insert_specs[I_N] = {
                   .letters = 1},
     [I_TTL] = BF_TTL_SPEC(1, NULL),
 };
-static const opt_table insert_table = {
-    OPT_SEQUENCE, 2, insert_specs, I_N, "Unknown argument received", NULL, false};
+/* RedisBloom 2.4 parses every option before it checks their ranges, and
+ * answers any out of range (a capacity below 1, an error rate outside
+ * (0, 1), an expansion below 1) the same way, whether or not the key
+ * exists. */
+static const opt_table insert_table = {.mode = OPT_SEQUENCE,
+                                       .from = 2,
+                                       .specs = insert_specs,
+                                       .n = I_N,
+                                       .unknown = "Unknown argument received",
+                                       .late_range = "Bad argument received"};
 
 bool bfInsertCommand(cmd_ctx *c)
 {

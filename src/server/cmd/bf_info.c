@@ -173,20 +173,20 @@ bool bfDebugCommand(cmd_ctx *c)
     if (o->type == &counting_type) {
         reply_array(r, 2);
         snprintf(line, sizeof(line), "size:%llu", (unsigned long long)cntbf_count(o->v));
-        reply_simple(r, line);
+        reply_bulk_str(r, line);
         snprintf(line, sizeof(line),
                  "bytes:%llu blocks:%llu blocks_per_key:%u capacity:%llu ratio:%g",
                  (unsigned long long)cntbf_bytes(o->v), (unsigned long long)cntbf_nblocks(o->v),
                  cntbf_blocks_per_key(o->v), (unsigned long long)cntbf_capacity(o->v),
                  cntbf_error_rate(o->v));
-        reply_simple(r, line);
+        reply_bulk_str(r, line);
         ks_close(&ref);
         return true;
     }
     size_t n = sbf_nlinks(o->v);
     reply_array(r, (long long)n + 1);
     snprintf(line, sizeof(line), "size:%llu", (unsigned long long)sbf_count(o->v));
-    reply_simple(r, line);
+    reply_bulk_str(r, line);
     for (size_t i = 0; i < n; i++) {
         const cbf_t *cl = sbf_link_classic(o->v, i);
         const bf_t *bl = sbf_link_blocked(o->v, i);
@@ -226,7 +226,7 @@ bool bfDebugCommand(cmd_ctx *c)
                      (unsigned long long)bf_bytes(bl), (unsigned long long)bf_nblocks(bl),
                      bf_blocks_per_key(bl), (unsigned long long)bf_capacity(bl),
                      (unsigned long long)bf_count(bl), bf_error_rate(bl));
-        reply_simple(r, line);
+        reply_bulk_str(r, line);
     }
     ks_close(&ref);
     return true;

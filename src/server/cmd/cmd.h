@@ -104,6 +104,7 @@ bool infoCommand(cmd_ctx *c);
 bool commandCommand(cmd_ctx *c);
 bool clientCommand(cmd_ctx *c);
 bool configCommand(cmd_ctx *c);
+bool moduleCommand(cmd_ctx *c);
 bool memoryCommand(cmd_ctx *c);
 bool timeCommand(cmd_ctx *c);
 bool slowlogCommand(cmd_ctx *c);
@@ -171,6 +172,7 @@ bool cfMexistsCommand(cmd_ctx *c);
 bool cfDelCommand(cmd_ctx *c);
 bool cfCountCommand(cmd_ctx *c);
 bool cfInfoCommand(cmd_ctx *c);
+bool cfDebugCommand(cmd_ctx *c);
 bool cfScandumpCommand(cmd_ctx *c);
 bool cfLoadchunkCommand(cmd_ctx *c);
 /* t_window.c, from the server cron: rotate windows whose slice is due

@@ -203,8 +203,9 @@ static bool fail(cmd_ctx *c, const opt_spec *s, const char *text)
 
 /* The value of s at argv[i] into *v; false after replying. */
 static bool parse_value(cmd_ctx *c, const char *cmd, const opt_spec *s, int i, opt_val *all,
-                        opt_val *v, const void *ctx)
+                        opt_val *v, const void *ctx, bool late)
 {
+    v->late = false;
     if (s->kind == OPT_REFUSED)
         return fail(c, s, s->bad);
     if (i >= c->argc && s->kind != OPT_FLAG) {
@@ -237,6 +238,10 @@ static bool parse_value(cmd_ctx *c, const char *cmd, const opt_spec *s, int i, o
     if (conflict) {
         reply_error(&c->out, conflict);
         return false;
+    }
+    if (!in_range && late && s->late) {
+        v->late = true;
+        return true;
     }
     if (!in_range)
         return fail(c, s, s->range ? s->range : s->bad);
@@ -271,7 +276,7 @@ static bool scan_search(cmd_ctx *c, const char *cmd, const opt_table *t, opt_val
         if (v[k].at == 0)
             continue;
         int vi = s->pos > 0 ? s->pos : v[k].at + 1;
-        if (!parse_value(c, cmd, s, vi, v, &v[k], ctx))
+        if (!parse_value(c, cmd, s, vi, v, &v[k], ctx, false))
             return false;
     }
     const char *conflict = t->done ? t->done(v, ctx) : NULL;
@@ -312,6 +317,13 @@ static bool scan_sequence(cmd_ctx *c, const char *cmd, const opt_table *t, opt_v
         const opt_spec *s = &t->specs[k];
         v[k].at = i;
         if (s->kind == OPT_ITEMS) {
+            /* A repeated option's last value is the one checked. */
+            for (size_t j = 0; i + 1 < c->argc && j < t->n; j++) {
+                if (v[j].at && v[j].late) {
+                    reply_error(&c->out, t->late_range);
+                    return false;
+                }
+            }
             if (i + 1 < c->argc)
                 return true;
             if (s->missing)
@@ -319,7 +331,7 @@ static bool scan_sequence(cmd_ctx *c, const char *cmd, const opt_table *t, opt_v
             reply_wrong_arity(&c->out, cmd);
             return false;
         }
-        if (!parse_value(c, cmd, s, i + 1, v, &v[k], ctx))
+        if (!parse_value(c, cmd, s, i + 1, v, &v[k], ctx, t->late_range != NULL))
             return false;
         i += takes_value(s) ? 2 : 1;
     }

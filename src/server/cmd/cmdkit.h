@@ -127,6 +127,7 @@ typedef struct opt_val {
     int at;      /* the option's argument (its value follows); 0: absent */
     long long n; /* OPT_INT, OPT_CHOICE */
     double d;    /* OPT_RATE */
+    bool late;   /* out of range, answered late (opt_spec.late) */
 } opt_val;
 
 typedef struct opt_spec {
@@ -146,6 +147,8 @@ typedef struct opt_spec {
      * an unknown argument). */
     unsigned letters;
     bool once;
+    /* OPT_SEQUENCE: out of range is answered late (opt_table.late_range). */
+    bool late;
     /* Run once the value parsed, before its range is checked, with every
      * option's opt_val: a reply for a conflict, or NULL. */
     const char *(*check)(const opt_val *v, const void *ctx);
@@ -174,6 +177,10 @@ typedef struct opt_table {
      * its value (else ERR syntax error). */
     const char *(*done)(const opt_val *v, const void *ctx);
     bool strict;
+    /* OPT_SEQUENCE: a value of a late spec out of its range is answered
+     * with this once the options end at OPT_ITEMS, after every option
+     * parsed (RedisBloom 2.4's BF.INSERT), not where it is read. */
+    const char *late_range;
 } opt_table;
 
 /* Scan c's arguments by t into v (t->n entries, in the table's order);

@@ -7,8 +7,9 @@
  *
  * CMS.INCRBY refuses an increment that would take one of the item's
  * counters past 2^32 - 1 (or the total past 2^63 - 1) with an error in its
- * place in the reply array; that item changes nothing, the others apply, as
- * RedisBloom does since it stopped saturating counters.
+ * place in the reply array; that item changes nothing, the others apply.
+ * An estimate that reaches 2^32 - 1 is answered with the same error, as
+ * RedisBloom 2.4 answers its saturated counters.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -151,28 +152,28 @@ bool cmsIncrbyCommand(cmd_ctx *c)
     if (ok) {
         kv_obj *o = e->obj;
         pthread_mutex_lock(&o->lock);
-        size_t refused = cms_incrby_batch(o->v, (const void *const *)items, lens, incrs, n, res);
+        cms_incrby_batch(o->v, (const void *const *)items, lens, incrs, n, res);
         reply_array(&c->out, (long long)n);
-        size_t k = n;
-        if (refused == 0) {
-            reply_ints(&c->out, res, n);
-        } else {
-            k = 0;
-            for (size_t i = 0; i < n; i++) {
-                if (res[i] < 0) {
-                    reply_error(&c->out, "CMS: INCRBY overflow");
-                    continue;
-                }
+        size_t k = 0, full = 0;
+        for (size_t i = 0; i < n; i++) {
+            /* RedisBloom answers an estimate that reached 2^32 - 1 (its
+             * counters saturate there) with the overflow error too. */
+            if (res[i] < 0 || res[i] == UINT32_MAX) {
+                reply_error(&c->out, "CMS: INCRBY overflow");
+                full++;
+            } else {
                 reply_int(&c->out, res[i]);
-                /* The log keeps only what was applied. */
-                items[k] = items[i];
-                lens[k] = lens[i];
-                incrs[k++] = incrs[i];
             }
+            if (res[i] < 0)
+                continue;
+            /* The log keeps only what was applied. */
+            items[k] = items[i];
+            lens[k] = lens[i];
+            incrs[k++] = incrs[i];
         }
         wal_log_items(WAL_CMS_INCRBY, c->argv[1], c->argvlen[1], items, lens, incrs, k);
         pthread_mutex_unlock(&o->lock);
-        ok = refused == 0;
+        ok = full == 0;
     }
     ks_close(&ref);
     free(items);

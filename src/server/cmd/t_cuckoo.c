@@ -12,9 +12,11 @@
  * multi-item CF.INSERT at the limit fails as a whole, one below it may grow
  * past it while adding its items.
  *
- * Dumps (CF.SCANDUMP / CF.LOADCHUNK) are serial.h images, not RedisBloom's
- * bytes: iterator 1 carries the image header, iterator k >= 2 chunk k-2
- * followed by its 8-byte checksum, as for blocked Bloom filters.
+ * Dumps (CF.SCANDUMP) are serial.h images, not RedisBloom's bytes:
+ * iterator 1 carries the image header, iterator k >= 2 chunk k-2 followed
+ * by its 8-byte checksum, as for blocked Bloom filters. CF.LOADCHUNK takes
+ * those and RedisBloom's (its 38-byte header, then raw bytes at an offset:
+ * restore.c, rb_rdb.h).
  */
 #include <limits.h>
 #include <stdio.h>
@@ -161,8 +163,8 @@ static const opt_spec reserve_specs[C_N] = {
     [C_EXPANSION] = CF_OPT("EXPANSION", 0, CF_MAX_EXPANSION),
     [C_FINGERPRINT] = CF_OPT("FINGERPRINT", CF_MIN_FINGERPRINT_BITS, CF_MAX_FINGERPRINT_BITS),
 };
-static const opt_table reserve_table = {OPT_SEARCH,     3,   reserve_specs, C_N, NULL,
-                                        check_capacity, true};
+static const opt_table reserve_table = {OPT_SEARCH,     3,    reserve_specs, C_N, NULL,
+                                        check_capacity, true, NULL};
 
 bool cfReserveCommand(cmd_ctx *c)
 {
@@ -239,7 +241,7 @@ static const opt_spec insert_specs[N_N] = {
     [N_ITEMS] = {.name = "ITEMS", .kind = OPT_ITEMS},
 };
 static const opt_table insert_table = {
-    OPT_SEQUENCE, 2, insert_specs, N_N, "Unknown argument received", NULL, false};
+    OPT_SEQUENCE, 2, insert_specs, N_N, "Unknown argument received", NULL, false, NULL};
 
 static bool insert(cmd_ctx *c, bool nx)
 {
@@ -452,6 +454,38 @@ bool cfInfoCommand(cmd_ctx *c)
     return true;
 }
 
+/* ---- CF.DEBUG ---- */
+
+/* RedisBloom's one line: bucket size, sub-filter 0's buckets, items,
+ * deletes, sub-filters, kicks, expansion (a filter of wider fingerprints
+ * says so in CF.INFO ALL, not here). */
+bool cfDebugCommand(cmd_ctx *c)
+{
+    if (c->argc != 2) {
+        reply_wrong_arity(&c->out, "cf.debug");
+        return false;
+    }
+    ks_ref ref;
+    kv_entry *e;
+    if (!open_read(c, &ref, true, &e)) {
+        ks_close(&ref);
+        return false;
+    }
+    const cf_t *f = e->obj->v;
+    char line[256];
+    pthread_mutex_lock(&e->obj->lock);
+    snprintf(line, sizeof(line),
+             "bktsize:%u buckets:%llu items:%llu deletes:%llu filters:%u max_iterations:%u "
+             "expansion:%u",
+             cf_bucket_size(f), (unsigned long long)cf_nbuckets(f), (unsigned long long)cf_items(f),
+             (unsigned long long)cf_deletes(f), cf_nfilters(f), cf_max_iterations(f),
+             cf_expansion(f));
+    pthread_mutex_unlock(&e->obj->lock);
+    ks_close(&ref);
+    reply_bulk_str(&c->out, line);
+    return true;
+}
+
 /* ---- CF.SCANDUMP ---- */
 
 bool cfScandumpCommand(cmd_ctx *c)
@@ -509,8 +543,9 @@ bool cfLoadchunkCommand(cmd_ctx *c)
         reply_wrong_arity(&c->out, "cf.loadchunk");
         return false;
     }
+    /* RedisBloom refuses position 0 only: a negative one is a chunk. */
     long long iter;
-    if (!str_to_ll(c->argv[2], c->argvlen[2], &iter) || iter < 1) {
+    if (!str_to_ll(c->argv[2], c->argvlen[2], &iter) || iter == 0) {
         reply_error(&c->out, "Invalid position");
         return false;
     }
@@ -518,6 +553,11 @@ bool cfLoadchunkCommand(cmd_ctx *c)
     size_t len = c->argvlen[3];
     ks_ref ref;
     kv_entry *e = ks_open(&ref, c->argv[1], c->argvlen[1], true);
+    if (iter == 1 && e && (e->obj->type == &cuckoo_type || e->obj->type == &cf_loading_type)) {
+        ks_close(&ref);
+        reply_error(&c->out, "ERR item exists");
+        return false;
+    }
     value_status st = restore_cf_chunk(&ref, e, iter, data, len);
     switch (st) {
     case VS_OK:

@@ -6,11 +6,13 @@
  * call holds the object's mutex on top of the stripe's shared lock. Adds
  * are logged under it, so the log has a key's adds in the order they drew.
  *
- * Two deliberate differences: items are binary-safe in every reply
- * (RedisBloom answers them as C strings, cut at a NUL byte), and
- * TOPK.INCRBY checks every increment before adding any, answering a bad
- * one with a plain error (RedisBloom stops inside the array it announced,
- * which leaves the connection out of step).
+ * Items are answered as RedisBloom answers them, simple strings, but for
+ * one holding a NUL, CR or LF: a bulk string, so every item comes back
+ * whole (RedisBloom cuts it at a NUL). TOPK.INCRBY adds the pairs before a
+ * bad increment and answers that one with an error as the array's last
+ * element, as RedisBloom; its array announces every pair and then stops
+ * short, which leaves the connection out of step: ours counts what it
+ * sends.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -115,14 +117,31 @@ bool topkReserveCommand(cmd_ctx *c)
     return ok;
 }
 
+/* An item in a reply: a simple string, as RedisBloom answers items; one
+ * that a simple string cannot carry (a NUL, CR or LF in it, where
+ * RedisBloom cuts or breaks the reply) as a bulk string. */
+static void reply_item(reply *r, const void *item, size_t n)
+{
+    const char *p = item;
+    if (memchr(p, '\0', n) || memchr(p, '\r', n) || memchr(p, '\n', n)) {
+        reply_bulk(r, p, n);
+        return;
+    }
+    reply_raw(r, "+", 1);
+    reply_raw(r, p, n);
+    reply_raw(r, "\r\n", 2);
+}
+
 /* ---- TOPK.ADD, TOPK.INCRBY ---- */
 
 /* Adds items[i] by incrs[i] and answers each with the item it expelled or
- * nil; logs what was added. The key is open, its object locked. */
+ * nil; then, when tail is not NULL, the error tail as a last element (the
+ * pair where RedisBloom stopped). Logs what was added. The key is open, its
+ * object locked. */
 static bool add_items(cmd_ctx *c, kv_obj *o, const char **items, size_t *lens, uint64_t *incrs,
-                      size_t n)
+                      size_t n, const char *tail)
 {
-    reply_array(&c->out, (long long)n);
+    reply_array(&c->out, (long long)n + (tail != NULL));
     size_t k = 0;
     for (size_t i = 0; i < n; i++) {
         topk_item ex;
@@ -132,20 +151,25 @@ static bool add_items(cmd_ctx *c, kv_obj *o, const char **items, size_t *lens, u
             continue;
         }
         if (rc == 1)
-            reply_bulk(&c->out, ex.item, ex.len);
+            reply_item(&c->out, ex.item, ex.len);
         else
             reply_null(&c->out);
         items[k] = items[i];
         lens[k] = lens[i];
         incrs[k++] = incrs[i];
     }
+    if (tail)
+        reply_error(&c->out, tail);
     wal_log_items(WAL_TOPK_ADD, c->argv[1], c->argvlen[1], items, lens, incrs, k);
     topk_value_sync(o);
-    return k == n;
+    return k == n && tail == NULL;
 }
 
 /* TOPK.ADD (step 1: every argument an item, increment 1) or TOPK.INCRBY
- * (step 2: item, increment pairs). */
+ * (step 2: item, increment pairs). As RedisBloom, TOPK.INCRBY adds the
+ * pairs before the first bad increment and answers that one with an error
+ * in its place, the last of the array (RedisBloom announces every pair,
+ * then stops: we count only what is sent). */
 static bool add(cmd_ctx *c, int step)
 {
     ks_ref ref;
@@ -159,23 +183,25 @@ static bool add(cmd_ctx *c, int step)
     size_t *lens = malloc(n * sizeof(*lens));
     uint64_t *incrs = malloc(n * sizeof(*incrs));
     bool ok = items && lens && incrs;
+    const char *tail = NULL;
     if (!ok)
         reply_oom(c);
-    for (size_t i = 0; ok && i < n; i++) {
-        int at = 2 + step * (int)i;
-        items[i] = c->argv[at];
-        lens[i] = c->argvlen[at];
+    size_t good = 0;
+    for (; ok && good < n; good++) {
+        int at = 2 + step * (int)good;
+        items[good] = c->argv[at];
+        lens[good] = c->argvlen[at];
         long long v = 1;
         if (step == 2 && (!str_to_ll(c->argv[at + 1], c->argvlen[at + 1], &v) || v < 0 ||
                           v > TOPK_MAX_INCREMENT)) {
-            reply_error(&c->out, err_increment);
-            ok = false;
+            tail = err_increment;
+            break;
         }
-        incrs[i] = (uint64_t)v;
+        incrs[good] = (uint64_t)v;
     }
     if (ok) {
         pthread_mutex_lock(&e->obj->lock);
-        ok = add_items(c, e->obj, items, lens, incrs, n);
+        ok = add_items(c, e->obj, items, lens, incrs, good, tail);
         pthread_mutex_unlock(&e->obj->lock);
     }
     ks_close(&ref);
@@ -239,7 +265,7 @@ size_t topkAddBatch(cmd_ctx *c, const char *key, size_t klen, const char **items
                 ck_reply_nomem(c, BLOOMERY_ENOMEM, topk_kind.nomem);
                 failed++;
             } else if (rc == 1) {
-                reply_bulk(&c->out, ex.item, ex.len);
+                reply_item(&c->out, ex.item, ex.len);
             } else {
                 reply_null(&c->out);
             }
@@ -321,7 +347,7 @@ bool topkListCommand(cmd_ctx *c)
             size_t n = topk_list(e->obj->v, list);
             reply_array(&c->out, (long long)(with_count ? 2 * n : n));
             for (size_t i = 0; i < n; i++) {
-                reply_bulk(&c->out, list[i].item, list[i].len);
+                reply_item(&c->out, list[i].item, list[i].len);
                 if (with_count)
                     reply_int(&c->out, list[i].count);
             }

@@ -106,9 +106,9 @@ static const opt_spec window_specs[W_N] = {
                     .bad = "ERR WINDOW filters cannot be COUNTING"},
 };
 static const opt_table window_first = {OPT_SEARCH, 4,    window_specs, W_SLICES + 1,
-                                       NULL,       NULL, false};
+                                       NULL,       NULL, false,        NULL};
 static const opt_table window_options = {
-    OPT_SEQUENCE, 4, window_specs + W_WINDOW, W_N - W_WINDOW, NULL, NULL, false};
+    OPT_SEQUENCE, 4, window_specs + W_WINDOW, W_N - W_WINDOW, NULL, NULL, false, NULL};
 
 typedef struct win_params {
     uint64_t capacity;

@@ -40,6 +40,7 @@
     X("cf.count", cfCountCommand, -2, CMD_READONLY | CMD_FAST, 1, 1, 1, "cuckoo", NULL)            \
     X("cf.info", cfInfoCommand, -2, CMD_READONLY | CMD_FAST, 1, 1, 1, "cuckoo", NULL)              \
     X("cf.scandump", cfScandumpCommand, -2, CMD_READONLY, 1, 1, 1, "cuckoo", NULL)                 \
+    X("cf.debug", cfDebugCommand, -2, CMD_READONLY | CMD_FAST, 1, 1, 1, "cuckoo", NULL)            \
     X("cf.loadchunk", cfLoadchunkCommand, -2, CMD_WRITE | CMD_DENYOOM, 1, 1, 1, "cuckoo", NULL)    \
     X("cms.initbydim", cmsInitbydimCommand, -2, CMD_WRITE | CMD_DENYOOM, 1, 1, 1, "cms", NULL)     \
     X("cms.initbyprob", cmsInitbyprobCommand, -2, CMD_WRITE | CMD_DENYOOM, 1, 1, 1, "cms", NULL)   \

@@ -86,7 +86,8 @@ uint64_t wal_written_lsn(void);
 bool wal_append_raw(const uint8_t *rec, size_t len, uint64_t lsn);
 
 typedef struct wal_stats {
-    uint64_t written_lsn, durable_lsn, bytes, fsyncs, pending_bytes;
+    /* appended: the last record taken into the log's buffer */
+    uint64_t appended_lsn, written_lsn, durable_lsn, bytes, fsyncs, pending_bytes;
     int64_t last_fsync_ms;
     bool write_ok;
 } wal_stats;

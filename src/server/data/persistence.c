@@ -118,7 +118,8 @@ void persist_info(char *out, size_t outlen)
              "bloomery_snapshot_chunks_written:%" PRIu64 "\r\n"
              "bloomery_snapshot_chunks_reused:%" PRIu64 "\r\n"
              "bloomery_snapshot_chunks_inline:%" PRIu64 "\r\n"
-             "bloomery_wal_bytes_written:%" PRIu64 "\r\nbloomery_wal_written_lsn:%" PRIu64 "\r\n"
+             "bloomery_wal_bytes_written:%" PRIu64 "\r\nbloomery_wal_appended_lsn:%" PRIu64 "\r\n"
+             "bloomery_wal_written_lsn:%" PRIu64 "\r\n"
              "bloomery_wal_durable_lsn:%" PRIu64 "\r\nbloomery_wal_pending_bytes:%" PRIu64 "\r\n"
              "bloomery_wal_fsyncs:%" PRIu64 "\r\n",
              atomic_load(&persist_dirty), st.in_progress, (long long)st.last_save_s,
@@ -127,8 +128,8 @@ void persist_info(char *out, size_t outlen)
              wal_enabled() ? 1 : 0, st.in_progress, st.last_ok ? "ok" : "err",
              ws.write_ok ? "ok" : "err", policies[policy < 0 || policy > 2 ? 1 : policy], st.seq,
              st.start_lsn, st.keys, st.chunks, (long long)st.last_duration_ms, st.bytes_written,
-             st.chunks_written, st.chunks_reused, st.chunks_inline, ws.bytes, ws.written_lsn,
-             ws.durable_lsn, ws.pending_bytes, ws.fsyncs);
+             st.chunks_written, st.chunks_reused, st.chunks_inline, ws.bytes, ws.appended_lsn,
+             ws.written_lsn, ws.durable_lsn, ws.pending_bytes, ws.fsyncs);
     uint64_t torn;
     const char *torn_last;
     recovery_torn_tails(&torn, &torn_last);

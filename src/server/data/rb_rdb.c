@@ -187,6 +187,50 @@ bool rb_write_bloom(const rb_writer *w, const sbf_t *f)
 
 /* ---- cuckoo ---- */
 
+/* An empty cuckoo filter of 8-bit fingerprints with RedisBloom's fields,
+ * each checked, its sub-filters' tables held to max_bytes before any is
+ * allocated. */
+static int cuckoo_of(const uint64_t f[7], uint64_t max_bytes, unsigned max_filters, cf_t **out,
+                     const char **why)
+{
+    enum { NFILTERS, NBUCKETS, ITEMS, DELETES, BUCKET_SIZE, MAX_ITERATIONS, EXPANSION };
+    *out = NULL;
+    if (f[NFILTERS] == 0 || f[NFILTERS] > CF_MAX_MAX_FILTERS || f[BUCKET_SIZE] == 0 ||
+        f[BUCKET_SIZE] > CF_MAX_BUCKET_SIZE || f[MAX_ITERATIONS] == 0 ||
+        f[MAX_ITERATIONS] > CF_MAX_MAX_ITERATIONS || f[EXPANSION] > CF_MAX_EXPANSION) {
+        *why = "cuckoo parameters out of range";
+        return BLOOMERY_ECORRUPT;
+    }
+    if (max_filters < f[NFILTERS])
+        max_filters = (unsigned)f[NFILTERS];
+    cf_shape shape = {.nbuckets = f[NBUCKETS],
+                      .bucket_size = (unsigned)f[BUCKET_SIZE],
+                      .fingerprint_bits = 8,
+                      .max_iterations = (unsigned)f[MAX_ITERATIONS],
+                      .expansion = (unsigned)f[EXPANSION],
+                      .max_filters = max_filters,
+                      .nfilters = (uint32_t)f[NFILTERS],
+                      .items = f[ITEMS],
+                      .deletes = f[DELETES]};
+    uint64_t bytes = 0;
+    for (uint32_t i = 0; i < shape.nfilters; i++) {
+        uint64_t b = cf_shape_filter_bytes(&shape, i);
+        if (b == 0) {
+            *why = "invalid cuckoo shape";
+            return BLOOMERY_ECORRUPT;
+        }
+        if (b > max_bytes - bytes) {
+            *why = "the sub-filters exceed the memory limit";
+            return BLOOMERY_ETOOBIG;
+        }
+        bytes += b;
+    }
+    int rc = cf_create_shape(out, &shape);
+    if (rc != BLOOMERY_OK)
+        *why = rc == BLOOMERY_ENOMEM ? "out of memory" : "invalid cuckoo shape";
+    return rc;
+}
+
 int rb_read_cuckoo(const rb_reader *r, int encver, uint64_t max_bytes, unsigned max_filters,
                    cf_t **out, const char **why)
 {
@@ -198,44 +242,17 @@ int rb_read_cuckoo(const rb_reader *r, int encver, uint64_t max_bytes, unsigned 
     }
     int rc = BLOOMERY_OK;
     cf_t *c = NULL;
-    uint64_t nfilters, nbuckets, items, deletes = 0, bucket_size = CF_DEFAULT_BUCKET_SIZE,
-                                        max_iterations = CF_DEFAULT_MAX_ITERATIONS,
-                                        expansion = CF_DEFAULT_EXPANSION;
-    if (!r->get_unsigned(r->ctx, &nfilters) || !r->get_unsigned(r->ctx, &nbuckets) ||
-        !r->get_unsigned(r->ctx, &items))
-        FAIL(BLOOMERY_ETRUNC, "truncated cuckoo header");
-    if (encver >= 4 &&
-        (!r->get_unsigned(r->ctx, &deletes) || !r->get_unsigned(r->ctx, &bucket_size) ||
-         !r->get_unsigned(r->ctx, &max_iterations) || !r->get_unsigned(r->ctx, &expansion)))
-        FAIL(BLOOMERY_ETRUNC, "truncated cuckoo header");
-    if (nfilters == 0 || nfilters > CF_MAX_MAX_FILTERS || bucket_size == 0 ||
-        bucket_size > CF_MAX_BUCKET_SIZE || max_iterations == 0 ||
-        max_iterations > CF_MAX_MAX_ITERATIONS || expansion > CF_MAX_EXPANSION)
-        FAIL(BLOOMERY_ECORRUPT, "cuckoo parameters out of range");
-    if (max_filters < nfilters)
-        max_filters = (unsigned)nfilters;
-    cf_shape shape = {.nbuckets = nbuckets,
-                      .bucket_size = (unsigned)bucket_size,
-                      .fingerprint_bits = 8,
-                      .max_iterations = (unsigned)max_iterations,
-                      .expansion = (unsigned)expansion,
-                      .max_filters = max_filters,
-                      .nfilters = (uint32_t)nfilters,
-                      .items = items,
-                      .deletes = deletes};
-    uint64_t bytes = 0;
-    for (uint32_t i = 0; i < shape.nfilters; i++) {
-        uint64_t b = cf_shape_filter_bytes(&shape, i);
-        if (b == 0)
-            FAIL(BLOOMERY_ECORRUPT, "invalid cuckoo shape");
-        if (b > max_bytes - bytes)
-            FAIL(BLOOMERY_ETOOBIG, "the sub-filters exceed the memory limit");
-        bytes += b;
-    }
-    if ((rc = cf_create_shape(&c, &shape)) != BLOOMERY_OK)
-        FAIL(rc, rc == BLOOMERY_ENOMEM ? "out of memory" : "invalid cuckoo shape");
-    for (uint32_t i = 0; i < shape.nfilters; i++) {
-        uint64_t nb = nbuckets;
+    /* filters, buckets, items, deletes, bucket size, max iterations,
+     * expansion: cuckoo_of's order, RDB's too. */
+    uint64_t f[7] = {
+        0, 0, 0, 0, CF_DEFAULT_BUCKET_SIZE, CF_DEFAULT_MAX_ITERATIONS, CF_DEFAULT_EXPANSION};
+    for (int i = 0; i < (encver >= 4 ? 7 : 3); i++)
+        if (!r->get_unsigned(r->ctx, &f[i]))
+            FAIL(BLOOMERY_ETRUNC, "truncated cuckoo header");
+    if ((rc = cuckoo_of(f, max_bytes, max_filters, &c, why)) != BLOOMERY_OK)
+        goto done;
+    for (uint32_t i = 0; i < cf_nfilters(c); i++) {
+        uint64_t nb = f[1];
         if (encver >= 4 && !r->get_unsigned(r->ctx, &nb))
             FAIL(BLOOMERY_ETRUNC, "truncated sub-filter");
         const uint8_t *data;
@@ -253,6 +270,47 @@ int rb_read_cuckoo(const rb_reader *r, int encver, uint64_t max_bytes, unsigned 
 done:
     cf_free(c);
     return rc;
+}
+
+static uint64_t le_get(const uint8_t *p, int n)
+{
+    uint64_t v = 0;
+    for (int i = n - 1; i >= 0; i--)
+        v = v << 8 | p[i];
+    return v;
+}
+
+int rb_cuckoo_dump_header(const uint8_t *buf, size_t len, uint64_t max_bytes, unsigned max_filters,
+                          cf_t **out, const char **why)
+{
+    *out = NULL;
+    *why = NULL;
+    if (len != RB_CF_DUMP_HEADER_LEN) {
+        *why = "not a RedisBloom cuckoo header";
+        return BLOOMERY_EINVAL;
+    }
+    /* items, buckets, deletes, filters (u64), then bucket size, max
+     * iterations, expansion (u16), into cuckoo_of's order. */
+    uint64_t f[7] = {le_get(buf + 24, 8), le_get(buf + 8, 8),  le_get(buf, 8),
+                     le_get(buf + 16, 8), le_get(buf + 32, 2), le_get(buf + 34, 2),
+                     le_get(buf + 36, 2)};
+    return cuckoo_of(f, max_bytes, max_filters, out, why);
+}
+
+int rb_cuckoo_dump_chunk(cf_t *c, long long iter, const uint8_t *data, size_t len)
+{
+    /* iter - 1 is where the chunk ends in the sub-filters' tables laid end
+     * to end; a chunk lies inside one table. */
+    if (cf_fingerprint_bits(c) != 8 || len == 0 || iter < 1 || (uint64_t)iter - 1 < len)
+        return BLOOMERY_EINVAL;
+    uint64_t off = (uint64_t)iter - 1 - len;
+    for (uint32_t i = 0; i < cf_nfilters(c); i++) {
+        uint64_t b = cf_filter_bytes(c, i);
+        if (off < b)
+            return cf_filter_write(c, i, off, data, len);
+        off -= b;
+    }
+    return BLOOMERY_EINVAL;
 }
 
 bool rb_write_cuckoo(const rb_writer *w, const cf_t *c)

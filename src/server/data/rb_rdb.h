@@ -62,6 +62,19 @@ int rb_read_cuckoo(const rb_reader *r, int encver, uint64_t max_bytes, unsigned 
  * SCANDUMP header (restore.c). */
 int rb_chain_assemble(const cbf_rb_header *h, void **links, uint32_t n, sbf_t **out);
 
+/* RedisBloom's CF.SCANDUMP: a 38-byte header (packed, little-endian: items,
+ * buckets of sub-filter 0, deletes, sub-filters as u64; bucket size, max
+ * iterations, expansion as u16), then the sub-filters' tables laid end to
+ * end, one byte per slot, in chunks within one table, each with iterator
+ * 1 + the offset of its end. The header as an empty cuckoo filter of that
+ * shape (checked as rb_read_cuckoo checks, BLOOMERY_EINVAL for another
+ * length); a chunk into c (8-bit fingerprints) at its place, through the
+ * write barrier: BLOOMERY_EINVAL when empty or not inside one table. */
+#define RB_CF_DUMP_HEADER_LEN 38
+int rb_cuckoo_dump_header(const uint8_t *buf, size_t len, uint64_t max_bytes, unsigned max_filters,
+                          cf_t **out, const char **why);
+int rb_cuckoo_dump_chunk(cf_t *c, long long iter, const uint8_t *data, size_t len);
+
 /* Version 4 of a classic-layout chain / a cuckoo filter of 8-bit
  * fingerprints (what the readers build); false for any other value. */
 bool rb_write_bloom(const rb_writer *w, const sbf_t *f);

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "config.h"
 #include "dump.h"
 #include "rb_rdb.h"
 
@@ -137,12 +138,38 @@ value_status restore_bf_chunk(ks_ref *ref, kv_entry *e, long long iter, const ui
     return VS_WRONGTYPE;
 }
 
+/* RedisBloom's cuckoo header: the filter at once, every slot empty. */
+static value_status load_rb_cf_header(ks_ref *ref, const uint8_t *buf, size_t len)
+{
+    uint64_t lim = dump_load_limit();
+    unsigned max_filters =
+        (unsigned)atomic_load_explicit(&cfg.cf_max_expansions, memory_order_relaxed);
+    cf_t *f;
+    const char *why;
+    int rc = rb_cuckoo_dump_header(buf, len, lim ? lim : UINT64_MAX, max_filters, &f, &why);
+    if (rc != BLOOMERY_OK)
+        return rc == BLOOMERY_ENOMEM || rc == BLOOMERY_ETOOBIG ? VS_NOMEM : VS_BAD_HEADER;
+    kv_obj *o = kv_obj_new(&cuckoo_type, f);
+    if (o == NULL) {
+        cf_free(f);
+        return VS_NOMEM;
+    }
+    uint64_t bytes = cuckoo_type.adopt(o);
+    atomic_store(&o->value_bytes, bytes);
+    ks_mem_add((int64_t)bytes);
+    return add_header(ref, o);
+}
+
 value_status restore_cf_chunk(ks_ref *ref, kv_entry *e, long long iter, const uint8_t *data,
                               size_t len)
 {
     if (e == NULL) {
         if (iter != 1)
             return VS_NOT_FOUND;
+        /* RedisBloom's header has its own length; ours starts with the
+         * image's magic and is longer. */
+        if (len == RB_CF_DUMP_HEADER_LEN)
+            return load_rb_cf_header(ref, data, len);
         static const bloomery_type types[] = {BLOOMERY_TYPE_CUCKOO};
         int rc;
         kv_obj *o = dump_open(data, len, &cf_loading_type, types, 1, &rc);
@@ -153,8 +180,11 @@ value_status restore_cf_chunk(ks_ref *ref, kv_entry *e, long long iter, const ui
     kv_obj *o = e->obj;
     if (o->type == &cf_loading_type)
         return iter < 2 ? VS_BAD_CHUNK : load_image_chunk(o, (uint64_t)iter - 2, data, len, NULL);
-    /* A complete filter takes no more chunks. */
-    return o->type == &cuckoo_type ? VS_BAD_CHUNK : VS_WRONGTYPE;
+    if (o->type != &cuckoo_type)
+        return VS_WRONGTYPE;
+    /* A complete filter of 8-bit fingerprints takes RedisBloom's chunks,
+     * at any time, as RedisBloom does; ours are complete with their last. */
+    return rb_cuckoo_dump_chunk(o->v, iter, data, len) == BLOOMERY_OK ? VS_OK : VS_BAD_CHUNK;
 }
 
 const char *restore_replay(const wal_op *op)

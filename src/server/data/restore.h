@@ -21,7 +21,9 @@
  * while the key stays open. */
 value_status restore_bf_chunk(ks_ref *ref, kv_entry *e, long long iter, const uint8_t *data,
                               size_t len, const char **detail);
-/* A cuckoo filter's chunk (iter >= 1). */
+/* A cuckoo filter's chunk: ours (the image, iter >= 1) or RedisBloom's
+ * (its header as iter 1 on a missing key, then its chunks into a filter of
+ * 8-bit fingerprints, at any time, as RedisBloom takes them). */
 value_status restore_cf_chunk(ks_ref *ref, kv_entry *e, long long iter, const uint8_t *data,
                               size_t len);
 

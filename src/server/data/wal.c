@@ -625,6 +625,7 @@ uint64_t wal_durable_lsn(void) { return atomic_load(&W.durable_lsn); }
 
 void wal_get_stats(wal_stats *s)
 {
+    s->appended_lsn = atomic_load(&W.assigned_lsn);
     s->written_lsn = atomic_load(&W.written_lsn);
     s->durable_lsn = atomic_load(&W.durable_lsn);
     s->bytes = atomic_load(&W.bytes);

@@ -49,6 +49,7 @@ static command table[] = {
     {"info", infoCommand, -1, 0, 0, 0, 0, "server", 0, false, NULL},
     {"command", commandCommand, -1, 0, 0, 0, 0, "server", 0, false, NULL},
     {"config", configCommand, -2, A, 0, 0, 0, "server", 0, false, NULL},
+    {"module", moduleCommand, -2, A | NS, 0, 0, 0, "server", 0, false, NULL},
     {"memory", memoryCommand, -2, R, 2, 2, 1, "server", 0, false, NULL},
     {"time", timeCommand, 1, F, 0, 0, 0, "server", 0, false, NULL},
     {"slowlog", slowlogCommand, -2, A | LS, 0, 0, 0, "server", 0, false, NULL},

@@ -41,6 +41,10 @@
 
 #define REDIS_COMPAT_VERSION "7.4.0"
 #define BLOOMERYD_VERSION "0.1.0"
+/* The module clients look for in HELLO, MODULE LIST and INFO modules:
+ * RedisBloom's name and the version whose replies ours follow (2.4.23). */
+#define RB_MODULE_NAME "bf"
+#define RB_MODULE_VERSION 20423
 
 struct worker;
 struct command;
@@ -185,6 +189,7 @@ typedef struct server_state {
     _Atomic uint64_t next_client_id;
     _Atomic uint64_t connected, total_connections, rejected_connections;
     _Atomic uint64_t ops_sec; /* instantaneous_ops_per_sec */
+    _Atomic bool ops_reset;   /* CONFIG RESETSTAT: the cron restarts its samples */
     int listen_port;          /* the bound port */
 } server_state;
 

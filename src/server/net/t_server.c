@@ -222,6 +222,21 @@ static void set_client_name(client *c, const char *s, size_t n)
     pthread_mutex_unlock(&clients_lock);
 }
 
+/* The modules as HELLO and MODULE LIST show them: RedisBloom's, built in. */
+static void reply_modules(reply *r)
+{
+    reply_array(r, 1);
+    reply_map(r, 4);
+    reply_bulk_str(r, "name");
+    reply_bulk_str(r, RB_MODULE_NAME);
+    reply_bulk_str(r, "ver");
+    reply_int(r, RB_MODULE_VERSION);
+    reply_bulk_str(r, "path");
+    reply_bulk_str(r, "builtin");
+    reply_bulk_str(r, "args");
+    reply_array(r, 0);
+}
+
 bool helloCommand(cmd_ctx *c)
 {
     long long ver = 0;
@@ -290,16 +305,56 @@ bool helloCommand(cmd_ctx *c)
     reply_bulk_str(r, "role");
     reply_bulk_str(r, "master");
     reply_bulk_str(r, "modules");
-    reply_array(r, 1);
-    reply_map(r, 4);
-    reply_bulk_str(r, "name");
-    reply_bulk_str(r, "bf");
-    reply_bulk_str(r, "ver");
-    reply_int(r, 20800);
-    reply_bulk_str(r, "path");
-    reply_bulk_str(r, "builtin");
-    reply_bulk_str(r, "args");
-    reply_array(r, 0);
+    reply_modules(r);
+    return true;
+}
+
+/* ---- MODULE ---- */
+
+bool moduleCommand(cmd_ctx *c)
+{
+    reply *r = &c->out;
+    static const struct {
+        const char *name;
+        int arity; /* Redis's, of the subcommand: negative is a minimum */
+    } subs[] = {{"list", 2}, {"help", 2}, {"load", -3}, {"loadex", -3}, {"unload", 3}};
+    size_t k = 0;
+    while (k < sizeof(subs) / sizeof(subs[0]) && !arg_eq(c, 1, subs[k].name))
+        k++;
+    if (k == sizeof(subs) / sizeof(subs[0])) {
+        reply_errorf(r, "ERR unknown subcommand '%.*s'. Try MODULE HELP.",
+                     (int)(c->argvlen[1] < 128 ? c->argvlen[1] : 128), c->argv[1]);
+        return false;
+    }
+    int arity = subs[k].arity;
+    if (arity > 0 ? c->argc != arity : c->argc < -arity) {
+        reply_errorf(r, "ERR wrong number of arguments for 'module|%s' command", subs[k].name);
+        return false;
+    }
+    if (k == 0) {
+        reply_modules(r);
+    } else if (k == 1) {
+        static const char *help[] = {
+            "MODULE <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+            "LIST",
+            "    The modules loaded: RedisBloom's commands (bf), built in.",
+            "LOAD <path> [<arg> ...]",
+            "LOADEX <path> [[CONFIG NAME VALUE] ...] [ARGS ...]",
+            "UNLOAD <name>",
+            "    Refused, as by Redis without enable-module-command.",
+            "HELP",
+            "    Print this help.",
+        };
+        reply_lines(r, help, sizeof(help) / sizeof(help[0]));
+    } else {
+        /* Nothing loads into bloomeryd: Redis's answer when its
+         * enable-module-command is "no", its default. */
+        reply_error(r, "ERR MODULE command not allowed. If the enable-module-command option is set "
+                       "to \"local\", you can run it from a local connection, otherwise you need "
+                       "to set this option in the configuration file, and then restart the "
+                       "server.");
+        return false;
+    }
     return true;
 }
 
@@ -669,8 +724,17 @@ bool configCommand(cmd_ctx *c)
             atomic_store(&w->hits, 0);
             atomic_store(&w->misses, 0);
             atomic_store(&w->errors, 0);
+            atomic_store(&w->commands, 0);
+            atomic_store(&w->net_in, 0);
+            atomic_store(&w->net_out, 0);
         }
+        /* What Redis's RESETSTAT resets and INFO shows here: the stats
+         * section's counters, commandstats, the ops/sec samples. */
         atomic_store(&ks_stat_expired, 0);
+        atomic_store(&srv.total_connections, 0);
+        atomic_store(&srv.rejected_connections, 0);
+        atomic_store(&srv.ops_sec, 0);
+        atomic_store(&srv.ops_reset, true);
         reply_ok(r);
     } else if (arg_eq(c, 1, "rewrite") && c->argc == 2) {
         char err[256];
@@ -810,12 +874,6 @@ static uint64_t rss_bytes(void)
     return (uint64_t)rss * (uint64_t)sysconf(_SC_PAGESIZE);
 }
 
-static void count_filters(void *ctx, const kv_entry *e)
-{
-    if (e->obj->type->filter)
-        (*(uint64_t *)ctx)++;
-}
-
 bool infoCommand(cmd_ctx *c)
 {
     sbuf b = {malloc(4096), 0, 4096};
@@ -921,13 +979,13 @@ bool infoCommand(cmd_ctx *c)
                   (long)ru.ru_stime.tv_sec, (long)ru.ru_stime.tv_usec, (long)ru.ru_utime.tv_sec,
                   (long)ru.ru_utime.tv_usec);
     }
-    if (want_section(c, "modules", false)) {
-        uint64_t filters = 0;
-        ks_foreach(count_filters, &filters);
+    if (want_section(c, "modules", true)) {
+        /* As Redis prints RedisBloom's line (filters: command filters). */
         SECTION("Modules");
         sb_printf(&b,
-                  "module:name=bf,ver=20800,api=1,filters=%llu,usedby=[],using=[],options=[]\r\n",
-                  (unsigned long long)filters);
+                  "module:name=%s,ver=%d,api=1,filters=0,usedby=[],using=[],"
+                  "options=[handle-io-errors]\r\n",
+                  RB_MODULE_NAME, RB_MODULE_VERSION);
     }
     if (want_section(c, "commandstats", false)) {
         SECTION("Commandstats");
