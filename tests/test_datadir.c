@@ -4,13 +4,16 @@
  * and files), LAST's codec, one log file's rules (LSNs, the torn tail only
  * at the end of the newest file, a flipped last record is damage, zeros
  * from a sector boundary are torn), and the scan of a directory: a deleted
- * newest file, LAST, keeping a torn tail aside. */
+ * newest file, LAST, keeping a torn tail aside. And the files themselves
+ * (datadir_fs.c): no link followed, a link at a name the server writes
+ * replaced and its target left alone, who may change the directory. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <cmocka.h>
 
 #include <errno.h>
+#include <fcntl.h>
 #include <ftw.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -22,6 +25,7 @@
 #include "bloomery/bloomery.h"
 #include "chunk_format.h"
 #include "datadir.h"
+#include "datadir_fs.h"
 #include "snapshot_index.h"
 #include "testutil.h"
 #include "wal_format.h"
@@ -812,6 +816,262 @@ static void test_keep_torn(void **state)
     cleanup();
 }
 
+/* ---- files: no link followed ---- */
+
+static const char VICTIM[] = "a file outside the data directory, never to change\n";
+
+static void victim_untouched(const char *victim)
+{
+    size_t len;
+    char *b = tu_read_file(victim, &len);
+    assert_int_equal(len, sizeof(VICTIM) - 1);
+    assert_memory_equal(b, VICTIM, len);
+    free(b);
+    struct stat st;
+    assert_int_equal(lstat(victim, &st), 0);
+    assert_true(S_ISREG(st.st_mode));
+}
+
+static void plant(const char *victim, const char *path)
+{
+    unlink(path);
+    assert_int_equal(symlink(victim, path), 0);
+}
+
+static bool is_regular(const char *path)
+{
+    struct stat st;
+    return lstat(path, &st) == 0 && S_ISREG(st.st_mode);
+}
+
+static void put(int fd, const char *s)
+{
+    assert_true(fd >= 0);
+    assert_int_equal(write(fd, s, strlen(s)), (ssize_t)strlen(s));
+    close(fd);
+}
+
+static void test_no_link_followed(void **state)
+{
+    (void)state;
+    const char *dir = fresh_dir();
+    char victim[300], p[400], q[400], sub[400];
+    snprintf(victim, sizeof(victim), "%s/victim", dir);
+    write_file(victim, VICTIM, sizeof(VICTIM) - 1);
+
+    /* A new name: the link is removed, not written through. */
+    snprintf(p, sizeof(p), "%s/log/LAST.tmp", dir);
+    plant(victim, p);
+    put(datadir_create(p), "new");
+    victim_untouched(victim);
+    assert_true(is_regular(p));
+    struct stat st;
+    assert_int_equal(stat(p, &st), 0);
+    assert_int_equal(st.st_mode & 07777, 0600);
+
+    /* Reads refuse a link, and a FIFO without waiting for a writer. */
+    snprintf(q, sizeof(q), "%s/snapshots/0000000000000001.index", dir);
+    plant(victim, q);
+    errno = 0;
+    assert_int_equal(datadir_open_read(q), -1);
+    assert_int_equal(errno, ELOOP);
+    assert_non_null(strstr(datadir_strerror(ELOOP), "symbolic link"));
+    uint8_t *buf;
+    size_t len;
+    assert_false(datadir_read_file(q, &buf, &len));
+    assert_false(datadir_is_file(q));
+    unlink(q);
+    assert_int_equal(mkfifo(q, 0600), 0);
+    assert_int_equal(datadir_open_read(q), -1);
+    unlink(q);
+
+    /* A whole file through "<path>.tmp": links at both names replaced. */
+    snprintf(q, sizeof(q), "%s/snapshots/0000000000000002.index", dir);
+    char qt[420];
+    snprintf(qt, sizeof(qt), "%s.tmp", q);
+    plant(victim, q);
+    plant(victim, qt);
+    assert_true(datadir_write_file(q, "index", 5));
+    victim_untouched(victim);
+    assert_true(is_regular(q));
+    assert_false(exists(qt));
+    assert_true(datadir_read_file(q, &buf, &len));
+    assert_int_equal(len, 5);
+    assert_memory_equal(buf, "index", 5);
+    free(buf);
+
+    /* A name that must not go away (a log file re-created at its LSN): a
+     * regular file is truncated in place; a link or a second name of
+     * another file is replaced, its target left whole. */
+    snprintf(p, sizeof(p), "%s/log/0000000000000001.wal", dir);
+    put(datadir_open_write(p, O_CREAT | O_TRUNC | O_APPEND), "first");
+    assert_int_equal(stat(p, &st), 0);
+    ino_t ino = st.st_ino;
+    put(datadir_open_write(p, O_CREAT | O_TRUNC | O_APPEND), "again");
+    assert_int_equal(stat(p, &st), 0);
+    assert_int_equal(st.st_ino, ino);
+    assert_int_equal(st.st_size, 5);
+    plant(victim, p);
+    errno = 0;
+    assert_int_equal(datadir_open_write(p, 0), -1);
+    assert_int_equal(errno, ELOOP);
+    put(datadir_open_write(p, O_CREAT | O_TRUNC | O_APPEND), "new");
+    victim_untouched(victim);
+    assert_true(is_regular(p));
+    unlink(p);
+    assert_int_equal(link(victim, p), 0);
+    errno = 0;
+    assert_int_equal(datadir_open_write(p, 0), -1);
+    assert_int_equal(errno, EMLINK);
+    put(datadir_open_write(p, O_CREAT | O_TRUNC), "new");
+    victim_untouched(victim);
+    assert_int_equal(stat(victim, &st), 0);
+    assert_int_equal(st.st_nlink, 1);
+    assert_int_equal(stat(p, &st), 0);
+    assert_int_equal(st.st_size, 3);
+
+    /* The pid file's rule: the last component not followed. */
+    plant(victim, p);
+    assert_int_equal(datadir_open_write_at(AT_FDCWD, p, O_CREAT | O_TRUNC, 0644), -1);
+    assert_int_equal(errno, ELOOP);
+    victim_untouched(victim);
+
+    /* rename and unlink act on the names. */
+    snprintf(q, sizeof(q), "%s/log/other", dir);
+    put(datadir_create(q), "x");
+    assert_true(datadir_rename(q, p));
+    assert_true(is_regular(p));
+    victim_untouched(victim);
+    assert_false(datadir_rename(p, victim));
+    assert_int_equal(errno, EXDEV);
+    plant(victim, p);
+    assert_true(datadir_unlink(p));
+    victim_untouched(victim);
+
+    /* A subdirectory that is a link: refused for every call. */
+    char elsewhere[400];
+    snprintf(elsewhere, sizeof(elsewhere), "%s/elsewhere", dir);
+    assert_int_equal(mkdir(elsewhere, 0700), 0);
+    snprintf(sub, sizeof(sub), "%s/linked", dir);
+    assert_int_equal(symlink(elsewhere, sub), 0);
+    snprintf(p, sizeof(p), "%s/linked/LAST", dir);
+    assert_int_equal(datadir_create(p), -1);
+    assert_int_equal(errno, ELOOP);
+    assert_int_equal(datadir_open_read(p), -1);
+    assert_int_equal(datadir_open_write(p, O_CREAT | O_TRUNC), -1);
+    assert_false(datadir_write_file(p, "x", 1));
+    assert_false(datadir_unlink(p));
+    assert_null(datadir_opendir(sub));
+    assert_false(datadir_sync_dir(sub));
+    assert_false(datadir_mkdir(sub));
+    uint64_t *nums;
+    assert_int_equal(datadir_list(sub, ".wal", &nums), 0);
+    free(nums);
+    DIR *d = opendir(elsewhere);
+    assert_non_null(d);
+    struct dirent *de;
+    while ((de = readdir(d)) != NULL)
+        assert_true(de->d_name[0] == '.');
+    closedir(d);
+
+    /* The data directory itself may be a link once named as the root: a
+     * file directly in it is reached through it, its subdirectories are
+     * still not followed. */
+    char root[300];
+    snprintf(root, sizeof(root), "%s/rootlink", dir);
+    assert_int_equal(symlink(dir, root), 0);
+    snprintf(p, sizeof(p), "%s/replid", root);
+    assert_false(datadir_write_file(p, "id", 2));
+    assert_int_equal(errno, ELOOP);
+    datadir_set_root(root);
+    assert_true(datadir_write_file(p, "id", 2));
+    assert_true(datadir_read_file(p, &buf, &len));
+    assert_int_equal(len, 2);
+    free(buf);
+    snprintf(p, sizeof(p), "%s/log/x", root);
+    put(datadir_create(p), "x");
+    snprintf(p, sizeof(p), "%s/linked/LAST", root);
+    assert_int_equal(datadir_create(p), -1);
+    assert_int_equal(errno, ELOOP);
+    datadir_set_root(NULL);
+
+    /* Made 0700. */
+    snprintf(sub, sizeof(sub), "%s/made", dir);
+    assert_true(datadir_mkdir(sub));
+    assert_int_equal(stat(sub, &st), 0);
+    assert_int_equal(st.st_mode & 07777, 0700);
+    assert_true(datadir_mkdir(sub));
+    cleanup();
+}
+
+static void count_msg(void *ctx, const char *msg)
+{
+    (void)msg;
+    (*(int *)ctx)++;
+}
+
+static void test_check_access(void **state)
+{
+    (void)state;
+    const char *dir = fresh_dir();
+    char err[2048], sub[400], msg[600];
+    uid_t me = geteuid();
+    assert_true(datadir_check_access(dir, me, err, sizeof(err)));
+
+    /* Another user's directory: its path, owner and mode named. */
+    assert_false(datadir_check_access(dir, me + 1, err, sizeof(err)));
+    snprintf(msg, sizeof(msg), "data directory \"%s\" has wrong ownership: owned by uid %u", dir,
+             (unsigned)me);
+    assert_non_null(strstr(err, msg));
+    assert_non_null(strstr(err, "mode 0700"));
+
+    /* Writable by group or others; readable is fine (0755 of older
+     * versions). */
+    static const mode_t bad[] = {0777, 0770, 0720, 0702};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        assert_int_equal(chmod(dir, bad[i]), 0);
+        assert_false(datadir_check_access(dir, me, err, sizeof(err)));
+        snprintf(msg, sizeof(msg), "data directory \"%s\" has invalid permissions: mode %04o", dir,
+                 (unsigned)bad[i]);
+        assert_non_null(strstr(err, msg));
+    }
+    assert_int_equal(chmod(dir, 0755), 0);
+    assert_true(datadir_check_access(dir, me, err, sizeof(err)));
+    assert_int_equal(chmod(dir, 0700), 0);
+
+    /* The subdirectories the server makes, by the same rule; a link
+     * refused. */
+    snprintf(sub, sizeof(sub), "%s/log", dir);
+    assert_int_equal(chmod(sub, 0777), 0);
+    assert_false(datadir_check_access(dir, me, err, sizeof(err)));
+    assert_non_null(strstr(err, sub));
+    assert_int_equal(chmod(sub, 0700), 0);
+    assert_true(datadir_check_access(dir, me, err, sizeof(err)));
+    char elsewhere[400];
+    snprintf(elsewhere, sizeof(elsewhere), "%s/elsewhere", dir);
+    assert_int_equal(mkdir(elsewhere, 0700), 0);
+    assert_int_equal(rmdir(sub), 0);
+    assert_int_equal(symlink(elsewhere, sub), 0);
+    assert_false(datadir_check_access(dir, me, err, sizeof(err)));
+    snprintf(msg, sizeof(msg), "data directory \"%s\" is a symbolic link", sub);
+    assert_non_null(strstr(err, msg));
+    assert_int_equal(unlink(sub), 0);
+    assert_int_equal(mkdir(sub, 0700), 0);
+
+    /* Files inside: check-data's warnings. */
+    int n = 0;
+    assert_int_equal(datadir_check_files(dir, me, count_msg, &n), 0);
+    char p[500];
+    snprintf(p, sizeof(p), "%s/chunks/planted.zst", dir);
+    assert_int_equal(symlink(elsewhere, p), 0);
+    snprintf(p, sizeof(p), "%s/log/open.wal", dir);
+    write_file(p, "x", 1);
+    assert_int_equal(chmod(p, 0666), 0);
+    assert_int_equal(datadir_check_files(dir, me, count_msg, &n), 2);
+    assert_int_equal(n, 2);
+    cleanup();
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -824,6 +1084,8 @@ int main(void)
         cmocka_unit_test(test_scan_directory),
         cmocka_unit_test(test_keep_torn),
         cmocka_unit_test(test_dense_chunks_load_in_place),
+        cmocka_unit_test(test_no_link_followed),
+        cmocka_unit_test(test_check_access),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

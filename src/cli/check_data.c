@@ -12,7 +12,15 @@
  * damage until it is handled. --fix does what bloomeryd does to a torn tail
  * at start (keeps it aside in <file>.torn-<offset> and cuts it off) and
  * nothing else. Loading a key's chunks builds the filter, so memory use is
- * that of the largest filter. */
+ * that of the largest filter.
+ *
+ * Who may change the directory is checked first, with the server's rule
+ * (datadir_fs.h): a directory or subdirectory that group or others may
+ * write, or that its owner does not own throughout, is a problem (bloomeryd
+ * refuses to start on it). The server must run as the directory's owner:
+ * when that is not the user running the check, a warning says so. Files
+ * inside that are links, not regular, owned by another user or writable by
+ * others are warnings. */
 #include <errno.h>
 #include <inttypes.h>
 #include <stdarg.h>
@@ -21,10 +29,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "bloomery/bloomery.h"
 #include "cli.h"
 #include "datadir.h"
+#include "datadir_fs.h"
 
 static unsigned problems;
 
@@ -33,6 +43,25 @@ static void problem(const char *msg)
 {
     printf("%s\n", msg);
     problems++;
+}
+
+static void warning(void *ctx, const char *msg)
+{
+    (void)ctx;
+    printf("warning: %s\n", msg);
+}
+
+/* The server's start-up rule, for the user that owns the directory. */
+static void check_access(const char *dir, const struct stat *st)
+{
+    char err[9000];
+    if (st->st_uid != geteuid())
+        printf("warning: data directory \"%s\" is owned by uid %u, not by uid %u who runs this "
+               "check: bloomeryd must run as uid %u to use it\n",
+               dir, (unsigned)st->st_uid, (unsigned)geteuid(), (unsigned)st->st_uid);
+    if (!datadir_check_access(dir, st->st_uid, err, sizeof(err)))
+        problem(err);
+    datadir_check_files(dir, st->st_uid, warning, NULL);
 }
 
 /* The first LSN the snapshot needs from the log (restores in progress). */
@@ -132,7 +161,7 @@ static void check_logs(const char *dir, uint64_t start, bool have_snapshot, bool
         char path[DATADIR_PATH_MAX + 300];
         struct stat st;
         snprintf(path, sizeof(path), "%s/log/%s", dir, torn[i]);
-        long long size = stat(path, &st) == 0 ? (long long)st.st_size : -1;
+        long long size = lstat(path, &st) == 0 ? (long long)st.st_size : -1;
         printf("note: %s: a torn tail of %lld bytes kept aside earlier (not part of the log; "
                "delete it once looked at)\n",
                path, size);
@@ -154,7 +183,9 @@ int cmd_check_data(int argc, char **argv)
                    "the newest snapshot, every chunk it names and the log. Each problem is\n"
                    "printed as 'file: offset N: reason'. A torn tail at the end of the newest\n"
                    "log file counts as damage; --fix keeps it aside in <file>.torn-<offset>\n"
-                   "and cuts it off (what bloomeryd does at start), nothing else.\n"
+                   "and cuts it off (what bloomeryd does at start), nothing else. A directory\n"
+                   "that group or others may write, or not owned by its owner throughout,\n"
+                   "is a problem too (bloomeryd refuses it); links inside are warnings.\n"
                    "Exit status 0 when clean, 1 when damaged.\n");
             return CLI_OK;
         } else if (dir == NULL)
@@ -173,6 +204,8 @@ int cmd_check_data(int argc, char **argv)
         fprintf(stderr, "bloomery check-data: %s is not a directory\n", dir);
         return CLI_ERROR;
     }
+    datadir_set_root(dir);
+    check_access(dir, &st);
     bool found;
     uint64_t start = check_snapshot(dir, &found);
     check_logs(dir, start, found, fix);

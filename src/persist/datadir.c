@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "chunk_format.h"
+#include "datadir_fs.h"
 #include "wal_last.h"
 
 /* ---- files ---- */
@@ -43,7 +44,7 @@ static int cmp_u64(const void *a, const void *b)
 
 size_t datadir_list(const char *dir, const char *suffix, uint64_t **out)
 {
-    DIR *d = opendir(dir);
+    DIR *d = datadir_opendir(dir);
     *out = NULL;
     if (d == NULL)
         return 0;
@@ -72,7 +73,7 @@ bool datadir_write_file(const char *path, const void *p, size_t len)
 {
     char tmp[DATADIR_PATH_MAX + 8];
     snprintf(tmp, sizeof(tmp), "%s.tmp", path);
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    int fd = datadir_create(tmp);
     bool ok = fd >= 0;
     const uint8_t *b = p;
     for (size_t done = 0; ok && done < len;) {
@@ -87,10 +88,10 @@ bool datadir_write_file(const char *path, const void *p, size_t len)
     int e = errno;
     if (fd >= 0)
         close(fd);
-    ok = ok && rename(tmp, path) == 0;
+    ok = ok && datadir_rename(tmp, path);
     if (!ok) {
         e = errno ? errno : e;
-        unlink(tmp);
+        datadir_unlink(tmp);
         errno = e;
     }
     return ok;
@@ -98,7 +99,7 @@ bool datadir_write_file(const char *path, const void *p, size_t len)
 
 bool datadir_read_file(const char *path, uint8_t **out, size_t *len)
 {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int fd = datadir_open_read(path);
     if (fd < 0)
         return false;
     struct stat st;
@@ -208,7 +209,7 @@ int datadir_snapshot_open(const char *dir, datadir_snapshot *s, char *err, size_
     snprintf(s->path, sizeof(s->path), "%s/%016" PRIx64 ".index", sdir, seq);
     size_t off;
     if (!datadir_read_file(s->path, &s->buf, &s->len)) {
-        snprintf(err, errlen, "%s: offset 0: can't read: %s", s->path, strerror(errno));
+        snprintf(err, errlen, "%s: offset 0: can't read: %s", s->path, datadir_strerror(errno));
         return -1;
     }
     char why[256];
@@ -279,7 +280,7 @@ static bool reserve(uint8_t **buf, size_t *cap, size_t n)
 /* The whole file at path into b->file; false with errno set. */
 static bool read_chunk_file(const char *path, datadir_chunk_buf *b, size_t *len)
 {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int fd = datadir_open_read(path);
     if (fd < 0)
         return false;
     struct stat st;
@@ -320,7 +321,7 @@ void datadir_prefetch_chunk(const char *dir, const snap_entry *e, uint64_t i)
     char hex[33], path[DATADIR_PATH_MAX];
     chunk_hash_hex(c->hash, hex);
     snprintf(path, sizeof(path), "%.4096s/chunks/%s.zst", dir, hex);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int fd = datadir_open_read(path);
     if (fd < 0)
         return; /* the load itself reports it */
     (void)posix_fadvise(fd, 0, 0, POSIX_FADV_WILLNEED);
@@ -366,7 +367,7 @@ bool datadir_load_chunk(const char *dir, const char *index_path, const snap_entr
         if (!read_chunk_file(path, b, &flen))
             snprintf(err, errlen,
                      "%s: offset 0: can't read chunk file (%s), named by %s at offset %zu", path,
-                     strerror(errno), index_path, c->off);
+                     datadir_strerror(errno), index_path, c->off);
         else if (!chunk_file_header_check(b->file, flen, &c->hash, &rl, &h, &frame, &flen, why,
                                           sizeof(why), &off))
             snprintf(err, errlen, "%s: offset %zu: %s", path, off, why);
@@ -539,12 +540,7 @@ static int fsync_dir_of(const char *path)
         slash[1] = '\0';
     else
         *slash = '\0';
-    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd < 0)
-        return -1;
-    int rc = fsync(fd);
-    close(fd);
-    return rc;
+    return datadir_sync_dir(dir) ? 0 : -1;
 }
 
 bool datadir_keep_torn(const char *path, const uint8_t *buf, size_t len, size_t off, char *kept,
@@ -555,7 +551,7 @@ bool datadir_keep_torn(const char *path, const uint8_t *buf, size_t len, size_t 
         /* The copy is durable before the log loses the bytes: a crash in
          * between leaves both, and the next start copies them again. */
         snprintf(kept, keptlen, "%s.torn-%zu", path, off);
-        int fd = open(kept, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+        int fd = datadir_create(kept);
         size_t done = 0;
         while (fd >= 0 && done < len - off) {
             ssize_t w = write(fd, buf + off + done, len - off - done);
@@ -571,23 +567,23 @@ bool datadir_keep_torn(const char *path, const uint8_t *buf, size_t len, size_t 
             close(fd);
         if (!ok || fsync_dir_of(kept) != 0) {
             snprintf(err, errlen, "%s: offset %zu: can't keep the torn tail aside in %s: %s", path,
-                     off, kept, strerror(ok ? errno : e));
+                     off, kept, datadir_strerror(ok ? errno : e));
             kept[0] = '\0';
             return false;
         }
     }
     if (off == 0) {
-        if (unlink(path) != 0 || fsync_dir_of(path) != 0) {
+        if (!datadir_unlink(path) || fsync_dir_of(path) != 0) {
             snprintf(err, errlen, "%s: offset 0: can't remove the torn file: %s", path,
                      strerror(errno));
             return false;
         }
         return true;
     }
-    int fd = open(path, O_WRONLY | O_CLOEXEC);
+    int fd = datadir_open_write(path, 0);
     if (fd < 0 || ftruncate(fd, (off_t)off) != 0 || fdatasync(fd) != 0) {
         snprintf(err, errlen, "%s: offset %zu: can't truncate the torn tail: %s", path, off,
-                 strerror(errno));
+                 datadir_strerror(errno));
         if (fd >= 0)
             close(fd);
         return false;
@@ -605,10 +601,10 @@ static bool has(const uint64_t *v, size_t n, uint64_t x)
 static bool scan_file(datadir_log *lg, const char *path, uint64_t name_lsn, bool newest, char *err,
                       size_t errlen)
 {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int fd = datadir_open_read(path);
     struct stat st;
     if (fd < 0 || fstat(fd, &st) != 0) {
-        snprintf(err, errlen, "%s: offset 0: can't open: %s", path, strerror(errno));
+        snprintf(err, errlen, "%s: offset 0: can't open: %s", path, datadir_strerror(errno));
         if (fd >= 0)
             close(fd);
         return false;
@@ -711,7 +707,7 @@ size_t datadir_torn_files(const char *dir, char ***out)
     char ldir[4200];
     snprintf(ldir, sizeof(ldir), "%.4096s/log", dir);
     *out = NULL;
-    DIR *d = opendir(ldir);
+    DIR *d = datadir_opendir(ldir);
     if (d == NULL)
         return 0;
     size_t n = 0, cap = 0;

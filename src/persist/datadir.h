@@ -7,7 +7,8 @@
  * "Recovery"), used by bloomeryd's start-up (src/server/data/recovery.c) and by
  * `bloomery check-data` (src/cli/check_data.c), so the two accept and refuse
  * the same directories with the same messages. Every error names the file,
- * the offset and the reason: "file: offset N: reason".
+ * the offset and the reason: "file: offset N: reason". Its files are
+ * opened through datadir_fs.h: no symbolic link followed.
  */
 #ifndef BLOOMERY_DATADIR_H
 #define BLOOMERY_DATADIR_H
@@ -30,9 +31,11 @@ bool datadir_parse_name(const char *name, const char *suffix, uint64_t *num);
  * caller frees *out. 0 when dir can't be read. */
 size_t datadir_list(const char *dir, const char *suffix, uint64_t **out);
 /* Write p to path through "<path>.tmp": written, fdatasynced, renamed
- * (the caller syncs the directory). false with errno set. */
+ * (the caller syncs the directory); no link followed (datadir_fs.h).
+ * false with errno set. */
 bool datadir_write_file(const char *path, const void *p, size_t len);
-/* Whole file into a malloc'd buffer; false (errno set) on failure. */
+/* Whole file into a malloc'd buffer; false (errno set) on failure, ELOOP
+ * for a link. */
 bool datadir_read_file(const char *path, uint8_t **out, size_t *len);
 
 /* ---- snapshot ---- */

@@ -2,12 +2,12 @@
 #include "wal_last.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 #include <xxhash.h>
 
+#include "datadir_fs.h"
 #include "le.h"
 
 void wal_last_encode(uint8_t out[WAL_LAST_SIZE], uint64_t first_lsn)
@@ -54,16 +54,6 @@ bool wal_last_decode(const uint8_t *buf, size_t len, uint64_t *first_lsn, char *
     return true;
 }
 
-static int fsync_dir(const char *path)
-{
-    int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd < 0)
-        return -1;
-    int rc = fsync(fd);
-    close(fd);
-    return rc;
-}
-
 bool wal_last_write(const char *logdir, uint64_t first_lsn, char *err, size_t errlen)
 {
     char tmp[4300], path[4300];
@@ -71,7 +61,7 @@ bool wal_last_write(const char *logdir, uint64_t first_lsn, char *err, size_t er
     snprintf(path, sizeof(path), "%s/" WAL_LAST_NAME, logdir);
     uint8_t b[WAL_LAST_SIZE];
     wal_last_encode(b, first_lsn);
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    int fd = datadir_create(tmp);
     bool ok = fd >= 0 && write(fd, b, sizeof(b)) == (ssize_t)sizeof(b) && fdatasync(fd) == 0;
     int e = errno;
     if (fd >= 0 && close(fd) != 0 && ok) {
@@ -79,13 +69,13 @@ bool wal_last_write(const char *logdir, uint64_t first_lsn, char *err, size_t er
         e = errno;
     }
     /* The rename is atomic: LAST is the old or the new content, never torn. */
-    if (ok && (rename(tmp, path) != 0 || fsync_dir(logdir) != 0)) {
+    if (ok && (!datadir_rename(tmp, path) || !datadir_sync_dir(logdir))) {
         ok = false;
         e = errno;
     }
     if (!ok) {
-        snprintf(err, errlen, "can't write %s: %s", path, strerror(e));
-        unlink(tmp);
+        snprintf(err, errlen, "can't write %s: %s", path, datadir_strerror(e));
+        datadir_unlink(tmp);
     }
     return ok;
 }
@@ -94,11 +84,11 @@ int wal_last_read(const char *logdir, uint64_t *first_lsn, char *err, size_t err
 {
     char path[4300];
     snprintf(path, sizeof(path), "%s/" WAL_LAST_NAME, logdir);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int fd = datadir_open_read(path);
     if (fd < 0) {
         if (errno == ENOENT)
             return 0;
-        snprintf(err, errlen, "%s: offset 0: can't open: %s", path, strerror(errno));
+        snprintf(err, errlen, "%s: offset 0: can't open: %s", path, datadir_strerror(errno));
         return -1;
     }
     /* One byte more than the format: a longer file is damage too. */

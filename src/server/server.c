@@ -21,6 +21,7 @@
 
 #include "log.h"
 #include "commit.h"
+#include "datadir_fs.h"
 #include "fdlimit.h"
 #include "http.h"
 #include "persist.h"
@@ -412,6 +413,8 @@ static bool parse_options(int argc, char **argv)
     return true;
 }
 
+/* The data directory 0700 (its missing parents 0755, as mkdir -p): only
+ * the server's user may reach its files. */
 static bool make_dir(const char *path)
 {
     char buf[4096];
@@ -424,7 +427,25 @@ static bool make_dir(const char *path)
             *p = '/';
         }
     }
-    return mkdir(buf, 0755) == 0 || errno == EEXIST;
+    return mkdir(buf, 0700) == 0 || errno == EEXIST;
+}
+
+/* The pid file, truncated only once it is a regular file with one link,
+ * and never through a link at its name: it often lies in a directory
+ * others may write. */
+static bool write_pidfile(const char *path)
+{
+    int fd = datadir_open_write_at(AT_FDCWD, path, O_CREAT | O_TRUNC, 0644);
+    if (fd < 0) {
+        server_log(LOG_WARNING, "Failed to write PID file %s: %s", path, datadir_strerror(errno));
+        return false;
+    }
+    char b[32];
+    int n = snprintf(b, sizeof(b), "%d\n", (int)getpid());
+    if (write(fd, b, (size_t)n) != n)
+        server_log(LOG_WARNING, "Failed to write PID file %s: %s", path, strerror(errno));
+    close(fd);
+    return true;
 }
 
 static void make_run_id(void)
@@ -486,8 +507,20 @@ int main(int argc, char **argv)
         srv.executable[el] = '\0';
 
     char *dir = config_get_str("dir");
+    char derr[9000];
     if (!make_dir(dir)) {
         server_log(LOG_WARNING, "Can't create the data directory '%s': %s", dir, strerror(errno));
+        free(dir);
+        config_free();
+        return 1;
+    }
+    /* A directory another user owns or may write could hold links planted
+     * at the names the server writes (datadir_fs.h): refused, as
+     * PostgreSQL refuses its data directory. */
+    datadir_set_root(dir);
+    if (!datadir_check_access(dir, geteuid(), derr, sizeof(derr))) {
+        server_log(LOG_WARNING, "Can't start: %s", derr);
+        fprintf(stderr, "bloomeryd: can't start: %s\n", derr);
         free(dir);
         config_free();
         return 1;
@@ -567,13 +600,8 @@ int main(int argc, char **argv)
     uv_timer_start(&cron_timer, on_cron, 100, 100);
 
     char *pidfile = config_get_str("pidfile");
-    if (pidfile && pidfile[0]) {
-        FILE *fp = fopen(pidfile, "w");
-        if (fp) {
-            fprintf(fp, "%d\n", (int)getpid());
-            fclose(fp);
-        }
-    }
+    /* Removed at exit only when it is ours. */
+    bool pid_written = pidfile && pidfile[0] && write_pidfile(pidfile);
 
     server_log(LOG_NOTICE, "bloomeryd %s (libbloomery %s, %s kernel) pid=%d, %d worker threads",
                BLOOMERYD_VERSION, BLOOMERY_VERSION_STRING, bf_kernel_name(), (int)getpid(),
@@ -598,9 +626,10 @@ int main(int argc, char **argv)
     uv_loop_close(&main_loop);
     ks_shutdown();
     commands_free();
-    if (pidfile && pidfile[0])
+    if (pid_written)
         unlink(pidfile);
     free(pidfile);
+    datadir_set_root(NULL);
     config_free();
     server_log(LOG_WARNING, "bloomeryd is now ready to exit, bye bye...");
     log_close();

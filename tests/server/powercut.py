@@ -50,7 +50,7 @@ class Faults:
         base = os.path.realpath(str(base))
         assert not re.search(r"\s", base), "journal lines need paths without spaces: %s" % base
         self.datadir = os.path.join(base, "data")
-        os.makedirs(self.datadir, exist_ok=True)
+        os.makedirs(self.datadir, mode=0o700, exist_ok=True)
         self.journal = os.path.join(base, "syncshim.journal")
         self.ctl = os.path.join(base, "syncshim.ctl")
         self.set()

@@ -2,7 +2,6 @@
  * `save <seconds> <changes>` schedule, the final snapshot at shutdown, and
  * INFO's Persistence section. */
 #include <errno.h>
-#include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,6 +10,7 @@
 
 #include "config.h"
 #include "datadir.h"
+#include "datadir_fs.h"
 #include "log.h"
 #include "persist.h"
 #include "snapshot.h"
@@ -158,19 +158,9 @@ static void remove_files(const char *dir, const char *sub, const char *suffix)
     for (size_t i = 0; i < n; i++) {
         char f[4400];
         snprintf(f, sizeof(f), "%s/%016" PRIx64 "%s", path, nums[i], suffix);
-        unlink(f);
+        datadir_unlink(f);
     }
     free(nums);
-}
-
-static bool sync_dir(const char *path)
-{
-    int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd < 0)
-        return false;
-    bool ok = fsync(fd) == 0;
-    close(fd);
-    return ok;
 }
 
 bool persist_resync_install(const char *dir, const uint8_t *index, size_t len, uint64_t seq,
@@ -183,25 +173,25 @@ bool persist_resync_install(const char *dir, const uint8_t *index, size_t len, u
      * may remain that a start could combine with the new index. */
     char cdir[4200];
     snprintf(cdir, sizeof(cdir), "%s/chunks", dir);
-    int cfd = open(cdir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    int cfd = datadir_open_dir(cdir);
     bool synced = cfd >= 0 && syncfs(cfd) == 0;
     if (cfd >= 0)
         close(cfd);
     if (!synced) {
-        snprintf(err, errlen, "syncing %s: %s", cdir, strerror(errno));
+        snprintf(err, errlen, "syncing %s: %s", cdir, datadir_strerror(errno));
         return false;
     }
     remove_files(dir, "snapshots", ".index");
     remove_files(dir, "log", ".wal");
     snprintf(path, sizeof(path), "%s/LAST", ldir);
-    unlink(path);
-    if (!sync_dir(sdir) || !sync_dir(ldir)) {
+    datadir_unlink(path);
+    if (!datadir_sync_dir(sdir) || !datadir_sync_dir(ldir)) {
         snprintf(err, errlen, "syncing %s: %s", dir, strerror(errno));
         return false;
     }
     snprintf(path, sizeof(path), "%s/%016" PRIx64 ".index", sdir, seq);
-    if (!datadir_write_file(path, index, len) || !sync_dir(sdir)) {
-        snprintf(err, errlen, "writing %s: %s", path, strerror(errno));
+    if (!datadir_write_file(path, index, len) || !datadir_sync_dir(sdir)) {
+        snprintf(err, errlen, "writing %s: %s", path, datadir_strerror(errno));
         return false;
     }
     return wal_open(dir, log_from, err, errlen);

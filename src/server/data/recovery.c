@@ -31,10 +31,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "datadir.h"
+#include "datadir_fs.h"
 #include "persist.h"
 #include "replay.h"
 #include "config.h"
@@ -403,13 +403,14 @@ static bool make_dir(const char *dir, const char *sub)
 {
     char path[4200];
     snprintf(path, sizeof(path), "%s/%s", dir, sub);
-    return mkdir(path, 0755) == 0 || errno == EEXIST;
+    return datadir_mkdir(path);
 }
 
 bool recovery_run(const char *dir, uint64_t *next_lsn, bool drop_expired, char *err, size_t errlen)
 {
     if (!make_dir(dir, "log") || !make_dir(dir, "snapshots") || !make_dir(dir, "chunks")) {
-        snprintf(err, errlen, "%s: can't create the data directories: %s", dir, strerror(errno));
+        snprintf(err, errlen, "%s: can't create the data directories: %s", dir,
+                 datadir_strerror(errno));
         return false;
     }
     /* Replay reproduces what the server did: no memory limit refuses it,

@@ -50,12 +50,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 #define XXH_STATIC_LINKING_ONLY /* XXH3_state_t on the stack */
 #include <xxhash.h>
 
 #include "datadir.h"
+#include "datadir_fs.h"
 #include "persist.h"
 #include "config.h"
 #include "log.h"
@@ -160,7 +160,7 @@ void snapshot_init(const char *dir)
     for (int s = 0; s < 2; s++) {
         char path[4200];
         snprintf(path, sizeof(path), "%s/%s", dir, subs[s]);
-        DIR *d = opendir(path);
+        DIR *d = datadir_opendir(path);
         if (d == NULL)
             continue;
         struct dirent *de;
@@ -169,7 +169,7 @@ void snapshot_init(const char *dir)
                 continue;
             char f[8400];
             snprintf(f, sizeof(f), "%s/%s", path, de->d_name);
-            unlink(f);
+            datadir_unlink(f);
         }
         closedir(d);
     }
@@ -498,7 +498,7 @@ static void snapshot_free(snapshot *s)
                 chunk_hash_hex(k->chunks[c].out.hash, hex);
                 snprintf(tmp, sizeof(tmp), "%s/chunks/%s.zst.tmp.%zu.%" PRIu64, data_dir, hex, i,
                          c);
-                unlink(tmp);
+                datadir_unlink(tmp);
             }
         }
         bloomery_image_free(k->img);
@@ -568,20 +568,10 @@ static void fail(snapshot *s, const char *fmt, ...)
     pthread_mutex_unlock(&s->lock);
 }
 
-static int fsync_path(const char *path, bool dir)
-{
-    int fd = open(path, (dir ? O_RDONLY | O_DIRECTORY : O_RDONLY) | O_CLOEXEC);
-    if (fd < 0)
-        return -1;
-    int rc = fsync(fd);
-    close(fd);
-    return rc;
-}
-
 static bool write_file(const char *path, const void *a, size_t alen, const void *b, size_t blen,
                        bool sync)
 {
-    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    int fd = datadir_create(path);
     if (fd < 0)
         return false;
     const void *parts[2] = {a, b};
@@ -684,7 +674,6 @@ static void write_chunk(writer *w, cap_key *k, uint64_t i)
     char hex[33], path[4200];
     chunk_hash_hex(c->out.hash, hex);
     snprintf(path, sizeof(path), "%s/chunks/%s.zst", data_dir, hex);
-    struct stat st;
     if (w->last_frame && chunk_hash_eq(w->last_inline, c->out.hash)) {
         c->frame = malloc(w->last_flen);
         if (c->frame == NULL) {
@@ -697,7 +686,9 @@ static void write_chunk(writer *w, cap_key *k, uint64_t i)
         atomic_fetch_add(&s->chunks_inline, 1);
         return;
     }
-    if (stat(path, &st) == 0) {
+    /* Only a regular file counts: a link planted at the name is replaced
+     * by the new chunk's rename, never read through. */
+    if (datadir_is_file(path)) {
         c->out.where = SNAP_CHUNK_FILE;
         atomic_fetch_add(&s->chunks_reused, 1);
         return;
@@ -730,8 +721,8 @@ static void write_chunk(writer *w, cap_key *k, uint64_t i)
     char tmp[4300];
     snprintf(tmp, sizeof(tmp), "%s.tmp.%" PRIu64 ".%" PRIu64, path, (uint64_t)(k - s->keys), i);
     if (!write_file(tmp, hdr, sizeof(hdr), frame, flen, false)) {
-        fail(s, "writing chunk file %s: %s", tmp, strerror(errno));
-        unlink(tmp);
+        fail(s, "writing chunk file %s: %s", tmp, datadir_strerror(errno));
+        datadir_unlink(tmp);
     } else {
         c->out.where = SNAP_CHUNK_FILE;
         c->pending = true;
@@ -767,7 +758,7 @@ static void collect_garbage(snapshot *s)
         if (seqs[i] >= s->seq)
             continue;
         snprintf(path, sizeof(path), "%s/%016" PRIx64 ".index", dir, seqs[i]);
-        unlink(path);
+        datadir_unlink(path);
     }
     free(seqs);
     size_t nref = 0;
@@ -783,7 +774,7 @@ static void collect_garbage(snapshot *s)
                 refs[nref++] = s->keys[i].chunks[c].out.hash;
     qsort(refs, nref, sizeof(*refs), chunk_hash_cmp);
     snprintf(dir, sizeof(dir), "%s/chunks", data_dir);
-    DIR *d = opendir(dir);
+    DIR *d = datadir_opendir(dir);
     if (d) {
         struct dirent *de;
         while ((de = readdir(d)) != NULL) {
@@ -794,7 +785,7 @@ static void collect_garbage(snapshot *s)
             if (bsearch(&h, refs, nref, sizeof(*refs), chunk_hash_cmp))
                 continue;
             snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
-            unlink(path);
+            datadir_unlink(path);
         }
         closedir(d);
     }
@@ -809,9 +800,9 @@ static bool sync_new_chunks(snapshot *s, const char *cdir)
             pending += s->keys[i].chunks[c].pending;
     if (pending == 0)
         return true;
-    int fd = open(cdir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    int fd = datadir_open_dir(cdir);
     if (fd < 0 || syncfs(fd) != 0) {
-        fail(s, "syncing %s: %s", cdir, strerror(errno));
+        fail(s, "syncing %s: %s", cdir, datadir_strerror(errno));
         if (fd >= 0)
             close(fd);
         return false;
@@ -825,7 +816,7 @@ static bool sync_new_chunks(snapshot *s, const char *cdir)
             chunk_hash_hex(k->chunks[c].out.hash, hex);
             snprintf(path, sizeof(path), "%s/%s.zst", cdir, hex);
             snprintf(tmp, sizeof(tmp), "%s.tmp.%zu.%" PRIu64, path, i, c);
-            if (rename(tmp, path) != 0) {
+            if (!datadir_rename(tmp, path)) {
                 fail(s, "renaming %s: %s", tmp, strerror(errno));
                 close(fd);
                 return false;
@@ -870,13 +861,13 @@ static bool publish(snapshot *s)
     }
     snprintf(path, sizeof(path), "%s/%016" PRIx64 ".index", sdir, s->seq);
     snprintf(tmp, sizeof(tmp), "%s.tmp", path);
-    bool ok = write_file(tmp, b.p, b.len, NULL, 0, true) && rename(tmp, path) == 0 &&
-              fsync_path(sdir, true) == 0;
+    bool ok = write_file(tmp, b.p, b.len, NULL, 0, true) && datadir_rename(tmp, path) &&
+              datadir_sync_dir(sdir);
     atomic_fetch_add(&s->bytes_written, b.len);
     free(b.p);
     if (!ok) {
-        fail(s, "writing %s: %s", path, strerror(errno));
-        unlink(tmp);
+        fail(s, "writing %s: %s", path, datadir_strerror(errno));
+        datadir_unlink(tmp);
         return false;
     }
     return true;

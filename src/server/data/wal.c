@@ -47,6 +47,7 @@
 #include <unistd.h>
 
 #include "datadir.h"
+#include "datadir_fs.h"
 #include "persist.h"
 #include "config.h"
 #include "log.h"
@@ -125,30 +126,22 @@ static long long policy_now(void)
     return atomic_load_explicit(&cfg.appendfsync, memory_order_relaxed);
 }
 
-static int fsync_dir(const char *path)
-{
-    int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd < 0)
-        return -1;
-    int rc = fsync(fd);
-    close(fd);
-    return rc;
-}
-
 /* Create DIR/log/<lsn>.wal with its header, durable before any record. */
 static int create_file(uint64_t first_lsn, char *err, size_t errlen)
 {
     char path[4200];
     snprintf(path, sizeof(path), "%s/%016" PRIx64 ".wal", W.logdir, first_lsn);
-    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0644);
+    /* Re-created at the same LSN (a file that held only its header), it is
+     * truncated in place: LAST may name it, so the name never goes away. */
+    int fd = datadir_open_write(path, O_CREAT | O_TRUNC | O_APPEND);
     if (fd < 0) {
-        snprintf(err, errlen, "can't create log file %s: %s", path, strerror(errno));
+        snprintf(err, errlen, "can't create log file %s: %s", path, datadir_strerror(errno));
         return -1;
     }
     uint8_t h[WAL_HEADER_SIZE];
     wal_header_encode(h, first_lsn);
     if (write(fd, h, sizeof(h)) != (ssize_t)sizeof(h) || fdatasync(fd) != 0 ||
-        fsync_dir(W.logdir) != 0) {
+        !datadir_sync_dir(W.logdir)) {
         snprintf(err, errlen, "can't write log file %s: %s", path, strerror(errno));
         close(fd);
         return -1;
@@ -620,12 +613,12 @@ void wal_delete_below(uint64_t lsn)
     for (size_t i = 0; i + 1 < n && files[i + 1] <= lsn; i++) {
         char path[4200];
         snprintf(path, sizeof(path), "%s/%016" PRIx64 ".wal", logdir, files[i]);
-        if (unlink(path) == 0)
+        if (datadir_unlink(path))
             removed = true;
     }
     free(files);
     if (removed)
-        fsync_dir(logdir);
+        datadir_sync_dir(logdir);
 }
 
 uint64_t wal_durable_lsn(void) { return atomic_load(&W.durable_lsn); }

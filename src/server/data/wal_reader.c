@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "datadir.h"
+#include "datadir_fs.h"
 #include "persist.h"
 
 #define READ_STEP (1u << 20)
@@ -60,9 +61,9 @@ static int open_file(const char *logdir, uint64_t first, char *err, size_t errle
 {
     char path[4300];
     snprintf(path, sizeof(path), "%s/%016" PRIx64 ".wal", logdir, first);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int fd = datadir_open_read(path);
     if (fd < 0) {
-        snprintf(err, errlen, "%s: %s", path, strerror(errno));
+        snprintf(err, errlen, "%s: %s", path, datadir_strerror(errno));
         return -1;
     }
     uint8_t h[WAL_HEADER_SIZE];

@@ -32,6 +32,7 @@
 
 #include "config.h"
 #include "datadir.h"
+#include "datadir_fs.h"
 #include "log.h"
 #include "persist.h"
 #include "repl_conn.h"
@@ -187,7 +188,7 @@ static bool receive_snapshot(repl_conn *c, uint64_t offset, uint8_t **index, siz
         char hex[33], path[4400];
         chunk_hash_hex(want[i], hex);
         snprintf(path, sizeof(path), "%s/chunks/%s.zst", repl_dir(), hex);
-        if (access(path, F_OK) == 0) {
+        if (datadir_is_file(path)) {
             present++;
             continue;
         }

@@ -37,6 +37,7 @@
 
 #include "config.h"
 #include "datadir.h"
+#include "datadir_fs.h"
 #include "log.h"
 #include "persist.h"
 #include "repl_conn.h"
@@ -101,10 +102,10 @@ static bool send_chunk_file(sender *s, chunk_hash h)
     char hex[33], path[4400];
     chunk_hash_hex(h, hex);
     snprintf(path, sizeof(path), "%s/chunks/%s.zst", repl_dir(), hex);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int fd = datadir_open_read(path);
     struct stat st;
     if (fd < 0 || fstat(fd, &st) != 0) {
-        server_log(LOG_WARNING, "Full resync: can't read %s: %s", path, strerror(errno));
+        server_log(LOG_WARNING, "Full resync: can't read %s: %s", path, datadir_strerror(errno));
         if (fd >= 0)
             close(fd);
         return false;
