@@ -341,3 +341,18 @@ def test_replicaof_host_cannot_plant_a_line(start_server):
     assert not any(ln.startswith("replicaof") for ln in lines), lines
     assert c.cmd("REPLICAOF", "NO", "ONE") == "OK"
     c.close()
+
+
+def test_rewrite_follows_no_link_at_its_temporary_name(start_server, tmp_path):
+    # A link planted at the temporary name must not aim the rewrite (run
+    # with the server's rights) at another file.
+    s = start_server(config="# x\n")
+    victim = tmp_path / "victim"
+    victim.write_text("keep me\n")
+    os.symlink(victim, "%s.rewrite-%d" % (s.conf_path, s.proc.pid))
+    c = s.raw()
+    assert c.cmd("CONFIG", "SET", "maxmemory", "1mb") == "OK"
+    assert c.cmd("CONFIG", "REWRITE") == "OK"
+    c.close()
+    assert victim.read_text() == "keep me\n"
+    assert "maxmemory 1mb" in open(s.conf_path).read()

@@ -957,7 +957,10 @@ static bool write_file(const char *path, const char *data, size_t len, char *err
     snprintf(tmp, plen, "%s.rewrite-%d", path, (int)getpid());
     struct stat st;
     mode_t mode = stat(path, &st) == 0 ? st.st_mode & 07777 : 0644;
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
+    /* A fresh name, never a link someone planted at it: the file is
+     * written with the server's rights. */
+    unlink(tmp);
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
     bool ok = fd >= 0;
     for (size_t off = 0; ok && off < len;) {
         ssize_t n = write(fd, data + off, len - off);
