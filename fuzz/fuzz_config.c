@@ -1,5 +1,5 @@
 // fuzz-sources: src/server/base/config.c src/server/base/resp.c src/server/base/util.c
-// fuzz-sources: src/server/base/log.c
+// fuzz-sources: src/server/base/log.c src/server/base/fdlimit.c
 /* libFuzzer target for bloomeryd's configuration reader (src/server/base/
  * config.c): the input is a bloomery.conf, read from a memory file the way
  * the server reads its config file. Every input must end in success or a

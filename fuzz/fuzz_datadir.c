@@ -1,5 +1,5 @@
 // fuzz-sources: src/persist/datadir.c src/persist/wal_last.c src/persist/wal_format.c
-// fuzz-sources: src/persist/chunk_format.c src/persist/snapshot_index.c
+// fuzz-sources: src/persist/chunk_format.c src/persist/snapshot_index.c src/persist/datadir_fs.c
 /* Fuzz target: the data directory reader's parsers. The first 8 bytes
  * choose the scan's start LSN, the file's name and whether it is the
  * newest; the rest is one log file for datadir_log_file (the rules bloomeryd
