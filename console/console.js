@@ -181,6 +181,12 @@ async function refresh() {
 let sizingTimer = null;
 function updateSizing() {
   clearTimeout(sizingTimer);
+  if (!$("f-capacity").value.trim() || !$("f-error").value.trim()) {
+    // Nothing to size yet (a field being retyped): no request, no error.
+    $("sizing").className = "sizing";
+    $("sizing").textContent = "Enter a capacity and an error rate.";
+    return;
+  }
   sizingTimer = setTimeout(async () => {
     const q = new URLSearchParams({
       capacity: $("f-capacity").value, error_rate: $("f-error").value,
@@ -200,8 +206,10 @@ function updateSizing() {
 }
 
 document.addEventListener("DOMContentLoaded", () => {
+  // "change" too: a select chosen by script or by some browsers' keyboard
+  // handling fires no "input".
   for (const id of ["f-capacity", "f-error", "f-layout", "f-window", "f-slices"])
-    $(id).addEventListener("input", updateSizing);
+    for (const ev of ["input", "change"]) $(id).addEventListener(ev, updateSizing);
   updateSizing();
   $("create-form").addEventListener("submit", async (ev) => {
     ev.preventDefault();
