@@ -57,7 +57,11 @@
 #define ITEM_HEX 16
 /* "$16\r\n" + 16 hex digits + "\r\n" */
 #define ITEM_BYTES (5 + ITEM_HEX + 2)
+/* -DREAD_BUF=5 builds one that reads a few bytes at a time: every reply is
+ * split across reads, which checks the scanner. */
+#ifndef READ_BUF
 #define READ_BUF (256 * 1024)
+#endif
 #define MAX_DEPTH 16
 /* Log-linear histogram of nanoseconds: 32 buckets per power of two (3%). */
 #define HIST_SUB 32
@@ -94,6 +98,7 @@ struct parser {
     uint64_t skip; /* bytes of a bulk string (and its CRLF) still to come */
     char type;     /* type of the line being read; 0 between lines */
     bool neg;
+    bool capture; /* the line is the first error: keep its text */
     int64_t num;
 };
 
@@ -274,19 +279,26 @@ static void push_array(struct parser *ps, uint64_t n)
     ps->left[ps->depth++] = n;
 }
 
-static void note_error(struct worker *w, const char *p, const char *end)
+/* The first error's text is kept, for the report; it may come in pieces. */
+static void note_error(struct parser *ps, struct worker *w)
 {
     w->errors++;
-    if (!w->first_error[0]) {
-        size_t n = (size_t)(end - p);
-        if (n > sizeof w->first_error - 1)
-            n = sizeof w->first_error - 1;
-        memcpy(w->first_error, p, n);
-        w->first_error[n] = 0;
-        char *cr = strchr(w->first_error, '\r');
-        if (cr)
-            *cr = 0;
-    }
+    ps->capture = !w->first_error[0];
+    /* Unless errors are expected, the first ends the thread's run. */
+    if (!opt.allow_errors)
+        w->stop = true;
+}
+
+static void append_error(struct worker *w, const char *p, const char *end)
+{
+    size_t have = strlen(w->first_error), n = (size_t)(end - p);
+    if (n > sizeof w->first_error - 1 - have)
+        n = sizeof w->first_error - 1 - have;
+    memcpy(w->first_error + have, p, n);
+    w->first_error[have + n] = 0;
+    char *cr = strchr(w->first_error, '\r');
+    if (cr)
+        *cr = 0;
 }
 
 /* Scans [p, end), which may start or stop anywhere in a reply; returns the
@@ -314,7 +326,7 @@ static uint32_t parse(struct parser *ps, struct worker *w, const char *p, const 
             ps->num = 0;
             ps->neg = false;
             if (ps->type == '-')
-                note_error(w, p, end);
+                note_error(ps, w);
             continue;
         }
         const char *nl = memchr(p, '\n', (size_t)(end - p));
@@ -327,17 +339,23 @@ static uint32_t parse(struct parser *ps, struct worker *w, const char *p, const 
                     ps->neg = true;
             }
         }
+        if (ps->type == '-' && ps->capture)
+            append_error(w, p, stop);
         if (!nl)
             break;
         p = nl + 1;
+        ps->capture = false;
         char type = ps->type;
         int64_t num = ps->neg ? -ps->num : ps->num;
         ps->type = 0;
         switch (type) {
-        case '!': { /* a RESP3 blob error */
-            static const char blob[] = "(blob error)";
-            note_error(w, blob, blob + sizeof blob - 1);
-        }
+        case '!': /* a RESP3 blob error */
+            note_error(ps, w);
+            if (ps->capture) {
+                static const char blob[] = "(blob error)";
+                append_error(w, blob, blob + sizeof blob - 1);
+                ps->capture = false;
+            }
             /* fall through */
         case '$':
         case '=':
