@@ -21,7 +21,8 @@
  *
  * Replies are counted by scanning RESP (simple strings, errors, integers,
  * bulk strings, arrays, and RESP3's types), errors included at any depth:
- * the exit status is 1 if any came back, unless --allow-errors.
+ * the first one ends the run and the exit status is 1, unless --allow-errors
+ * (then they are only counted).
  *
  * Prints one JSON object: requests/s, items/s, latency percentiles, the
  * client's CPU time (getrusage) and cores busy; with --server-pid, the
