@@ -140,3 +140,90 @@ def write_section(table, title="Server"):
         text = text.rstrip("\n") + "\n\n" + section
     with open(path, "w") as f:
         f.write(text)
+
+
+class Resp:
+    """A Redis-protocol connection for setting up a benchmark where
+    redis-cli may be missing (a machine with only the built binaries)."""
+
+    def __init__(self, port, host="127.0.0.1"):
+        self.sock = socket.create_connection((host, port), timeout=600)
+        self.buf = b""
+
+    def close(self):
+        self.sock.close()
+
+    def _line(self):
+        while b"\r\n" not in self.buf:
+            data = self.sock.recv(65536)
+            if not data:
+                raise ConnectionError("server closed the connection")
+            self.buf += data
+        line, self.buf = self.buf.split(b"\r\n", 1)
+        return line
+
+    def _exact(self, n):
+        while len(self.buf) < n + 2:
+            data = self.sock.recv(65536)
+            if not data:
+                raise ConnectionError("server closed the connection")
+            self.buf += data
+        data, self.buf = self.buf[:n], self.buf[n + 2:]
+        return data
+
+    def _reply(self):
+        line = self._line()
+        kind, rest = line[:1], line[1:]
+        if kind in (b"+", b"-"):
+            text = rest.decode(errors="replace")
+            if kind == b"-":
+                raise RuntimeError(text)
+            return text
+        if kind == b":":
+            return int(rest)
+        if kind == b"$":
+            n = int(rest)
+            return None if n < 0 else self._exact(n).decode(errors="replace")
+        if kind == b"*":
+            n = int(rest)
+            return None if n < 0 else [self._reply() for _ in range(n)]
+        raise RuntimeError("unexpected reply %r" % line)
+
+    def call(self, *args):
+        out = [b"*%d\r\n" % len(args)]
+        for a in args:
+            a = str(a).encode()
+            out.append(b"$%d\r\n%s\r\n" % (len(a), a))
+        self.sock.sendall(b"".join(out))
+        return self._reply()
+
+
+def parse_cpus(spec):
+    """'0-3,8' -> [0, 1, 2, 3, 8]"""
+    cpus = []
+    for part in spec.split(","):
+        if "-" in part:
+            lo, hi = part.split("-")
+            cpus += range(int(lo), int(hi) + 1)
+        elif part:
+            cpus.append(int(part))
+    return cpus
+
+
+def cpu_siblings(cpu):
+    """The hardware threads sharing cpu's core (cpu itself included)."""
+    for name in ("core_cpus_list", "thread_siblings_list"):
+        try:
+            with open("/sys/devices/system/cpu/cpu%d/topology/%s" % (cpu, name)) as f:
+                return set(parse_cpus(f.read().strip()))
+        except OSError:
+            continue
+    return {cpu}
+
+
+def raise_nofile():
+    """preexec_fn: a process that holds many connections gets the hard
+    limit of open files."""
+    import resource
+    _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
