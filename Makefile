@@ -38,10 +38,9 @@ test:
 
 # The ThreadSanitizer build and its C suites first: its longest suites run
 # for minutes on one core each, and started after the server suites they
-# were left running alone at the end (a 31-minute run, 6 of them the
-# TSan suites alone). make
-# starts prerequisites in this order; the fuzz targets fill both cores and
-# can go last.
+# were left running alone at the end (a 31-minute run, 6 of them the TSan
+# suites alone). make starts prerequisites in this order; the fuzz targets
+# fill both cores and can go last.
 test-all: test-tsan test-server test-asan test-release test-node fuzz
 
 test-release: all
