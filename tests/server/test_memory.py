@@ -120,7 +120,9 @@ def test_reservations_held_to_machine_memory(start_server):
     s = start_server(*NO_PERSIST)
     c = s.client()
     assert c.config_get("maxmemory") == {"maxmemory": "0"}
-    assert "filters may reserve up to the machine's memory" in s.output()
+    # Logged just after the port opens: wait for the line, not the port.
+    wait_for(lambda: "filters may reserve up to the machine's memory" in s.output(),
+             "the start-up line on the memory limit")
 
     # Two of a few hundred MB, whose dumps' headers are loaded below.
     assert reserve(s, "BF.RESERVE", "bmid", "0.01", 1 << 28) == "OK"
@@ -226,7 +228,8 @@ def test_cgroup_memory_max_lowers_the_limit(start_server, tmp_path, monkeypatch)
     monkeypatch.setattr(conftest, "BLOOMERYD", cgroup_wrapper(tmp_path, cg))
     s = start_server(*NO_PERSIST)
     c = s.client()
-    assert "filters may reserve up to the machine's memory, 3.00G" in s.output()
+    wait_for(lambda: "filters may reserve up to the machine's memory, 3.00G" in s.output(),
+             "the start-up line on the cgroup's limit")
     # About 1.5 GB each: two fit under 3 GiB, the third does not.
     fill_until_refused(s, c, cg, "f", "0.01", 1 << 30)
     assert c.dbsize() == 2
