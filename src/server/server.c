@@ -23,6 +23,7 @@
 #include "commit.h"
 #include "datadir_fs.h"
 #include "fdlimit.h"
+#include "guard.h"
 #include "http.h"
 #include "persist.h"
 #include "repl.h"
@@ -73,17 +74,6 @@ static const char protected_denied[] =
 
 /* 127.0.0.0/8 and ::1, as Redis's connIsLocal (also ::ffff:127.x, should a
  * dual-stack socket ever hand one over). */
-static bool peer_is_loopback(const struct sockaddr_storage *ss)
-{
-    if (ss->ss_family == AF_INET)
-        return (ntohl(((const struct sockaddr_in *)ss)->sin_addr.s_addr) >> 24) == 127;
-    if (ss->ss_family == AF_INET6) {
-        const struct in6_addr *a = &((const struct sockaddr_in6 *)ss)->sin6_addr;
-        return IN6_IS_ADDR_LOOPBACK(a) || (IN6_IS_ADDR_V4MAPPED(a) && a->s6_addr[12] == 127);
-    }
-    return ss->ss_family == AF_UNIX;
-}
-
 /* Protected mode, as Redis 7: with no password, a client from anywhere but
  * the loopback interface gets the DENIED text and is closed before any of
  * its requests is read. Like Redis 7 this does not look at bind: a server
@@ -92,7 +82,7 @@ static bool peer_is_loopback(const struct sockaddr_storage *ss)
 static bool protected_mode_denies(int fd, const struct sockaddr_storage *peer)
 {
     if (!atomic_load_explicit(&cfg.protected_mode, memory_order_relaxed) ||
-        config_requirepass_set() || peer_is_loopback(peer))
+        config_requirepass_set() || http_peer_is_loopback((const struct sockaddr *)peer))
         return false;
     /* Counted before the client can read its answer, so a client that saw
      * DENIED also sees the count. Best effort, as Redis: the socket is new,
