@@ -27,6 +27,10 @@ static pthread_mutex_t str_lock = PTHREAD_MUTEX_INITIALIZER;
 static char *s_bind, *s_dir, *s_requirepass, *s_logfile, *s_config_file, *s_pidfile, *s_save;
 static char *s_replicaof, *s_masterauth, *s_masteruser, *s_announce_ip, *s_http_bind;
 static char *s_http_allowed_hosts;
+static char *s_tls_cert_file, *s_tls_key_file, *s_tls_key_file_pass, *s_tls_client_cert_file;
+static char *s_tls_client_key_file, *s_tls_client_key_file_pass, *s_tls_ca_cert_file;
+static char *s_tls_ca_cert_dir, *s_tls_dh_params_file, *s_tls_protocols, *s_tls_ciphers;
+static char *s_tls_ciphersuites;
 
 /* T_WORDS: a string of several words, kept space-separated ("save 3600 1"). */
 typedef enum { T_INT, T_MEM, T_DOUBLE, T_STR, T_WORDS, T_ENUM, T_OBUF, T_FIXED } cfg_type;
@@ -57,6 +61,7 @@ int cfg_default_layout(bool capacity_named)
 static const char *const loglevels[] = {"debug", "verbose", "notice", "warning", NULL};
 static const char *const policies[] = {"noeviction", NULL};
 static const char *const yesno[] = {"no", "yes", NULL};
+static const char *const tls_auth[] = {"no", "yes", "optional", NULL};
 static const char *const fsyncs[] = {"always", "everysec", "no", NULL};
 /* A replica's log is its master's byte for byte: it takes no write of its
  * own (docs/REPLICATION.md). */
@@ -151,6 +156,32 @@ static const cfg_entry table[] = {
      NULL, "0"},
     {"min-slaves-max-lag", T_INT, true, &cfg.min_replicas_max_lag, 0, 2147483647LL, NULL, NULL,
      NULL, "10"},
+    /* TLS (docs/SECURITY.md), Redis's names, meanings and defaults; the
+     * files are read again when CONFIG SET changes any of them. */
+    {"tls-port", T_INT, false, &cfg.tls_port, 0, 65535, NULL, NULL, NULL, "0"},
+    {"tls-cert-file", T_STR, true, NULL, 0, 0, &s_tls_cert_file, NULL, NULL, ""},
+    {"tls-key-file", T_STR, true, NULL, 0, 0, &s_tls_key_file, NULL, NULL, ""},
+    {"tls-key-file-pass", T_STR, true, NULL, 0, 0, &s_tls_key_file_pass, NULL, NULL, ""},
+    {"tls-client-cert-file", T_STR, true, NULL, 0, 0, &s_tls_client_cert_file, NULL, NULL, ""},
+    {"tls-client-key-file", T_STR, true, NULL, 0, 0, &s_tls_client_key_file, NULL, NULL, ""},
+    {"tls-client-key-file-pass", T_STR, true, NULL, 0, 0, &s_tls_client_key_file_pass, NULL, NULL,
+     ""},
+    {"tls-dh-params-file", T_STR, true, NULL, 0, 0, &s_tls_dh_params_file, NULL, NULL, ""},
+    {"tls-ca-cert-file", T_STR, true, NULL, 0, 0, &s_tls_ca_cert_file, NULL, NULL, ""},
+    {"tls-ca-cert-dir", T_STR, true, NULL, 0, 0, &s_tls_ca_cert_dir, NULL, NULL, ""},
+    {"tls-auth-clients", T_ENUM, true, &cfg.tls_auth_clients, 0, 0, NULL, tls_auth, NULL, "yes"},
+    {"tls-replication", T_ENUM, true, &cfg.tls_replication, 0, 0, NULL, yesno, NULL, "no"},
+    /* "": TLSv1.2 and TLSv1.3, as Redis. */
+    {"tls-protocols", T_WORDS, true, NULL, 0, 0, &s_tls_protocols, NULL, NULL, ""},
+    {"tls-ciphers", T_STR, true, NULL, 0, 0, &s_tls_ciphers, NULL, NULL, ""},
+    {"tls-ciphersuites", T_STR, true, NULL, 0, 0, &s_tls_ciphersuites, NULL, NULL, ""},
+    {"tls-prefer-server-ciphers", T_ENUM, true, &cfg.tls_prefer_server_ciphers, 0, 0, NULL, yesno,
+     NULL, "no"},
+    {"tls-session-caching", T_ENUM, true, &cfg.tls_session_caching, 0, 0, NULL, yesno, NULL, "yes"},
+    {"tls-session-cache-size", T_INT, true, &cfg.tls_session_cache_size, 0, 2147483647LL, NULL,
+     NULL, NULL, "20480"},
+    {"tls-session-cache-timeout", T_INT, true, &cfg.tls_session_cache_timeout, 0, 2147483647LL,
+     NULL, NULL, NULL, "300"},
 };
 #define NTABLE (sizeof(table) / sizeof(table[0]))
 
@@ -673,14 +704,15 @@ void config_init(void)
 void config_free(void)
 {
     pthread_mutex_lock(&str_lock);
-    char **all[] = {
-        &s_bind,        &s_dir,       &s_requirepass,       &s_logfile,    &s_config_file,
-        &s_pidfile,     &s_save,      &s_replicaof,         &s_masterauth, &s_masteruser,
-        &s_announce_ip, &s_http_bind, &s_http_allowed_hosts};
-    for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++) {
-        free(*all[i]);
-        *all[i] = NULL;
-    }
+    /* Every string setting is one table row's; config-file is the one
+     * outside the table. */
+    for (size_t i = 0; i < NTABLE; i++)
+        if (table[i].str) {
+            free(*table[i].str);
+            *table[i].str = NULL;
+        }
+    free(s_config_file);
+    s_config_file = NULL;
     pthread_mutex_unlock(&str_lock);
     for (size_t i = 0; i < NTABLE; i++) {
         free(deflt_fmt[i]);

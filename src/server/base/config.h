@@ -45,6 +45,9 @@ typedef struct server_config {
     _Atomic long long replica_read_only, replica_serve_stale_data, replica_priority;
     _Atomic long long replica_announced, replica_announce_port;
     _Atomic long long min_replicas_to_write, min_replicas_max_lag, repl_timeout;
+    /* TLS; tls_auth_clients 0 no, 1 yes, 2 optional */
+    _Atomic long long tls_port, tls_auth_clients, tls_replication, tls_prefer_server_ciphers;
+    _Atomic long long tls_session_caching, tls_session_cache_size, tls_session_cache_timeout;
 } server_config;
 
 extern server_config cfg;
