@@ -68,6 +68,9 @@ def certs(tmp_path_factory):
     openssl(d, "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "30",
             "-keyout", "selfsigned.key", "-out", "selfsigned.crt", "-subj", "/CN=bloomery-s",
             "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1")
+    # The server's key under a pass phrase.
+    openssl(d, "rsa", "-in", "server.key", "-aes256", "-passout", "pass:secret",
+            "-out", "server.enc.key")
     # Expired: valid for January 2020 only, signed by the CA.
     with open(os.path.join(d, "ca.cnf"), "w") as f:
         f.write(CA_CNF)
@@ -323,6 +326,43 @@ def test_start_up_without_a_readable_key_is_refused(tmp_path, certs):
     assert out.returncode == 1
     assert "Failed to load private key" in out.stdout
     assert "Failed to configure TLS. Check logs for more info." in out.stdout
+
+
+def test_a_key_under_a_pass_phrase(start_server, tmp_path, certs):
+    tp = free_port()
+    args = ["--tls-port", str(tp), "--tls-cert-file", certs("server.crt"),
+            "--tls-key-file", certs("server.enc.key"), "--tls-auth-clients", "no"]
+    s = start_server(*args, "--tls-key-file-pass", "secret")
+    assert tls_client(certs, tp).ping()
+    out = subprocess.run([BLOOMERYD, "--port", str(free_port()), "--dir", str(tmp_path / "d")] +
+                         args + ["--tls-key-file-pass", "wrong"],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 1
+    assert "Failed to load private key" in out.stdout
+    assert s.proc.poll() is None
+
+
+def tls_version(certs, port, highest=None):
+    ctx = ssl.create_default_context(cafile=certs("ca.crt"))
+    if highest:
+        ctx.maximum_version = highest
+    with socket.create_connection(("127.0.0.1", port), timeout=30) as raw:
+        with ctx.wrap_socket(raw, server_hostname="localhost") as s:
+            return s.version()
+
+
+def test_tls_protocols_limits_the_versions(start_server, certs):
+    s = start_tls(start_server, certs, "--tls-protocols", "TLSv1.3")
+    assert tls_version(certs, s.tls_port) == "TLSv1.3"
+    with pytest.raises(ssl.SSLError):
+        tls_version(certs, s.tls_port, ssl.TLSVersion.TLSv1_2)
+    c = s.client()
+    assert c.config_set("tls-protocols", "TLSv1.2")
+    assert tls_version(certs, s.tls_port) == "TLSv1.2"
+    with pytest.raises(redis.ResponseError):
+        c.config_set("tls-protocols", "TLSv1.4")
+    assert c.config_get("tls-protocols") == {"tls-protocols": "TLSv1.2"}
+    assert "Invalid tls-protocols specified." in s.output()
 
 
 def repl_info(c):

@@ -153,7 +153,6 @@ static void on_written(uv_write_t *req, int status)
             client_close(c);
         return;
     }
-    add_out(c->w, c->wlen);
     if (c->wcap > KEEP_BUFFER) {
         free(c->wbuf);
         c->wbuf = NULL;
@@ -182,6 +181,8 @@ static bool encrypt_out(client *c)
         }
         off += n;
     }
+    /* Counted as Redis counts output: the replies' bytes. */
+    add_out(c->w, off);
     if (off == len) {
         c->cx.out.len = 0;
         if (c->cx.out.cap > KEEP_BUFFER)
@@ -215,7 +216,6 @@ void tls_conn_flush(client *c)
         client_close(c);
         return;
     }
-    add_out(c->w, (uint64_t)w);
     size_t rest = (size_t)n - (size_t)w;
     if (rest == 0) {
         (void)BIO_reset(wbio);
