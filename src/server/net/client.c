@@ -7,6 +7,11 @@
  * uv_try_write first and only hands the rest to uv_write when the socket is
  * full, while new replies keep accumulating behind it.
  *
+ * A client of the TLS port takes the same path (tls_conn.c): its read
+ * callback decrypts into qbuf and calls client_input, and client_flush
+ * hands its replies to the session; a plain client pays one test of
+ * c->tls per flush for it.
+ *
  * Output limits as Redis's client-output-buffer-limit for normal clients:
  * pending output past the hard limit, or past the soft limit for longer than
  * its seconds, closes the client at once (its replies are dropped), so a

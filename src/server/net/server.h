@@ -4,6 +4,7 @@
  *   server.c    main(): options, data directory, listener, signals, cron
  *   worker.c    worker threads: one libuv loop each and the clients it owns
  *   client.c    a connection: read, parse, run, reply, output limits
+ *   tls_conn.c  a connection to the TLS port: its session between socket and buffers
  *   resp.c      request parser (no event loop; also linked by the fuzzer)
  *   reply.c     RESP2/RESP3 reply encoding
  *   commands.c  the command table, dispatch, COMMAND
