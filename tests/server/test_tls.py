@@ -316,6 +316,20 @@ def test_config_set_of_a_missing_file_is_refused_and_the_old_one_kept(start_serv
     assert "Failed to load certificate" in s.output()
 
 
+def test_tls_replication_without_a_certificate_is_refused(start_server, certs):
+    s = start_server()
+    c = s.client()
+    with pytest.raises(redis.ResponseError) as e:
+        c.config_set("tls-replication", "yes")
+    assert "Unable to update TLS configuration" in str(e.value)
+    assert c.config_get("tls-replication") == {"tls-replication": "no"}
+    assert "No tls-cert-file configured!" in s.output()
+    # With one (and its CA) it builds the context.
+    c.execute_command("CONFIG", "SET", "tls-cert-file", certs("server.crt"),
+                      "tls-key-file", certs("server.key"), "tls-ca-cert-file", certs("ca.crt"))
+    assert c.config_set("tls-replication", "yes")
+
+
 def test_start_up_without_a_readable_key_is_refused(tmp_path, certs):
     tp = free_port()
     out = subprocess.run(
