@@ -403,8 +403,9 @@ def test_replication_over_tls_full_then_partial_resync(start_server, certs):
     caught_up(m, r)
     assert repl_info(m)["bloomery_sync_full"] == 1
     assert all(r.execute_command("BF.MEXISTS", "k", *range(1000)))
-    # Writes stream to the replica.
+    # Writes stream to the replica, and WAIT (over TLS) sees it acknowledge.
     m.execute_command("BF.MADD", "k", *range(1000, 1500))
+    assert m.execute_command("WAIT", 1, 30000) == 1
     caught_up(m, r)
     assert all(r.execute_command("BF.MEXISTS", "k", *range(1500)))
     assert repl_info(m)["slave0"]["port"] == replica.tls_port
