@@ -427,7 +427,8 @@ static int run(int argc, char **argv, bool check)
         snprintf(L.err, sizeof L.err, "out of memory");
         goto fail;
     }
-    if (rc_connect(&L.conn, host, port, &tls, L.err, sizeof L.err) != 0)
+    if (rc_connect(&L.conn, host, port, L.err, sizeof L.err) != 0 ||
+        (tls.on && rc_tls_start(&L.conn, host, port, &tls, L.err, sizeof L.err) != 0))
         goto fail;
     if (pass) {
         char reply[256];

@@ -15,8 +15,7 @@
 
 #include "rclient.h"
 
-int rc_connect(rc_conn *c, const char *host, const char *port, const rc_tls *tls, char *err,
-               size_t errlen)
+int rc_connect(rc_conn *c, const char *host, const char *port, char *err, size_t errlen)
 {
     memset(c, 0, sizeof *c);
     c->fd = -1;
@@ -49,15 +48,14 @@ int rc_connect(rc_conn *c, const char *host, const char *port, const rc_tls *tls
     }
     int one = 1;
     setsockopt(c->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    if (tls && tls->on && rc_tls_start(c, host, port, tls, err, errlen) != 0)
-        return -1;
     fcntl(c->fd, F_SETFL, fcntl(c->fd, F_GETFL) | O_NONBLOCK);
     return 0;
 }
 
 void rc_close(rc_conn *c)
 {
-    rc_tls_close(c);
+    if (c->tls)
+        c->tls->close(c);
     if (c->fd >= 0)
         close(c->fd);
     free(c->in.p);
@@ -262,7 +260,7 @@ int rc_parse(const char *buf, size_t len, size_t *used, rc_reply *r)
  * dropped without a reply (or sent an alert) and says no more. */
 static int closed(rc_conn *c, char *err, size_t errlen)
 {
-    if (!c->answered && !c->ssl)
+    if (!c->answered && !c->tls)
         snprintf(err, errlen,
                  "the server closed the connection without answering "
                  "(a TLS port? use --tls)");
@@ -278,7 +276,7 @@ static int closed(rc_conn *c, char *err, size_t errlen)
 int rc_pump(rc_conn *c, int timeout_ms, char *err, size_t errlen)
 {
     /* Bytes already decrypted are read without waiting for the socket. */
-    bool pending = c->ssl && rc_tls_pending(c);
+    bool pending = c->tls && c->tls->pending(c);
     struct pollfd p = {.fd = c->fd, .events = POLLIN};
     if (c->out.pos < c->out.len)
         p.events |= POLLOUT;
@@ -293,8 +291,8 @@ int rc_pump(rc_conn *c, int timeout_ms, char *err, size_t errlen)
         return 0;
     if (p.revents & POLLOUT) {
         ssize_t w;
-        if (c->ssl) {
-            w = rc_tls_write(c, c->out.p + c->out.pos, c->out.len - c->out.pos, err, errlen);
+        if (c->tls) {
+            w = c->tls->write(c, c->out.p + c->out.pos, c->out.len - c->out.pos, err, errlen);
             if (w == -2)
                 return closed(c, err, errlen);
             if (w < 0)
@@ -320,8 +318,8 @@ int rc_pump(rc_conn *c, int timeout_ms, char *err, size_t errlen)
             return -1;
         }
         ssize_t r;
-        if (c->ssl) {
-            r = rc_tls_read(c, c->in.p + c->in.len, c->in.cap - c->in.len, err, errlen);
+        if (c->tls) {
+            r = c->tls->read(c, c->in.p + c->in.len, c->in.cap - c->in.len, err, errlen);
             if (r == -2)
                 return closed(c, err, errlen);
             if (r < 0)

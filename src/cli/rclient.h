@@ -26,31 +26,35 @@ typedef struct rc_tls {
     bool insecure;         /* --insecure: no check of the server's certificate */
 } rc_tls;
 
+struct rc_conn;
+/* How bytes move over a TLS session (rtls.c): > 0 bytes, 0 would block, -1
+ * error (message in err), -2 closed by the server. */
+typedef struct rc_io {
+    long (*read)(struct rc_conn *c, void *p, size_t n, char *err, size_t errlen);
+    long (*write)(struct rc_conn *c, const void *p, size_t n, char *err, size_t errlen);
+    bool (*pending)(struct rc_conn *c); /* bytes decrypted, waiting to be read */
+    void (*close)(struct rc_conn *c);
+} rc_io;
+
 typedef struct rc_conn {
     int fd;
     rc_buf in, out;
-    void *ssl;     /* SSL *, NULL for plain TCP */
-    void *ssl_ctx; /* SSL_CTX * */
+    const rc_io *tls; /* NULL: plain TCP */
+    void *ssl;        /* SSL *, SSL_CTX *: rtls.c's */
+    void *ssl_ctx;
     bool answered; /* any byte came from the server */
 } rc_conn;
 
-/* Connects to host:port (name or address), with TLS when tls->on (tls may
- * be NULL: plain); 0, or -1 with a message in err. */
-int rc_connect(rc_conn *c, const char *host, const char *port, const rc_tls *tls, char *err,
-               size_t errlen);
+/* Connects to host:port (name or address); 0, or -1 with a message in err. */
+int rc_connect(rc_conn *c, const char *host, const char *port, char *err, size_t errlen);
 void rc_close(rc_conn *c);
 
-/* rtls.c: the TLS handshake on c->fd (blocking socket), the server's
- * certificate checked against the CAs and the name; 0 or -1 with a
- * message. rc_tls_read/rc_tls_write move bytes over the session: > 0
- * bytes, 0 would block, -1 error (message), -2 closed by the server. */
+/* rtls.c: TLS over a connection rc_connect made, before any command: the
+ * handshake, the server's certificate checked against the CAs and the
+ * name; then rc_pump moves bytes through c->tls. 0, or -1 with a message
+ * (a file of its own, so the parser's users need no OpenSSL). */
 int rc_tls_start(rc_conn *c, const char *host, const char *port, const rc_tls *tls, char *err,
                  size_t errlen);
-long rc_tls_read(rc_conn *c, void *p, size_t n, char *err, size_t errlen);
-long rc_tls_write(rc_conn *c, const void *p, size_t n, char *err, size_t errlen);
-/* Bytes already decrypted and waiting in the session. */
-bool rc_tls_pending(rc_conn *c);
-void rc_tls_close(rc_conn *c);
 
 /* Appends "*n\r\n" then n arguments with rc_arg. -1 when out of memory. */
 int rc_begin(rc_conn *c, size_t nargs);

@@ -8,6 +8,7 @@
  * server, a missing client certificate. */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <openssl/err.h>
 #include <openssl/ssl.h>
@@ -125,17 +126,73 @@ static void set_timeout(int fd, int seconds)
     setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
 }
 
+/* The outcome of SSL_read/SSL_write r: see rc_io. */
+static long outcome(rc_conn *c, int r, const char *what, char *err, size_t errlen)
+{
+    if (r > 0)
+        return r;
+    int e = SSL_get_error(c->ssl, r);
+    if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE)
+        return 0;
+    if (e == SSL_ERROR_ZERO_RETURN)
+        return -2;
+    if (e == SSL_ERROR_SYSCALL && ERR_peek_error() == 0) {
+        if (errno == EAGAIN || errno == EINTR)
+            return 0;
+        if (r == 0 || errno == 0 || errno == ECONNRESET || errno == EPIPE)
+            return -2;
+        snprintf(err, errlen, "%s: %s", what, strerror(errno));
+        return -1;
+    }
+    describe(err, errlen, what);
+    return -1;
+}
+
+static long tls_read(rc_conn *c, void *p, size_t n, char *err, size_t errlen)
+{
+    ERR_clear_error();
+    errno = 0;
+    int r = SSL_read(c->ssl, p, n > INT_MAX ? INT_MAX : (int)n);
+    return outcome(c, r, "cannot read from the server", err, errlen);
+}
+
+static long tls_write(rc_conn *c, const void *p, size_t n, char *err, size_t errlen)
+{
+    ERR_clear_error();
+    errno = 0;
+    int r = SSL_write(c->ssl, p, n > INT_MAX ? INT_MAX : (int)n);
+    return outcome(c, r, "cannot send to the server", err, errlen);
+}
+
+static bool tls_pending(rc_conn *c) { return SSL_pending(c->ssl) > 0; }
+
+static void tls_close(rc_conn *c)
+{
+    SSL_free(c->ssl);
+    SSL_CTX_free(c->ssl_ctx);
+    c->ssl = NULL;
+    c->ssl_ctx = NULL;
+}
+
+static const rc_io tls_io = {tls_read, tls_write, tls_pending, tls_close};
+
 int rc_tls_start(rc_conn *c, const char *host, const char *port, const rc_tls *t, char *err,
                  size_t errlen)
 {
+    /* rc_close frees what setup made, whatever happens next. */
+    c->tls = &tls_io;
     if (setup(c, host, t, err, errlen) != 0)
         return -1;
     ERR_clear_error();
+    /* The handshake blocks, bounded by the socket's timeouts. */
+    int fl = fcntl(c->fd, F_GETFL);
+    fcntl(c->fd, F_SETFL, fl & ~O_NONBLOCK);
     set_timeout(c->fd, HANDSHAKE_SECONDS);
     errno = 0;
     int r = SSL_connect(c->ssl);
     int saved = errno;
     set_timeout(c->fd, 0);
+    fcntl(c->fd, F_SETFL, fl);
     if (r == 1)
         return 0;
     long verify = SSL_get_verify_result(c->ssl);
@@ -172,52 +229,4 @@ int rc_tls_start(rc_conn *c, const char *host, const char *port, const rc_tls *t
     snprintf(what, sizeof what, "TLS handshake with %s:%s failed", host, port);
     describe(err, errlen, what);
     return -1;
-}
-
-/* The outcome of SSL_read/SSL_write r: see rc_tls_read. */
-static long outcome(rc_conn *c, int r, const char *what, char *err, size_t errlen)
-{
-    if (r > 0)
-        return r;
-    int e = SSL_get_error(c->ssl, r);
-    if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE)
-        return 0;
-    if (e == SSL_ERROR_ZERO_RETURN)
-        return -2;
-    if (e == SSL_ERROR_SYSCALL && ERR_peek_error() == 0) {
-        if (errno == EAGAIN || errno == EINTR)
-            return 0;
-        if (r == 0 || errno == 0 || errno == ECONNRESET || errno == EPIPE)
-            return -2;
-        snprintf(err, errlen, "%s: %s", what, strerror(errno));
-        return -1;
-    }
-    describe(err, errlen, what);
-    return -1;
-}
-
-long rc_tls_read(rc_conn *c, void *p, size_t n, char *err, size_t errlen)
-{
-    ERR_clear_error();
-    errno = 0;
-    int r = SSL_read(c->ssl, p, n > INT_MAX ? INT_MAX : (int)n);
-    return outcome(c, r, "cannot read from the server", err, errlen);
-}
-
-long rc_tls_write(rc_conn *c, const void *p, size_t n, char *err, size_t errlen)
-{
-    ERR_clear_error();
-    errno = 0;
-    int r = SSL_write(c->ssl, p, n > INT_MAX ? INT_MAX : (int)n);
-    return outcome(c, r, "cannot send to the server", err, errlen);
-}
-
-bool rc_tls_pending(rc_conn *c) { return SSL_pending(c->ssl) > 0; }
-
-void rc_tls_close(rc_conn *c)
-{
-    SSL_free(c->ssl);
-    SSL_CTX_free(c->ssl_ctx);
-    c->ssl = NULL;
-    c->ssl_ctx = NULL;
 }
