@@ -98,7 +98,8 @@ suite-cli: all
 		$(PY) tests/cli
 
 suite-cli-asan: build-asan
-	BLOOMERY_QUICK=1 BLOOMERY_CLI=$(CURDIR)/$(ASAN_BUILD)/bloomery BLOOMERYD=$(CURDIR)/$(ASAN_BUILD)/bloomeryd \
+	REDIS_PRELOAD=$$(gcc -print-file-name=libasan.so) \
+		BLOOMERY_QUICK=1 BLOOMERY_CLI=$(CURDIR)/$(ASAN_BUILD)/bloomery BLOOMERYD=$(CURDIR)/$(ASAN_BUILD)/bloomeryd \
 		$(PY) tests/cli
 
 test-module: all
