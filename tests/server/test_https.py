@@ -23,6 +23,7 @@ import urllib.request
 import pytest
 
 from conftest import BLOOMERYD, MODULE, free_port, wait_for
+from test_http_security import own_network
 from test_metrics import basic, connectable, run_tool, stop_tool
 
 pytestmark = [
@@ -253,6 +254,26 @@ def test_host_and_body_checks_over_https(start_server, pki):
                     break
                 head += chunk
     assert head.startswith(b"HTTP/1.1 413"), head
+
+
+def test_protected_mode_over_https(start_server, pki):
+    """A host off the loopback interface, no password: 403 DENIED over
+    HTTPS too; with a password, 401 until it is given."""
+    with own_network() as other:
+        s = https_server(start_server, pki, "--http-bind", "0.0.0.0")
+        wait_for(lambda: connectable(s.http_port, other), "the listener on " + other)
+        # The certificate names 127.0.0.1, not this address: the CA is
+        # still verified.
+        ctx = context(pki, check_hostname=False)
+        url = "https://%s:%d/metrics" % (other, s.http_port)
+        st, _, body = get(url, ctx)
+        assert st == 403 and body.startswith(b"DENIED"), (st, body)
+        assert get(s.https + "/metrics", context(pki))[0] == 200
+        c = s.client()
+        c.config_set("requirepass", "pw")
+        assert get(url, ctx)[0] == 401
+        assert get(url, ctx, basic("pw"))[0] == 200
+        c.close()
 
 
 # ---- handshakes never finished ----
