@@ -85,6 +85,8 @@ static const cfg_entry table[] = {
     {"http-port", T_INT, false, &cfg.http_port, 0, 65535, NULL, NULL, NULL, "0"},
     {"http-bind", T_STR, false, NULL, 0, 0, &s_http_bind, NULL, NULL, "127.0.0.1"},
     {"http-allowed-hosts", T_WORDS, true, NULL, 0, 0, &s_http_allowed_hosts, NULL, NULL, ""},
+    /* HTTPS only, with tls-cert-file and tls-key-file (docs/SECURITY.md). */
+    {"http-tls", T_ENUM, false, &cfg.http_tls, 0, 0, NULL, yesno, NULL, "no"},
     {"metrics-max-key-series", T_INT, true, &cfg.metrics_max_key_series, 0, 1000000, NULL, NULL,
      NULL, "1000"},
     {"console-sample-interval", T_INT, true, &cfg.console_sample_interval, 1, 3600, NULL, NULL,

@@ -22,6 +22,7 @@ typedef struct server_config {
     _Atomic long long maxclients;
     _Atomic long long timeout;
     _Atomic long long http_port;               /* 0: no HTTP listener */
+    _Atomic long long http_tls;                /* 0 no, 1 yes: HTTPS only */
     _Atomic long long metrics_max_key_series;  /* keys described by /metrics */
     _Atomic long long console_sample_interval; /* seconds between history samples */
     _Atomic long long proto_max_bulk_len;
