@@ -21,6 +21,7 @@ import urllib.parse
 import urllib.request
 
 import pytest
+import redis
 
 from conftest import BLOOMERYD, MODULE, free_port, wait_for
 from test_http_security import own_network
@@ -504,3 +505,28 @@ def test_prometheus_scrapes_over_https(start_server, pki, user, password):
     c.execute_command("BF.MADD", "seen", "a", "b", "c")
     prometheus_scrapes(s, pki, user, password)
     c.close()
+
+
+def test_config_set_reloads_the_certificate(start_server, pki):
+    """CONFIG SET of tls-cert-file and tls-key-file: new handshakes get the
+    new pair; a pair that cannot be read is refused and the old one stays."""
+    d = pki.dir
+    if not os.path.exists(pki.path("other-server.crt")):
+        openssl("req", "-newkey", "rsa:2048", "-nodes", "-keyout", "other-server.key", "-out",
+                "other-server.csr", "-subj", "/CN=127.0.0.1", cwd=d)
+        openssl("x509", "-req", "-in", "other-server.csr", "-CA", "other-ca.crt", "-CAkey",
+                "other-ca.key", "-CAcreateserial", "-out", "other-server.crt", "-days", "2",
+                "-extfile", pki.path("san.ext"), cwd=d)
+    s = https_server(start_server, pki)
+    url = s.https + "/metrics"
+    assert get(url, context(pki))[0] == 200
+    c = s.client()
+    c.execute_command("CONFIG", "SET", "tls-cert-file", pki.path("other-server.crt"),
+                      "tls-key-file", pki.path("other-server.key"))
+    assert get(url, context(pki, "other-ca.crt"))[0] == 200
+    with pytest.raises(urllib.error.URLError):
+        get(url, context(pki))
+    with pytest.raises(redis.ResponseError, match="Unable to update TLS configuration"):
+        c.config_set("tls-cert-file", pki.path("missing.crt"))
+    assert c.config_get("tls-cert-file")["tls-cert-file"] == pki.path("other-server.crt")
+    assert get(url, context(pki, "other-ca.crt"))[0] == 200

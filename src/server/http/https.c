@@ -300,6 +300,26 @@ static void swap_in(https_cred *c)
     cred_unref(old); /* freed once the last connection given it closes */
 }
 
+/* CONFIG SET of the certificate, key or pass phrase (config_on_set):
+ * new handshakes get the new pair; a pair that cannot be read refuses the
+ * CONFIG SET, as the RESP listener's context does. */
+static bool on_set(const char *const *names, int n, char *err, size_t errlen)
+{
+    for (int i = 0; i < n; i++)
+        if (strcmp(names[i], "tls-cert-file") == 0 || strcmp(names[i], "tls-key-file") == 0 ||
+            strcmp(names[i], "tls-key-file-pass") == 0) {
+            char why[384];
+            if (http_tls_reload(why, sizeof(why)))
+                return true;
+            server_log(LOG_WARNING, "Failed to reload the HTTP listener's certificate: %s", why);
+            snprintf(err, errlen, "Unable to update TLS configuration. Check server logs.");
+            return false;
+        }
+    return true;
+}
+
+static void register_hook(void) { config_on_set("tls-", on_set); }
+
 bool https_setup(struct MHD_OptionItem *opts, char *err, size_t errlen)
 {
     static char prio[160]; /* read by libmicrohttpd as it starts */
@@ -313,6 +333,8 @@ bool https_setup(struct MHD_OptionItem *opts, char *err, size_t errlen)
     pthread_mutex_lock(&lock);
     swap_in(c);
     pthread_mutex_unlock(&lock);
+    static pthread_once_t hooked = PTHREAD_ONCE_INIT;
+    pthread_once(&hooked, register_hook);
     opts[0] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_PRIORITIES, 0, prio};
     opts[1] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_CERT_CALLBACK, 0, (void *)cert_callback};
     opts[2] = (struct MHD_OptionItem){MHD_OPTION_END, 0, NULL};
