@@ -519,6 +519,24 @@ int main(int argc, char **argv)
 
     ks_init();
     commands_init();
+    /* The users before the data and the first connection: a bad user line
+     * or aclfile stops the start, as in Redis. */
+    char aerr[4096];
+    if (!acl_init(aerr, sizeof(aerr))) {
+        char *aclfile = config_get_str("aclfile");
+        bool from_file = aclfile && aclfile[0] && strncmp(aerr, "Configuring", 11) != 0;
+        free(aclfile);
+        if (from_file) {
+            server_log(LOG_WARNING, "Aborting Redis startup because of ACL errors: %s", aerr);
+            fprintf(stderr, "Aborting Redis startup because of ACL errors: %s\n", aerr);
+        } else {
+            server_log(LOG_WARNING, "%s", aerr);
+            fprintf(stderr, "\n*** FATAL CONFIG FILE ERROR ***\n%s\n", aerr);
+        }
+        acl_free();
+        config_free();
+        return 1;
+    }
     /* All of the data before the first connection: nothing is served half
      * loaded, and a damaged data directory stops the start. */
     dir = config_get_str("dir");
@@ -616,6 +634,7 @@ int main(int argc, char **argv)
     uv_loop_close(&main_loop);
     ks_shutdown();
     commands_free();
+    acl_free();
     if (pid_written)
         unlink(pidfile);
     free(pidfile);
