@@ -444,9 +444,9 @@ static int rule_command(acl_user *u, const char *r, size_t len)
         unsigned cat = acl_cat_by_name(name + 1, nlen - 1);
         if (cat == 0)
             return RULE_UNKNOWN;
+        /* Only +@all and -@all say whether commands added later are
+         * allowed, as Redis's reserved bit does. */
         category_set(u, cat, on);
-        if (!on)
-            u->flags &= ~(unsigned)ACL_USER_ALLCOMMANDS;
         return RULE_OK;
     }
     const char *bar = memchr(name, '|', nlen);
@@ -470,8 +470,6 @@ static int rule_command(acl_user *u, const char *r, size_t len)
             return RULE_UNKNOWN;
         bit_set(u, s->id, on);
     }
-    if (!on)
-        u->flags &= ~(unsigned)ACL_USER_ALLCOMMANDS;
     return RULE_OK;
 }
 
@@ -733,43 +731,59 @@ static char *sb_take(sbuf *b)
     return b->p;
 }
 
-/* Redis 7.0's description of a user's commands: +@all or -@all, then each
- * category that moves more commands toward the user's set than away, then
- * the single commands and subcommands still different. */
+static void count_category(const acl_user *u, unsigned cat, int *on, int *off)
+{
+    *on = *off = 0;
+    for (int id = 0; id < command_ids(); id++) {
+        const command_sub *sub;
+        const command *cmd = command_by_id(id, &sub);
+        if (!((sub ? sub->cats : command_cats(cmd)) & cat))
+            continue;
+        if (acl_bit(u, id))
+            (*on)++;
+        else
+            (*off)++;
+    }
+}
+
+/* Redis 7.0's description of a user's commands: +@all or -@all, then,
+ * greedily, the category that adds (or removes) the most of the user's
+ * commands for the fewest others, until none gains; then the single
+ * commands and subcommands still different. */
 char *acl_describe_commands(const acl_user *u)
 {
     sbuf b = {0};
-    acl_user fake;
+    acl_user fake, temp;
     memset(&fake, 0, sizeof(fake));
+    memcpy(&temp, u, sizeof(temp));
     bool additive = !(u->flags & ACL_USER_ALLCOMMANDS);
     all_set(&fake, !additive);
     sb_str(&b, additive ? "-@all " : "+@all ");
-    int ids = command_ids();
-    for (int c = 0; c < ACL_NCATS; c++) {
-        unsigned cat = 1u << c;
-        int on = 0, off = 0;
-        for (int id = 0; id < ids; id++) {
-            const command_sub *sub;
-            const command *cmd = command_by_id(id, &sub);
-            if (!((sub ? sub->cats : command_cats(cmd)) & cat))
+    bool applied[ACL_NCATS] = {false};
+    for (;;) {
+        int best = -1, mindiff = 1 << 30, maxsame = 0;
+        for (int c = 0; c < ACL_NCATS; c++) {
+            if (applied[c])
                 continue;
-            if (acl_bit(u, id))
-                on++;
-            else
-                off++;
+            int on, off;
+            count_category(&temp, 1u << c, &on, &off);
+            int diff = additive ? off : on, same = additive ? on : off;
+            if (same > diff && (diff < mindiff || (diff == mindiff && same > maxsame))) {
+                best = c;
+                mindiff = diff;
+                maxsame = same;
+            }
         }
-        /* The module categories (Redis 8's, after Redis 7's) only when
-         * they match whole: most rules never name them. */
-        bool module = c >= 21;
-        if (module ? (additive ? off == 0 && on > 0 : on == 0 && off > 0)
-                   : (additive && on > off) || (!additive && off > on)) {
-            char w[40];
-            snprintf(w, sizeof(w), "%c@%s ", additive ? '+' : '-', acl_cat_names[c]);
-            sb_str(&b, w);
-            category_set(&fake, cat, additive);
-        }
+        if (best < 0)
+            break;
+        char w[40];
+        snprintf(w, sizeof(w), "%c@%s ", additive ? '+' : '-', acl_cat_names[best]);
+        sb_str(&b, w);
+        category_set(&fake, 1u << best, additive);
+        category_set(&temp, 1u << best, !additive);
+        applied[best] = true;
     }
-    for (int id = 0; id < ids; id++) {
+    for (int id = 0; id < command_ids(); id++) {
         bool want = acl_bit(u, id);
         if (want == acl_bit(&fake, id))
             continue;
@@ -782,13 +796,10 @@ char *acl_describe_commands(const acl_user *u)
             snprintf(w, sizeof(w), "%c%s ", want ? '+' : '-', cmd->name);
         sb_str(&b, w);
         /* A whole container set at once: its subcommands follow it. */
-        if (!sub) {
-            int n;
-            const command_sub *s = command_subs(cmd, &n);
-            for (int i = 0; i < n; i++)
-                bit_set(&fake, s[i].id, want);
-        }
-        bit_set(&fake, id, want);
+        if (sub)
+            bit_set(&fake, id, want);
+        else
+            command_set(&fake, cmd, want);
     }
     return sb_take(&b);
 }
