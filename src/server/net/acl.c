@@ -423,8 +423,9 @@ static int rule_channel(acl_user *u, const char *r, size_t len)
         u->flags |= ACL_USER_ALLCHANNELS;
         return RULE_OK;
     }
-    return pats_add(&u->chans, &u->nchans, r + 1, len - 1, ACL_KEY_READ | ACL_KEY_WRITE) ? RULE_OK
-                                                                                          : RULE_NOMEM;
+    return pats_add(&u->chans, &u->nchans, r + 1, len - 1, ACL_KEY_READ | ACL_KEY_WRITE)
+               ? RULE_OK
+               : RULE_NOMEM;
 }
 
 static int rule_command(acl_user *u, const char *r, size_t len)
@@ -1247,14 +1248,9 @@ void acl_log_add(int reason, int context, const char *object, size_t olen, const
             return;
         }
     }
-    acl_log_entry e = {1,
-                       reason,
-                       context,
-                       mem_dup(object, olen),
-                       mem_dup(user, ulen),
-                       strdup(client_info),
-                       now,
-                       now};
+    acl_log_entry e = {
+        1,   reason, context, mem_dup(object, olen), mem_dup(user, ulen), strdup(client_info),
+        now, now};
     acl_log_entry *a = realloc(alog, (nlog + 1) * sizeof(*a));
     if (a == NULL || !e.object || !e.username || !e.client_info) {
         if (a)

@@ -690,6 +690,5 @@ void client_info_line(client *c, char *out, size_t outlen)
              atomic_load_explicit(&c->npats, memory_order_relaxed),
              atomic_load_explicit(&c->multi_n, memory_order_relaxed), q, READ_CHUNK, o,
              sizeof(client) + q + o, cmd, c->user ? c->user->name : "default",
-             atomic_load_explicit(&c->resp, memory_order_relaxed),
-             libn, libv);
+             atomic_load_explicit(&c->resp, memory_order_relaxed), libn, libv);
 }

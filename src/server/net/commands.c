@@ -2,9 +2,9 @@
  *
  * Dispatch checks in Redis 7's order, because clients and tests see the
  * difference: unknown command, then arity, then authentication, then the
- * user's ACL permissions, then maxmemory for commands that may allocate. Lookup is a small open-addressed
- * hash of the lowercase names, so a pipelined BF.ADD pays one hash and one
- * compare, not a scan of the table.
+ * user's ACL permissions, then maxmemory for commands that may allocate. Lookup is a small
+ * open-addressed hash of the lowercase names, so a pipelined BF.ADD pays one hash and one compare,
+ * not a scan of the table.
  */
 #include <ctype.h>
 #include <stdio.h>
@@ -85,16 +85,22 @@ static row table[] = {
     {{"psync", psyncCommand, -3, A | NS, 0, 0, 0, "server", 0, false, NULL}, 0},
     /* Pub/Sub (pubsub.c) */
     {{"subscribe", subscribeCommand, -2, PS | NS | LS | SC, 0, 0, 0, "pubsub", 0, false, NULL}, 0},
-    {{"unsubscribe", unsubscribeCommand, -1, PS | NS | LS | SC, 0, 0, 0, "pubsub", 0, false, NULL}, 0},
-    {{"psubscribe", psubscribeCommand, -2, PS | NS | LS | SC, 0, 0, 0, "pubsub", 0, false, NULL}, 0},
-    {{"punsubscribe", punsubscribeCommand, -1, PS | NS | LS | SC, 0, 0, 0, "pubsub", 0, false, NULL}, 0},
+    {{"unsubscribe", unsubscribeCommand, -1, PS | NS | LS | SC, 0, 0, 0, "pubsub", 0, false, NULL},
+     0},
+    {{"psubscribe", psubscribeCommand, -2, PS | NS | LS | SC, 0, 0, 0, "pubsub", 0, false, NULL},
+     0},
+    {{"punsubscribe", punsubscribeCommand, -1, PS | NS | LS | SC, 0, 0, 0, "pubsub", 0, false,
+      NULL},
+     0},
     {{"publish", publishCommand, 3, PS | LS | F, 0, 0, 0, "pubsub", 0, false, NULL}, 0},
     {{"pubsub", pubsubCommand, -2, PS | LS, 0, 0, 0, "pubsub", 0, false, NULL}, 0},
     /* transactions (multi.c) */
     {{"multi", multiCommand, 1, NS | LS | F | AB | TX, 0, 0, 0, "transaction", 0, false, NULL}, TR},
     {{"exec", execCommand, 1, NS | LS | SS | TX, 0, 0, 0, "transaction", 0, false, NULL}, TR},
-    {{"discard", discardCommand, 1, NS | LS | F | AB | TX, 0, 0, 0, "transaction", 0, false, NULL}, TR},
-    {{"watch", watchCommand, -2, NS | LS | F | AB | TX, 1, -1, 1, "transaction", 0, false, NULL}, TR},
+    {{"discard", discardCommand, 1, NS | LS | F | AB | TX, 0, 0, 0, "transaction", 0, false, NULL},
+     TR},
+    {{"watch", watchCommand, -2, NS | LS | F | AB | TX, 1, -1, 1, "transaction", 0, false, NULL},
+     TR},
     {{"unwatch", unwatchCommand, 1, NS | LS | F | AB, 0, 0, 0, "transaction", 0, false, NULL}, TR},
     /* keyspace */
     {{"del", delCommand, -2, W, 1, -1, 1, "generic", 0, false, NULL}, KS},
@@ -264,8 +270,8 @@ static void subs_init(void)
         const command *parent = command_lookup(subtable[k].cmd, strlen(subtable[k].cmd));
         if (parent == NULL)
             abort();
-        subs[k] = (command_sub){subtable[k].sub, (int)(NCOMMANDS + k), cats_of_words(subtable[k].cats),
-                                parent};
+        subs[k] = (command_sub){subtable[k].sub, (int)(NCOMMANDS + k),
+                                cats_of_words(subtable[k].cats), parent};
         if (meta[parent->id].first < 0)
             meta[parent->id].first = (int)k;
         meta[parent->id].n++;
