@@ -74,7 +74,8 @@ static const char protected_denied[] =
 
 /* 127.0.0.0/8 and ::1, as Redis's connIsLocal (also ::ffff:127.x, should a
  * dual-stack socket ever hand one over). */
-/* Protected mode, as Redis 7: with no password, a client from anywhere but
+/* Protected mode, as Redis 7: while the default user needs no password
+ * (no requirepass, no ACL password for it), a client from anywhere but
  * the loopback interface gets the DENIED text and is closed before any of
  * its requests is read. Like Redis 7 this does not look at bind: a server
  * bound to 127.0.0.1 alone still denies a local socket that connects from
@@ -82,7 +83,7 @@ static const char protected_denied[] =
 static bool protected_mode_denies(int fd, const struct sockaddr_storage *peer)
 {
     if (!atomic_load_explicit(&cfg.protected_mode, memory_order_relaxed) ||
-        config_requirepass_set() || http_peer_is_loopback((const struct sockaddr *)peer))
+        !acl_default_nopass() || http_peer_is_loopback((const struct sockaddr *)peer))
         return false;
     /* Counted before the client can read its answer, so a client that saw
      * DENIED also sees the count. Best effort, as Redis: the socket is new,

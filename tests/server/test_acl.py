@@ -261,6 +261,10 @@ def test_noperm_for_commands_keys_and_channels(acl):
     assert c.cmd("ACL", "SETUSER", "u", "+config|get") == "OK"
     assert u.cmd("CONFIG", "GET", "port")[0] == b"port"
     assert err(u, "CONFIG", "SET", "port", "1") == noperm_cmd("config|set")
+    # The sources of a merge follow its count: read rights on each.
+    assert c.cmd("ACL", "SETUSER", "u", "+@cms") == "OK"
+    assert u.cmd("CMS.INITBYDIM", "w2", 10, 2) == "OK"
+    assert err(u, "CMS.MERGE", "w2", 2, "r1", "x") == NOPERM_KEY
 
 
 def test_a_pipelined_batch_on_a_forbidden_key_is_refused_request_by_request(acl):
@@ -320,10 +324,14 @@ def test_dryrun(acl):
         "ERR wrong number of arguments for 'type' command"
 
 
-def test_deluser_disconnects_its_clients(acl):
+def test_deluser_disconnects_its_clients_and_client_kill_by_user(acl):
     c = acl.raw()
     assert c.cmd("ACL", "SETUSER", "u", "on", ">p", "+@all", "~*") == "OK"
-    u = as_user(acl, "u", "p")
+    assert c.cmd("ACL", "SETUSER", "v", "on", ">p", "+@all", "~*") == "OK"
+    u, v = as_user(acl, "u", "p"), as_user(acl, "v", "p")
+    assert c.cmd("CLIENT", "KILL", "USER", "v") == 1
+    assert v.closed()
+    assert err(c, "CLIENT", "KILL", "USER", "nosuch") == "ERR No such user 'nosuch'"
     assert c.cmd("ACL", "DELUSER", "u") == 1
     assert u.closed()
 

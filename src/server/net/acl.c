@@ -656,6 +656,18 @@ int acl_check(const acl_user *u, const command *cmd, int argc, const char **argv
                 return ACL_DENIED_KEY;
             }
         }
+        /* "MERGE dest numkeys src ...": the sources, read, follow a count
+         * the table's positions cannot say. */
+        long long n;
+        if ((cmd->proc == cmsMergeCommand || cmd->proc == tdigestMergeCommand) && argc > 2 &&
+            str_to_ll(argv[2], lens[2], &n) && n > 0) {
+            for (int i = 3; i < argc && i - 3 < n; i++) {
+                if (!keys_allow(u, argv[i], lens[i], ACL_KEY_READ)) {
+                    *errpos = i;
+                    return ACL_DENIED_KEY;
+                }
+            }
+        }
     }
     if (!(u->flags & ACL_USER_ALLCHANNELS) && channel_command(cmd)) {
         int first = 0, last = -1;

@@ -386,7 +386,7 @@ static bool client_kill(cmd_ctx *c)
     int type = -1;
     long long maxage = 0;
     uint64_t id = 0;
-    char addr[128] = "", laddr[128] = "";
+    char addr[128] = "", laddr[128] = "", user[128] = "";
     for (int i = 2; i < c->argc; i += 2) {
         int vl = (int)(c->argvlen[i + 1] < 127 ? c->argvlen[i + 1] : 127);
         if (arg_eq(c, i, "id")) {
@@ -419,11 +419,13 @@ static bool client_kill(cmd_ctx *c)
                 return false;
             }
         } else if (arg_eq(c, i, "user")) {
-            /* The default user is the only one. */
-            if (!arg_eq(c, i + 1, "default")) {
+            acl_user *u = acl_user_get(c->argv[i + 1], c->argvlen[i + 1]);
+            if (u == NULL) {
                 reply_errorf(&c->out, "ERR No such user '%.*s'", vl, c->argv[i + 1]);
                 return false;
             }
+            snprintf(user, sizeof(user), "%s", u->name);
+            acl_user_put(u);
         } else if (arg_eq(c, i, "maxage")) {
             if (!str_to_ll(c->argv[i + 1], c->argvlen[i + 1], &maxage)) {
                 reply_syntax_error(c);
@@ -448,6 +450,8 @@ static bool client_kill(cmd_ctx *c)
         if (have_addr && strcmp(o->addr, addr) != 0)
             continue;
         if (have_laddr && strcmp(o->laddr, laddr) != 0)
+            continue;
+        if (user[0] && (o->user == NULL || strcmp(o->user->name, user) != 0))
             continue;
         if (o == client_of(c)) {
             if (skipme)
