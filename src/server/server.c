@@ -82,8 +82,8 @@ static const char protected_denied[] =
  * one of the machine's other addresses. */
 static bool protected_mode_denies(int fd, const struct sockaddr_storage *peer)
 {
-    if (!atomic_load_explicit(&cfg.protected_mode, memory_order_relaxed) ||
-        !acl_default_nopass() || http_peer_is_loopback((const struct sockaddr *)peer))
+    if (!atomic_load_explicit(&cfg.protected_mode, memory_order_relaxed) || !acl_default_nopass() ||
+        http_peer_is_loopback((const struct sockaddr *)peer))
         return false;
     /* Counted before the client can read its answer, so a client that saw
      * DENIED also sees the count. Best effort, as Redis: the socket is new,
