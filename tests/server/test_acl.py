@@ -187,10 +187,14 @@ def test_hello_auth_as_a_user(acl):
     c = acl.raw()
     assert c.cmd("ACL", "SETUSER", "alice", "on", ">pw", "+@all", "~*") == "OK"
     h = acl.raw()
-    assert err(h, "HELLO", "3", "AUTH", "alice", "bad") == WRONGPASS
+    assert err(h, "hello", "3", "AUTH", "alice", "bad") == WRONGPASS
+    # Logged under the command as the client spelled it, as Redis does.
+    assert c.cmd("ACL", "LOG", "1")[0][7] == b"hello"
     reply = h.cmd("HELLO", "3", "AUTH", "alice", "pw")
     assert reply[b"proto"] == 3
     assert h.cmd("ACL", "WHOAMI") == b"alice"
+    # RESP3: a map, the flags a set (RawClient reads sets as lists).
+    assert h.cmd("ACL", "GETUSER", "alice")[b"flags"] == [b"on"]
     h2 = acl.raw()
     assert h2.cmd("HELLO", "2", "AUTH", "alice", "pw")[5] == 2
     assert h2.cmd("ACL", "WHOAMI") == b"alice"

@@ -100,7 +100,10 @@ bool acl_authenticate(cmd_ctx *x, const char *user, size_t ulen, const char *pas
         pthread_mutex_lock(&clients_lock);
         client_info_line(c, info, sizeof(info));
         pthread_mutex_unlock(&clients_lock);
-        acl_log_add(ACL_DENIED_AUTH, client_in_multi(c) ? 1 : 0, "AUTH", 4, user, ulen, info);
+        /* The object is the command as the client spelled it (AUTH,
+         * hello ...), as Redis logs it. */
+        acl_log_add(ACL_DENIED_AUTH, client_in_multi(c) ? 1 : 0, x->argv[0], x->argvlen[0], user,
+                    ulen, info);
         reply_error(&x->out, wrongpass);
         return false;
     }
@@ -124,7 +127,7 @@ static void reply_user(reply *r, const acl_user *u)
         flags[n++] = "skip-sanitize-payload";
     if (u->flags & ACL_USER_SANITIZE)
         flags[n++] = "sanitize-payload";
-    reply_array(r, n);
+    reply_set(r, n);
     for (int i = 0; i < n; i++)
         reply_bulk_str(r, flags[i]);
     reply_bulk_str(r, "passwords");
