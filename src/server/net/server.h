@@ -21,6 +21,8 @@
  *   t_server.c  PING, HELLO, AUTH, INFO, CLIENT, CONFIG, MEMORY, SHUTDOWN ...
  *   pubsub.c    SUBSCRIBE, PUBLISH ...: channels shared by every worker
  *   multi.c     MULTI, EXEC, DISCARD, WATCH: queued commands run as one request
+ *   acl.c       ACL users: rules, the permission check, aclfile, ACL LOG
+ *   t_acl.c     the permission gate's slow path, AUTH as a user, ACL
  */
 #ifndef BLOOMERYD_SERVER_H
 #define BLOOMERYD_SERVER_H
