@@ -75,7 +75,7 @@ def test_every_rule_shows_in_getuser_and_list(acl):
     assert u[1] == [b"off"] and u[3] == [] and u[5] == b"-@all +@bloom" and u[7] == b""
     assert c.cmd("ACL", "SETUSER", "u", "reset") == "OK"
     assert [l for l in c.cmd("ACL", "LIST") if l.startswith(b"user u ")] == \
-        [b"user u off resetchannels -@all"]
+        [b"user u off sanitize-payload resetchannels -@all"]
     assert c.cmd("ACL", "USERS") == [b"default", b"u"]
     assert c.cmd("ACL", "DELUSER", "u", "nosuch") == 1
     assert c.cmd("ACL", "GETUSER", "u") is None
@@ -93,7 +93,8 @@ def test_every_rule_shows_in_getuser_and_list(acl):
              "characters and contain only lowercase hexadecimal characters"),
     ("<nopw", "ERR Error in ACL SETUSER modifier '<nopw': The password you are trying to remove "
               "from the user does not exist"),
-    ("(~x +get)", SYNTAX % "(~x +get)"),
+    ("(on)", SYNTAX % "(on)"),
+    ("(~x +nosuch)", UNKNOWN % "(~x +nosuch)"),
 ])
 def test_a_bad_rule_is_refused_in_redis_words_and_changes_nothing(acl, rule, error):
     c = acl.raw()
@@ -105,6 +106,8 @@ def test_a_bad_rule_is_refused_in_redis_words_and_changes_nothing(acl, rule, err
 
 def test_patterns_after_all_are_refused(acl):
     c = acl.raw()
+    assert err(c, "ACL", "SETUSER", "u", "(~x", "+del") == \
+        "ERR Unmatched parenthesis in acl selector starting at '(~x'."
     assert err(c, "ACL", "SETUSER", "u", "allkeys", "~foo") == (
         "ERR Error in ACL SETUSER modifier '~foo': Adding a pattern after the * pattern (or the "
         "'allkeys' flag) is not valid and does not have any effect. Try 'resetkeys' to start with "
@@ -139,6 +142,9 @@ RULE_SETS = [
     ["on", ">a", ">b", "<a", "~*", "+@all", "-@admin", "-config|get"],
     ["on", "-@all", "+@pubsub", "&news.*", "+@keyspace", "-del"],
     [],
+    ["reset"],
+    ["on", "nopass", "~a*", "+@read", "(~b* +del)", "(%R~c* &x +exists)"],
+    ["on", "(~b*", "+del", "+type)", "clearselectors", "(&y", "+publish)"],
 ]
 
 
@@ -312,6 +318,30 @@ def test_multi_checks_at_queue_time_and_again_at_exec(acl):
     assert c.cmd("EXISTS", "k", "k2") == 0
 
 
+def test_selectors_allow_what_the_user_alone_does_not(acl):
+    c = acl.raw()
+    assert c.cmd("ACL", "SETUSER", "u", "on", ">p", "~a*", "+@read", "(~b*", "+bf.add)",
+                 "(&news +publish)") == "OK"
+    line = [l for l in c.cmd("ACL", "LIST") if l.startswith(b"user u ")][0]
+    assert line.endswith(b" ~a* resetchannels -@all +@read (~b* resetchannels -@all +bf.add) "
+                         b"(resetchannels &news -@all +publish)")
+    sels = c.cmd("ACL", "GETUSER", "u")[11]
+    assert sels == [[b"commands", b"-@all +bf.add", b"keys", b"~b*", b"channels", b""],
+                    [b"commands", b"-@all +publish", b"keys", b"", b"channels", b"&news"]]
+    u = as_user(acl, "u", "p")
+    assert u.cmd("BF.EXISTS", "a1", "x") == 0
+    assert u.cmd("BF.ADD", "b1", "x") == 1
+    assert err(u, "BF.ADD", "a1", "x") == NOPERM_KEY
+    assert u.cmd("PUBLISH", "news", "m") == 0
+    assert err(u, "PUBLISH", "sport", "m") == NOPERM_CHANNEL
+    assert err(u, "DEL", "a1") == noperm_cmd("del")
+    # A pipelined batch the user's own rules refuse and a selector allows.
+    u.send(b"".join(u.encode("BF.ADD", "b2", i) for i in range(100)))
+    assert [u.read() for _ in range(100)] == [1] * 100
+    assert c.cmd("ACL", "SETUSER", "u", "clearselectors") == "OK"
+    assert err(u, "BF.ADD", "b1", "y") == noperm_cmd("bf.add")
+
+
 def test_dryrun(acl):
     c = acl.raw()
     assert c.cmd("ACL", "SETUSER", "u", "on", "+bf.add", "+publish", "~k*", "&c") == "OK"
@@ -374,13 +404,16 @@ def test_acl_save_and_load_round_trip(start_server, tmp_path):
     s = start_server("--aclfile", str(path))
     c = s.raw()
     assert c.cmd("ACL", "USERS") == [b"alice", b"default"]
-    assert c.cmd("ACL", "SETUSER", "bob", "on", ">b", "%R~r*", "&ch", "-@all", "+@read") == "OK"
+    assert c.cmd("ACL", "SETUSER", "bob", "on", ">b", "%R~r*", "&ch", "-@all", "+@read",
+                 "(~s* +del)") == "OK"
+    listed = c.cmd("ACL", "LIST")
     assert c.cmd("ACL", "SAVE") == "OK"
     saved = path.read_text()
-    assert "user bob on #" in saved and "%R~r* resetchannels &ch -@all +@read" in saved
+    assert "user bob on #" in saved
+    assert "%R~r* resetchannels &ch -@all +@read (~s* resetchannels -@all +del)\n" in saved
     assert c.cmd("ACL", "DELUSER", "bob") == 1
     assert c.cmd("ACL", "LOAD") == "OK"
-    assert c.cmd("ACL", "USERS") == [b"alice", b"bob", b"default"]
+    assert c.cmd("ACL", "LIST") == listed
     assert as_user(s, "bob", "b").cmd("BF.EXISTS", "r1", "a") == 0
     # A bad line: nothing changes.
     path.write_text("user carol on >c +@all\nuser dave on foo\n")

@@ -38,6 +38,9 @@ static void user_free(acl_user *u)
     for (size_t i = 0; i < u->nchans; i++)
         free(u->chans[i].pat);
     free(u->chans);
+    for (size_t i = 0; i < u->nsels; i++)
+        user_free(u->sels[i]);
+    free(u->sels);
     free(u);
 }
 
@@ -81,7 +84,7 @@ static acl_user *user_copy(const acl_user *u)
     if (d == NULL)
         return NULL;
     atomic_init(&d->refs, 1);
-    d->name = strdup(u->name);
+    d->name = u->name ? strdup(u->name) : NULL; /* a selector has none */
     d->flags = u->flags;
     memcpy(d->allowed, u->allowed, sizeof(d->allowed));
     d->npass = u->npass;
@@ -94,8 +97,17 @@ static acl_user *user_copy(const acl_user *u)
     d->keys = pats_dup(u->keys, u->nkeys);
     d->nchans = u->nchans;
     d->chans = pats_dup(u->chans, u->nchans);
-    if (d->name == NULL || (u->npass && d->pass == NULL) || (u->nkeys && d->keys == NULL) ||
-        (u->nchans && d->chans == NULL)) {
+    if (u->nsels) {
+        d->sels = calloc(u->nsels, sizeof(*d->sels));
+        for (size_t i = 0; d->sels && i < u->nsels; i++) {
+            d->sels[i] = user_copy(u->sels[i]);
+            if (d->sels[i] == NULL)
+                break;
+            d->nsels++;
+        }
+    }
+    if (d->nsels != u->nsels || (u->name && d->name == NULL) || (u->npass && d->pass == NULL) ||
+        (u->nkeys && d->keys == NULL) || (u->nchans && d->chans == NULL)) {
         user_free(d);
         return NULL;
     }
@@ -474,6 +486,76 @@ static int rule_command(acl_user *u, const char *r, size_t len)
     return RULE_OK;
 }
 
+/* The rules a selector takes: keys, channels, commands. */
+static int apply_selector_rule(acl_user *u, const char *r, size_t len)
+{
+    if (len == 0)
+        return RULE_SYNTAX;
+    if (str_eq_ci(r, len, "allkeys")) {
+        pats_reset(&u->keys, &u->nkeys);
+        u->flags |= ACL_USER_ALLKEYS;
+    } else if (str_eq_ci(r, len, "resetkeys")) {
+        pats_reset(&u->keys, &u->nkeys);
+        u->flags &= ~(unsigned)ACL_USER_ALLKEYS;
+    } else if (str_eq_ci(r, len, "allchannels")) {
+        pats_reset(&u->chans, &u->nchans);
+        u->flags |= ACL_USER_ALLCHANNELS;
+    } else if (str_eq_ci(r, len, "resetchannels")) {
+        pats_reset(&u->chans, &u->nchans);
+        u->flags &= ~(unsigned)ACL_USER_ALLCHANNELS;
+    } else if (str_eq_ci(r, len, "allcommands")) {
+        return apply_selector_rule(u, "+@all", 5);
+    } else if (str_eq_ci(r, len, "nocommands")) {
+        return apply_selector_rule(u, "-@all", 5);
+    } else if (r[0] == '~' || r[0] == '%') {
+        return rule_keys(u, r, len);
+    } else if (r[0] == '&') {
+        return rule_channel(u, r, len);
+    } else if (r[0] == '+' || r[0] == '-') {
+        return rule_command(u, r, len);
+    } else {
+        return RULE_SYNTAX;
+    }
+    return RULE_OK;
+}
+
+static void sels_clear(acl_user *u)
+{
+    for (size_t i = 0; i < u->nsels; i++)
+        user_free(u->sels[i]);
+    free(u->sels);
+    u->sels = NULL;
+    u->nsels = 0;
+}
+
+/* "(rule rule ...)": a new selector, all its rules good or none. */
+static int rule_selector(acl_user *u, const char *r, size_t len)
+{
+    acl_user *sel = calloc(1, sizeof(*sel));
+    char *copy = mem_dup(r + 1, len - 2);
+    acl_user **a = realloc(u->sels, (u->nsels + 1) * sizeof(*a));
+    if (a)
+        u->sels = a;
+    if (sel == NULL || copy == NULL || a == NULL) {
+        free(sel);
+        free(copy);
+        return RULE_NOMEM;
+    }
+    resp_parser p;
+    resp_parser_init(&p);
+    int e = resp_split_line(&p, copy, len - 2) ? RULE_OK : RULE_SYNTAX;
+    for (size_t i = 0; e == RULE_OK && i < p.argc; i++)
+        e = apply_selector_rule(sel, copy + p.argv[i].off, p.argv[i].len);
+    resp_parser_free(&p);
+    free(copy);
+    if (e != RULE_OK) {
+        user_free(sel);
+        return e;
+    }
+    u->sels[u->nsels++] = sel;
+    return RULE_OK;
+}
+
 static int apply_rule(acl_user *u, const char *r, size_t len)
 {
     if (len == 0)
@@ -492,27 +574,16 @@ static int apply_rule(acl_user *u, const char *r, size_t len)
     } else if (str_eq_ci(r, len, "resetpass")) {
         pass_reset(u);
         u->flags &= ~(unsigned)ACL_USER_NOPASS;
-    } else if (str_eq_ci(r, len, "allkeys")) {
-        pats_reset(&u->keys, &u->nkeys);
-        u->flags |= ACL_USER_ALLKEYS;
-    } else if (str_eq_ci(r, len, "resetkeys")) {
-        pats_reset(&u->keys, &u->nkeys);
-        u->flags &= ~(unsigned)ACL_USER_ALLKEYS;
-    } else if (str_eq_ci(r, len, "allchannels")) {
-        pats_reset(&u->chans, &u->nchans);
-        u->flags |= ACL_USER_ALLCHANNELS;
-    } else if (str_eq_ci(r, len, "resetchannels")) {
-        pats_reset(&u->chans, &u->nchans);
-        u->flags &= ~(unsigned)ACL_USER_ALLCHANNELS;
-    } else if (str_eq_ci(r, len, "allcommands")) {
-        return apply_rule(u, "+@all", 5);
-    } else if (str_eq_ci(r, len, "nocommands")) {
-        return apply_rule(u, "-@all", 5);
+    } else if (str_eq_ci(r, len, "clearselectors")) {
+        sels_clear(u);
     } else if (str_eq_ci(r, len, "reset")) {
+        /* Redis 7.0's: resetpass resetkeys resetchannels off
+         * sanitize-payload clearselectors -@all. */
         pass_reset(u);
         pats_reset(&u->keys, &u->nkeys);
         pats_reset(&u->chans, &u->nchans);
-        u->flags = 0;
+        sels_clear(u);
+        u->flags = ACL_USER_SANITIZE;
         all_set(u, false);
     } else if (r[0] == '>' || r[0] == '#') {
         unsigned char h[32];
@@ -528,17 +599,71 @@ static int apply_rule(acl_user *u, const char *r, size_t len)
         else if (!hex_hash(r + 1, len - 1, h))
             return RULE_HASH;
         return pass_del(u, h) ? RULE_OK : RULE_NOPASS;
-    } else if (r[0] == '~' || r[0] == '%') {
-        return rule_keys(u, r, len);
-    } else if (r[0] == '&') {
-        return rule_channel(u, r, len);
-    } else if (r[0] == '+' || r[0] == '-') {
-        return rule_command(u, r, len);
+    } else if (r[0] == '(' && r[len - 1] == ')' && len >= 2) {
+        return rule_selector(u, r, len);
     } else {
-        /* Selectors "(...)" included: not supported here. */
-        return RULE_SYNTAX;
+        return apply_selector_rule(u, r, len);
     }
     return RULE_OK;
+}
+
+/* Redis joins the arguments of a selector given in pieces ("(~a*" "+get)")
+ * into one rule. Returns the rules (the caller frees them and the arrays)
+ * or NULL with err set: the unmatched piece, or no memory. */
+static char **merge_selectors(int n, const char *const *in, const size_t *inl, int *outn,
+                              size_t **outl, char *err, size_t errlen)
+{
+    char **out = calloc((size_t)n + 1, sizeof(*out));
+    size_t *lens = calloc((size_t)n + 1, sizeof(*lens));
+    *outn = 0;
+    if (out == NULL || lens == NULL) {
+        free(out);
+        free(lens);
+        snprintf(err, errlen, "ERR Out of memory");
+        return NULL;
+    }
+    for (int i = 0; i < n; i++) {
+        int j = i;
+        if (inl[i] && in[i][0] == '(' && in[i][inl[i] - 1] != ')') {
+            while (j < n && !(inl[j] && in[j][inl[j] - 1] == ')'))
+                j++;
+            if (j == n) {
+                snprintf(err, errlen,
+                         "ERR Unmatched parenthesis in acl selector starting at '%.*s'.",
+                         (int)(inl[i] < 256 ? inl[i] : 256), in[i]);
+                for (int k = 0; k < *outn; k++)
+                    free(out[k]);
+                free(out);
+                free(lens);
+                return NULL;
+            }
+        }
+        size_t len = 0;
+        for (int k = i; k <= j; k++)
+            len += inl[k] + (k > i);
+        char *r = malloc(len + 1);
+        if (r == NULL) {
+            for (int k = 0; k < *outn; k++)
+                free(out[k]);
+            free(out);
+            free(lens);
+            snprintf(err, errlen, "ERR Out of memory");
+            return NULL;
+        }
+        size_t o = 0;
+        for (int k = i; k <= j; k++) {
+            if (k > i)
+                r[o++] = ' ';
+            memcpy(r + o, in[k], inl[k]);
+            o += inl[k];
+        }
+        r[o] = '\0';
+        out[*outn] = r;
+        lens[(*outn)++] = o;
+        i = j;
+    }
+    *outl = lens;
+    return out;
 }
 
 static bool valid_username(const char *s, size_t len)
@@ -560,15 +685,26 @@ static acl_user *build_user(const char *name, size_t nlen, int nrules, const cha
         snprintf(err, errlen, "ERR Out of memory");
         return NULL;
     }
-    for (int i = 0; i < nrules; i++) {
-        int e = apply_rule(u, rules[i], lens[i]);
+    int n;
+    size_t *ml;
+    char **merged = merge_selectors(nrules, rules, lens, &n, &ml, err, errlen);
+    if (merged == NULL) {
+        user_free(u);
+        return NULL;
+    }
+    for (int i = 0; i < n && u; i++) {
+        int e = apply_rule(u, merged[i], ml[i]);
         if (e != RULE_OK) {
             snprintf(err, errlen, "ERR Error in ACL SETUSER modifier '%.*s': %s",
-                     (int)(lens[i] < 256 ? lens[i] : 256), rules[i], rule_error(e));
+                     (int)(ml[i] < 256 ? ml[i] : 256), merged[i], rule_error(e));
             user_free(u);
-            return NULL;
+            u = NULL;
         }
     }
+    for (int i = 0; i < n; i++)
+        free(merged[i]);
+    free(merged);
+    free(ml);
     return u;
 }
 
@@ -634,16 +770,10 @@ static bool chans_allow(const acl_user *u, const char *ch, size_t len, bool lite
     return false;
 }
 
-int acl_check(const acl_user *u, const command *cmd, int argc, const char **argv,
-              const size_t *lens, int *errpos)
+static int check_one(const acl_user *u, int id, const command *cmd, int argc, const char **argv,
+                     const size_t *lens, int *errpos)
 {
     *errpos = 0;
-    int id = cmd->id;
-    if (argc >= 2) {
-        const command_sub *s = command_sub_lookup(cmd, argv[1], lens[1]);
-        if (s)
-            id = s->id;
-    }
     if (!acl_bit(u, id))
         return ACL_DENIED_CMD;
     if (!(u->flags & ACL_USER_ALLKEYS) && cmd->first_key > 0) {
@@ -687,6 +817,28 @@ int acl_check(const acl_user *u, const command *cmd, int argc, const char **argv
         }
     }
     return ACL_OK;
+}
+
+int acl_check(const acl_user *u, const command *cmd, int argc, const char **argv,
+              const size_t *lens, int *errpos)
+{
+    int id = cmd->id;
+    if (argc >= 2) {
+        const command_sub *s = command_sub_lookup(cmd, argv[1], lens[1]);
+        if (s)
+            id = s->id;
+    }
+    int r = check_one(u, id, cmd, argc, argv, lens, errpos);
+    /* A selector that allows it all is enough; otherwise the most
+     * relevant refusal (channel, then key, then command), as Redis. */
+    for (size_t i = 0; r != ACL_OK && i < u->nsels; i++) {
+        int pos, e = check_one(u->sels[i], id, cmd, argc, argv, lens, &pos);
+        if (e == ACL_OK || e > r) {
+            r = e;
+            *errpos = pos;
+        }
+    }
+    return r;
 }
 
 void acl_command_name(const command *cmd, int argc, const char **argv, const size_t *lens,
@@ -850,6 +1002,21 @@ char *acl_describe_patterns(const acl_user *u, bool channels)
     return sb_take(&b);
 }
 
+/* Keys, channels and commands, as a selector is written. */
+static void describe_selector(sbuf *b, const acl_user *u)
+{
+    describe_pats(b, u, false);
+    if (!(u->flags & ACL_USER_ALLCHANNELS))
+        sb_str(b, "resetchannels ");
+    describe_pats(b, u, true);
+    char *cmds = acl_describe_commands(u);
+    if (cmds)
+        sb_str(b, cmds);
+    else
+        b->failed = true;
+    free(cmds);
+}
+
 static char *describe_user(const acl_user *u)
 {
     sbuf b = {0};
@@ -870,16 +1037,12 @@ static char *describe_user(const acl_user *u)
         sb_str(&b, hex);
         sb_str(&b, " ");
     }
-    describe_pats(&b, u, false);
-    if (!(u->flags & ACL_USER_ALLCHANNELS))
-        sb_str(&b, "resetchannels ");
-    describe_pats(&b, u, true);
-    char *cmds = acl_describe_commands(u);
-    if (cmds)
-        sb_str(&b, cmds);
-    else
-        b.failed = true;
-    free(cmds);
+    describe_selector(&b, u);
+    for (size_t i = 0; i < u->nsels; i++) {
+        sb_str(&b, " (");
+        describe_selector(&b, u->sels[i]);
+        sb_str(&b, ")");
+    }
     return sb_take(&b);
 }
 
@@ -1006,14 +1169,34 @@ static bool load_lines(char **lines, const int *linenos, size_t n, const char *f
             break;
         }
         fresh[nfresh++] = u;
-        for (size_t a = 2; a < p.argc; a++) {
-            int e = apply_rule(u, line + p.argv[a].off, p.argv[a].len);
+        int nr = (int)p.argc - 2, n = 0;
+        const char **rv = calloc((size_t)nr + 1, sizeof(*rv));
+        size_t *rl = calloc((size_t)nr + 1, sizeof(*rl)), *ml = NULL;
+        for (int a = 0; rv && rl && a < nr; a++) {
+            rv[a] = line + p.argv[a + 2].off;
+            rl[a] = p.argv[a + 2].len;
+        }
+        char why[512];
+        char **merged = rv && rl ? merge_selectors(nr, rv, rl, &n, &ml, why, sizeof(why)) : NULL;
+        if (merged == NULL) {
+            /* Without "ERR ": the message as the file's error shows it. */
+            line_error(err, errlen, file, linenos[i], line, name, nlen,
+                       rv && rl ? why + 4 : "Out of memory");
+            ok = false;
+        }
+        for (int a = 0; ok && a < n; a++) {
+            int e = apply_rule(u, merged[a], ml[a]);
             if (e != RULE_OK) {
                 line_error(err, errlen, file, linenos[i], line, name, nlen, rule_error(e));
                 ok = false;
-                break;
             }
         }
+        for (int a = 0; merged && a < n; a++)
+            free(merged[a]);
+        free(merged);
+        free(ml);
+        free(rv);
+        free(rl);
     }
     resp_parser_free(&p);
     if (ok) {

@@ -58,6 +58,10 @@ typedef struct acl_user {
     size_t nkeys;
     acl_pattern *chans;
     size_t nchans;
+    /* Selectors "(...)": more sets of commands, keys and channels, each
+     * tried when the user's own refuses (their name, passwords unused). */
+    struct acl_user **sels;
+    size_t nsels;
 } acl_user;
 
 /* Moves on whenever any user changes; clients compare it to theirs. */

@@ -114,6 +114,22 @@ bool acl_authenticate(cmd_ctx *x, const char *user, size_t ulen, const char *pas
 
 /* ---- ACL ---- */
 
+/* commands, keys, channels: the user's own or a selector's. */
+static void reply_selector(reply *r, const acl_user *u)
+{
+    char *cmds = acl_describe_commands(u), *keys = acl_describe_patterns(u, false),
+         *chans = acl_describe_patterns(u, true);
+    reply_bulk_str(r, "commands");
+    reply_bulk_str(r, cmds ? cmds : "");
+    reply_bulk_str(r, "keys");
+    reply_bulk_str(r, keys ? keys : "");
+    reply_bulk_str(r, "channels");
+    reply_bulk_str(r, chans ? chans : "");
+    free(cmds);
+    free(keys);
+    free(chans);
+}
+
 static void reply_user(reply *r, const acl_user *u)
 {
     reply_map(r, 6);
@@ -138,19 +154,13 @@ static void reply_user(reply *r, const acl_user *u)
             snprintf(hex + 2 * k, 3, "%02x", u->pass[i][k]);
         reply_bulk_str(r, hex);
     }
-    char *cmds = acl_describe_commands(u), *keys = acl_describe_patterns(u, false),
-         *chans = acl_describe_patterns(u, true);
-    reply_bulk_str(r, "commands");
-    reply_bulk_str(r, cmds ? cmds : "");
-    reply_bulk_str(r, "keys");
-    reply_bulk_str(r, keys ? keys : "");
-    reply_bulk_str(r, "channels");
-    reply_bulk_str(r, chans ? chans : "");
+    reply_selector(r, u);
     reply_bulk_str(r, "selectors");
-    reply_array(r, 0);
-    free(cmds);
-    free(keys);
-    free(chans);
+    reply_array(r, (long long)u->nsels);
+    for (size_t i = 0; i < u->nsels; i++) {
+        reply_map(r, 3);
+        reply_selector(r, u->sels[i]);
+    }
 }
 
 static void reply_strings(reply *r, char **l, size_t n)
