@@ -1115,6 +1115,20 @@ static void line_error(char *err, size_t errlen, const char *file, int lineno, c
                  lineno, line, (int)ulen, user, why);
 }
 
+/* CONFIG SET requirepass, once stored. */
+static bool requirepass_set(const char *const *names, int n, char *err, size_t errlen)
+{
+    (void)names;
+    (void)n;
+    (void)err;
+    (void)errlen;
+    char *pass = config_get_str("requirepass");
+    if (pass)
+        on_requirepass(pass);
+    free(pass);
+    return true;
+}
+
 /* Users from lines "user <name> <rules...>", all or none: the registry is
  * replaced only when every line is good. file names an aclfile for errors;
  * NULL for the config file's lines. */
@@ -1368,7 +1382,7 @@ bool acl_init(char *err, size_t errlen)
     if (pass && pass[0])
         on_requirepass(pass);
     free(pass);
-    config_on_requirepass(on_requirepass);
+    config_on_set("requirepass", requirepass_set);
     config_on_rewrite_users(rewrite_lines);
 
     size_t nlines;
