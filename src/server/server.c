@@ -77,15 +77,16 @@ static const char protected_denied[] =
 
 /* 127.0.0.0/8 and ::1, as Redis's connIsLocal (also ::ffff:127.x, should a
  * dual-stack socket ever hand one over). */
-/* Protected mode, as Redis 7: with no password, a client from anywhere but
+/* Protected mode, as Redis 7: while the default user needs no password
+ * (no requirepass, no ACL password for it), a client from anywhere but
  * the loopback interface gets the DENIED text and is closed before any of
  * its requests is read. Like Redis 7 this does not look at bind: a server
  * bound to 127.0.0.1 alone still denies a local socket that connects from
  * one of the machine's other addresses. */
 static bool protected_mode_denies(int fd, const struct sockaddr_storage *peer, bool tls)
 {
-    if (!atomic_load_explicit(&cfg.protected_mode, memory_order_relaxed) ||
-        config_requirepass_set() || http_peer_is_loopback((const struct sockaddr *)peer))
+    if (!atomic_load_explicit(&cfg.protected_mode, memory_order_relaxed) || !acl_default_nopass() ||
+        http_peer_is_loopback((const struct sockaddr *)peer))
         return false;
     /* Counted before the client can read its answer, so a client that saw
      * DENIED also sees the count. Best effort, as Redis: the socket is new,
@@ -538,6 +539,24 @@ int main(int argc, char **argv)
 
     ks_init();
     commands_init();
+    /* The users before the data and the first connection: a bad user line
+     * or aclfile stops the start, as in Redis. */
+    char aerr[4096];
+    if (!acl_init(aerr, sizeof(aerr))) {
+        char *aclfile = config_get_str("aclfile");
+        bool from_file = aclfile && aclfile[0] && strncmp(aerr, "Configuring", 11) != 0;
+        free(aclfile);
+        if (from_file) {
+            server_log(LOG_WARNING, "Aborting Redis startup because of ACL errors: %s", aerr);
+            fprintf(stderr, "Aborting Redis startup because of ACL errors: %s\n", aerr);
+        } else {
+            server_log(LOG_WARNING, "%s", aerr);
+            fprintf(stderr, "\n*** FATAL CONFIG FILE ERROR ***\n%s\n", aerr);
+        }
+        acl_free();
+        config_free();
+        return 1;
+    }
     /* All of the data before the first connection: nothing is served half
      * loaded, and a damaged data directory stops the start. */
     dir = config_get_str("dir");
@@ -652,6 +671,7 @@ int main(int argc, char **argv)
     uv_loop_close(&main_loop);
     ks_shutdown();
     commands_free();
+    acl_free();
     if (pid_written)
         unlink(pidfile);
     free(pidfile);

@@ -31,6 +31,15 @@ static char *s_tls_cert_file, *s_tls_key_file, *s_tls_key_file_pass, *s_tls_clie
 static char *s_tls_client_key_file, *s_tls_client_key_file_pass, *s_tls_ca_cert_file;
 static char *s_tls_ca_cert_dir, *s_tls_dh_params_file, *s_tls_protocols, *s_tls_ciphers;
 static char *s_tls_ciphersuites;
+static char *s_aclfile;
+
+/* "user" lines of the config file (and --user options), kept for the ACL
+ * code above, which applies them at start-up; their line numbers (0 for an
+ * option) for its errors. */
+static char **user_lines;
+static int *user_linenos;
+static size_t nuser_lines;
+static char *(*rewrite_users_hook)(void);
 
 /* T_WORDS: a string of several words, kept space-separated ("save 3600 1"). */
 typedef enum { T_INT, T_MEM, T_DOUBLE, T_STR, T_WORDS, T_ENUM, T_OBUF, T_FIXED } cfg_type;
@@ -77,6 +86,10 @@ static const cfg_entry table[] = {
     {"threads", T_INT, false, &cfg.threads, 0, 256, NULL, NULL, NULL, "0"},
     {"dir", T_STR, false, NULL, 0, 0, &s_dir, NULL, NULL, "./data"},
     {"requirepass", T_STR, true, NULL, 0, 0, &s_requirepass, NULL, NULL, ""},
+    /* ACL users (docs/SECURITY.md): their file, read at start-up only, and
+     * the length of ACL LOG. */
+    {"aclfile", T_STR, false, NULL, 0, 0, &s_aclfile, NULL, NULL, ""},
+    {"acllog-max-len", T_INT, true, &cfg.acllog_max_len, 0, LLONG_MAX, NULL, NULL, NULL, "128"},
     {"maxmemory", T_MEM, true, &cfg.maxmemory, 0, 1LL << 62, NULL, NULL, NULL, "0"},
     {"maxmemory-policy", T_ENUM, true, &policy_dummy, 0, 0, NULL, policies, NULL, "noeviction"},
     {"maxclients", T_INT, true, &cfg.maxclients, 1, 1000000, NULL, NULL, NULL, "10000"},
@@ -561,9 +574,57 @@ static bool apply_entry(const cfg_entry *c, int argc, const char *const *argv, c
     return false;
 }
 
+static bool add_user_line(const char *line, size_t len, int lineno)
+{
+    char **l = realloc(user_lines, (nuser_lines + 1) * sizeof(*l));
+    if (l == NULL)
+        return false;
+    user_lines = l;
+    int *n = realloc(user_linenos, (nuser_lines + 1) * sizeof(*n));
+    if (n == NULL)
+        return false;
+    user_linenos = n;
+    user_lines[nuser_lines] = mem_dup(line, len);
+    if (user_lines[nuser_lines] == NULL)
+        return false;
+    user_linenos[nuser_lines++] = lineno;
+    return true;
+}
+
+char **config_user_lines(size_t *n, const int **linenos)
+{
+    *n = nuser_lines;
+    *linenos = user_linenos;
+    return user_lines;
+}
+
+void config_on_rewrite_users(char *(*fn)(void)) { rewrite_users_hook = fn; }
+
 bool config_apply(const char *name, int argc, const char *const *argv, const size_t *lens,
                   bool at_startup, char *err, size_t errlen)
 {
+    if (at_startup && strcmp(name, "user") == 0) {
+        /* --user name rules...: one line, as the file would hold it. */
+        size_t len = 4;
+        for (int i = 0; i < argc; i++)
+            len += lens[i] + 1;
+        char *line = malloc(len + 1);
+        bool ok = line != NULL;
+        if (ok) {
+            memcpy(line, "user", 4);
+            size_t o = 4;
+            for (int i = 0; i < argc; i++) {
+                line[o++] = ' ';
+                memcpy(line + o, argv[i], lens[i]);
+                o += lens[i];
+            }
+            ok = add_user_line(line, o, 0);
+        }
+        free(line);
+        if (!ok)
+            snprintf(err, errlen, "out of memory");
+        return ok;
+    }
     const cfg_entry *c = find(name);
     if (c == NULL) {
         snprintf(err, errlen, "unknown option '%s'", name);
@@ -785,6 +846,13 @@ void config_free(void)
     free(s_config_file);
     s_config_file = NULL;
     pthread_mutex_unlock(&str_lock);
+    for (size_t i = 0; i < nuser_lines; i++)
+        free(user_lines[i]);
+    free(user_lines);
+    free(user_linenos);
+    user_lines = NULL;
+    user_linenos = NULL;
+    nuser_lines = 0;
     for (size_t i = 0; i < NTABLE; i++) {
         free(deflt_fmt[i]);
         deflt_fmt[i] = NULL;
@@ -839,7 +907,12 @@ bool config_load_file(const char *path, char *err, size_t errlen)
         char name[128];
         snprintf(name, sizeof(name), "%.*s", (int)(lens[0] < 127 ? lens[0] : 127), argv[0]);
         char why[256];
-        if (strlen(name) != lens[0]) {
+        if (strcmp(name, "user") == 0) {
+            if (!add_user_line(line + i, len - i, lineno)) {
+                snprintf(err, errlen, "%s:%d: out of memory", path, lineno);
+                ok = false;
+            }
+        } else if (strlen(name) != lens[0]) {
             /* A NUL or a very long name: no setting's. */
             snprintf(err, errlen, "%s:%d: unknown option", path, lineno);
             ok = false;
@@ -1048,7 +1121,7 @@ static size_t canonical(size_t k)
     return k;
 }
 
-static bool write_file(const char *path, const char *data, size_t len, char *err, size_t errlen)
+bool config_write_file(const char *path, const char *data, size_t len, char *err, size_t errlen)
 {
     /* A new file renamed over the old one: a crash leaves one or the other. */
     size_t plen = strlen(path) + 32;
@@ -1101,6 +1174,10 @@ int config_rewrite(char *err, size_t errlen)
         return CONFIG_REWRITE_NO_FILE;
     }
     pthread_mutex_lock(&rewrite_lock);
+    /* The ACL users as user lines, in place of the file's, unless an
+     * aclfile keeps them (NULL). */
+    char *users = rewrite_users_hook ? rewrite_users_hook() : NULL;
+    bool users_done = false;
     bool done[NTABLE] = {false};
     bool signature = false;
     sbuf out = {0};
@@ -1127,14 +1204,23 @@ int config_rewrite(char *err, size_t errlen)
         if (strcmp(line + i, REWRITE_SIGNATURE) == 0)
             signature = true;
         const cfg_entry *c = NULL;
+        bool user_line = false;
         if (i < len && line[i] != '#') {
             char *copy = mem_dup(line, len);
             if (copy && resp_split_line(&p, copy, len) && p.argc > 0) {
                 char name[128];
                 snprintf(name, sizeof(name), "%.*s", (int)p.argv[0].len, copy + p.argv[0].off);
                 c = find(name);
+                user_line = strcmp(name, "user") == 0;
             }
             free(copy);
+        }
+        if (user_line && users) {
+            /* The first user line takes all the users; the others go. */
+            if (!users_done)
+                sb_str(&out, users);
+            users_done = true;
+            continue;
         }
         if (c == NULL) {
             /* Comments, blank lines and lines of no setting stay as they were. */
@@ -1169,10 +1255,21 @@ int config_rewrite(char *err, size_t errlen)
         }
         sb_setting(&out, &table[k]);
     }
+    /* Users beyond the default one as it starts, at the end. */
+    if (users && !users_done && strcmp(users, "user default on nopass ~* &* +@all\n") != 0) {
+        if (!signature) {
+            if (out.len && out.p[out.len - 1] != '\n')
+                sb_str(&out, "\n");
+            sb_str(&out, REWRITE_SIGNATURE "\n");
+            signature = true;
+        }
+        sb_str(&out, users);
+    }
+    free(users);
     if (out.failed) {
         snprintf(err, errlen, "out of memory");
         ret = CONFIG_REWRITE_ERROR;
-    } else if (!write_file(path, out.p ? out.p : "", out.len, err, errlen)) {
+    } else if (!config_write_file(path, out.p ? out.p : "", out.len, err, errlen)) {
         ret = CONFIG_REWRITE_ERROR;
     }
 end:

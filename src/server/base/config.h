@@ -49,6 +49,7 @@ typedef struct server_config {
     /* TLS; tls_auth_clients 0 no, 1 yes, 2 optional */
     _Atomic long long tls_port, tls_auth_clients, tls_replication, tls_prefer_server_ciphers;
     _Atomic long long tls_session_caching, tls_session_cache_size, tls_session_cache_timeout;
+    _Atomic long long acllog_max_len;
 } server_config;
 
 extern server_config cfg;
@@ -123,6 +124,15 @@ bool config_requirepass_set(void);
  * or "" for replicaof. Checked as the config file's value is; false (and
  * the setting unchanged) for a value the file could not hold. */
 bool config_set_str(const char *name, const char *value);
+/* The config file's "user" lines (and --user options), whole, in order,
+ * with their line numbers (0: an option); applied by the ACL code. */
+char **config_user_lines(size_t *n, const int **linenos);
+/* CONFIG REWRITE asks fn for the user lines to write ("" for none; NULL:
+ * the file's user lines stay as they are). */
+void config_on_rewrite_users(char *(*fn)(void));
+/* A file replaced atomically: a new file (never a link planted at its
+ * name), synced, renamed over path. */
+bool config_write_file(const char *path, const char *data, size_t len, char *err, size_t errlen);
 /* Constant-time-ish comparison with requirepass. */
 bool config_check_password(const char *p, size_t len);
 

@@ -102,7 +102,11 @@ client *client_create(worker *w, int fd, int flags)
         format_addr(&ss, c->laddr, sizeof(c->laddr));
     reply_init(&c->cx.out);
     resp_parser_init(&c->parser);
-    c->authenticated = !config_requirepass_set();
+    /* Every connection starts as the default user, authenticated when
+     * that user needs no password (Redis: on and nopass). */
+    c->acl_ver = atomic_load_explicit(&acl_version, memory_order_acquire);
+    c->user = acl_user_get("default", 7);
+    c->authenticated = acl_default_nopass();
     atomic_store(&c->resp, 2);
     c->ctime_ms = now_ms();
     atomic_store(&c->last_ms, c->ctime_ms);
@@ -149,6 +153,7 @@ static void on_closed(uv_handle_t *h)
     free(c->lib_name);
     free(c->lib_ver);
     multi_reset(c);
+    acl_user_put(c->user);
     free(c);
     atomic_fetch_sub(&srv.connected, 1);
 }
@@ -455,7 +460,9 @@ static void process_input(client *c)
                 /* Queued or refused one by one by the dispatcher. */
                 !client_in_multi(c) && !pubsub_restricted(c) &&
                 str_eq_ci(c->cx.argv[0], c->cx.argvlen[0], cmd->name) &&
-                /* Refusals are the dispatcher's to answer. */
+                /* Refusals are the dispatcher's to answer: the batch's key
+                 * is every request's, so one check covers them all. */
+                acl_gate(c, cmd, ACL_GATE_QUIET) &&
                 !((cmd->flags & CMD_DENYOOM) && server_over_maxmemory()) &&
                 !((cmd->flags & CMD_WRITE) && !wal_write_ok()) && !repl_checks_data()) {
                 c->cx.argc = 0;
@@ -700,7 +707,7 @@ void client_info_line(client *c, char *out, size_t outlen)
     snprintf(out, outlen,
              "id=%llu addr=%s laddr=%s fd=%d name=%s age=%lld idle=%lld flags=%s db=0 sub=%d "
              "psub=%d ssub=0 multi=%d qbuf=%zu qbuf-free=0 argv-mem=0 multi-mem=0 rbs=%d rbp=0 "
-             "obl=0 oll=0 omem=%zu tot-mem=%zu events=r cmd=%s user=default redir=-1 resp=%d "
+             "obl=0 oll=0 omem=%zu tot-mem=%zu events=r cmd=%s user=%s redir=-1 resp=%d "
              "lib-name=%s lib-ver=%s",
              (unsigned long long)c->id, c->addr, c->laddr, c->fd, name,
              (long long)((now - c->ctime_ms) / 1000),
@@ -708,6 +715,6 @@ void client_info_line(client *c, char *out, size_t outlen)
              flags, atomic_load_explicit(&c->nchans, memory_order_relaxed),
              atomic_load_explicit(&c->npats, memory_order_relaxed),
              atomic_load_explicit(&c->multi_n, memory_order_relaxed), q, READ_CHUNK, o,
-             sizeof(client) + q + o, cmd, atomic_load_explicit(&c->resp, memory_order_relaxed),
-             libn, libv);
+             sizeof(client) + q + o, cmd, c->user ? c->user->name : "default",
+             atomic_load_explicit(&c->resp, memory_order_relaxed), libn, libv);
 }

@@ -1,10 +1,10 @@
 /* The command table, dispatch and COMMAND.
  *
  * Dispatch checks in Redis 7's order, because clients and tests see the
- * difference: unknown command, then arity, then authentication, then
- * maxmemory for commands that may allocate. Lookup is a small open-addressed
- * hash of the lowercase names, so a pipelined BF.ADD pays one hash and one
- * compare, not a scan of the table.
+ * difference: unknown command, then arity, then authentication, then the
+ * user's ACL permissions, then maxmemory for commands that may allocate. Lookup is a small
+ * open-addressed hash of the lowercase names, so a pipelined BF.ADD pays one hash and one compare,
+ * not a scan of the table.
  */
 #include <ctype.h>
 #include <stdio.h>
@@ -34,82 +34,283 @@
 #define AB CMD_ALLOW_BUSY
 #define SC CMD_SUBCTX
 #define TX CMD_TXCTL
+/* ACL categories a row declares beyond those its flags give, as Redis
+ * derives them: write @write, readonly @read, admin @admin and @dangerous,
+ * pubsub @pubsub, fast @fast and otherwise @slow. Value commands add their
+ * family's (@bloom, @cuckoo, @cms, @topk, @tdigest: their group). */
+#define KS CAT_KEYSPACE
+#define CN CAT_CONNECTION
+#define TR CAT_TRANSACTION
+#define DG CAT_DANGEROUS
+#define AD CAT_ADMIN
+#define HL CAT_HYPERLOGLOG
 
-static command table[] = {
+typedef struct row {
+    command c;
+    unsigned cats;
+} row;
+
+static row table[] = {
     /* connection and server */
-    {"ping", pingCommand, -1, F | SC, 0, 0, 0, "connection", 0, false, NULL},
-    {"echo", echoCommand, 2, F, 0, 0, 0, "connection", 0, false, NULL},
-    {"hello", helloCommand, -1, F | N, 0, 0, 0, "connection", 0, false, NULL},
-    {"auth", authCommand, -2, F | N, 0, 0, 0, "connection", 0, false, NULL},
-    {"select", selectCommand, 2, F, 0, 0, 0, "connection", 0, false, NULL},
-    {"quit", quitCommand, -1, F | N | SC | TX, 0, 0, 0, "connection", 0, false, NULL},
-    {"client", clientCommand, -2, 0, 0, 0, 0, "connection", 0, false, NULL},
-    {"dbsize", dbsizeCommand, 1, R | F, 0, 0, 0, "server", 0, false, NULL},
-    {"shutdown", shutdownCommand, -1, A, 0, 0, 0, "server", 0, false, NULL},
-    {"info", infoCommand, -1, 0, 0, 0, 0, "server", 0, false, NULL},
-    {"command", commandCommand, -1, 0, 0, 0, 0, "server", 0, false, NULL},
-    {"config", configCommand, -2, A, 0, 0, 0, "server", 0, false, NULL},
-    {"module", moduleCommand, -2, A | NS, 0, 0, 0, "server", 0, false, NULL},
-    {"memory", memoryCommand, -2, R, 2, 2, 1, "server", 0, false, NULL},
-    {"time", timeCommand, 1, F, 0, 0, 0, "server", 0, false, NULL},
-    {"slowlog", slowlogCommand, -2, A | LS, 0, 0, 0, "server", 0, false, NULL},
-    {"latency", latencyCommand, -2, A | NS | LS, 0, 0, 0, "server", 0, false, NULL},
-    {"flushall", flushallCommand, -1, W, 0, 0, 0, "server", 0, false, NULL},
-    {"flushdb", flushallCommand, -1, W, 0, 0, 0, "server", 0, false, NULL},
-    {"lastsave", lastsaveCommand, 1, F, 0, 0, 0, "server", 0, false, NULL},
-    {"save", saveCommand, 1, A, 0, 0, 0, "server", 0, false, NULL},
-    {"bgsave", bgsaveCommand, -1, A, 0, 0, 0, "server", 0, false, NULL},
-    {"bgrewriteaof", bgrewriteaofCommand, 1, A, 0, 0, 0, "server", 0, false, NULL},
+    {{"ping", pingCommand, -1, F | SC, 0, 0, 0, "connection", 0, false, NULL}, CN},
+    {{"echo", echoCommand, 2, F, 0, 0, 0, "connection", 0, false, NULL}, CN},
+    {{"hello", helloCommand, -1, F | N, 0, 0, 0, "connection", 0, false, NULL}, CN},
+    {{"auth", authCommand, -2, F | N, 0, 0, 0, "connection", 0, false, NULL}, CN},
+    {{"select", selectCommand, 2, F, 0, 0, 0, "connection", 0, false, NULL}, CN},
+    {{"quit", quitCommand, -1, F | N | SC | TX, 0, 0, 0, "connection", 0, false, NULL}, CN},
+    {{"client", clientCommand, -2, 0, 0, 0, 0, "connection", 0, false, NULL}, 0},
+    {{"dbsize", dbsizeCommand, 1, R | F, 0, 0, 0, "server", 0, false, NULL}, KS},
+    {{"shutdown", shutdownCommand, -1, A, 0, 0, 0, "server", 0, false, NULL}, 0},
+    {{"info", infoCommand, -1, 0, 0, 0, 0, "server", 0, false, NULL}, DG},
+    {{"command", commandCommand, -1, 0, 0, 0, 0, "server", 0, false, NULL}, CN},
+    {{"acl", aclCommand, -2, 0, 0, 0, 0, "server", 0, false, NULL}, 0},
+    {{"config", configCommand, -2, A, 0, 0, 0, "server", 0, false, NULL}, 0},
+    {{"module", moduleCommand, -2, A | NS, 0, 0, 0, "server", 0, false, NULL}, 0},
+    {{"memory", memoryCommand, -2, R, 2, 2, 1, "server", 0, false, NULL}, 0},
+    {{"time", timeCommand, 1, F, 0, 0, 0, "server", 0, false, NULL}, 0},
+    {{"slowlog", slowlogCommand, -2, A | LS, 0, 0, 0, "server", 0, false, NULL}, 0},
+    {{"latency", latencyCommand, -2, A | NS | LS, 0, 0, 0, "server", 0, false, NULL}, 0},
+    {{"flushall", flushallCommand, -1, W, 0, 0, 0, "server", 0, false, NULL}, KS | DG},
+    {{"flushdb", flushallCommand, -1, W, 0, 0, 0, "server", 0, false, NULL}, KS | DG},
+    {{"lastsave", lastsaveCommand, 1, F, 0, 0, 0, "server", 0, false, NULL}, AD | DG},
+    {{"save", saveCommand, 1, A, 0, 0, 0, "server", 0, false, NULL}, 0},
+    {{"bgsave", bgsaveCommand, -1, A, 0, 0, 0, "server", 0, false, NULL}, 0},
+    {{"bgrewriteaof", bgrewriteaofCommand, 1, A, 0, 0, 0, "server", 0, false, NULL}, 0},
     /* replication (t_repl.c) */
-    {"replicaof", replicaofCommand, 3, A | NS | CMD_STALE, 0, 0, 0, "server", 0, false, NULL},
-    {"slaveof", replicaofCommand, 3, A | NS | CMD_STALE, 0, 0, 0, "server", 0, false, NULL},
-    {"role", roleCommand, 1, F | NS | LS, 0, 0, 0, "server", 0, false, NULL},
-    {"wait", waitCommand, 3, NS, 0, 0, 0, "generic", 0, false, NULL},
-    {"replconf", replconfCommand, -1, A | NS | LS, 0, 0, 0, "server", 0, false, NULL},
-    {"psync", psyncCommand, -3, A | NS, 0, 0, 0, "server", 0, false, NULL},
+    {{"replicaof", replicaofCommand, 3, A | NS | CMD_STALE, 0, 0, 0, "server", 0, false, NULL}, 0},
+    {{"slaveof", replicaofCommand, 3, A | NS | CMD_STALE, 0, 0, 0, "server", 0, false, NULL}, 0},
+    {{"role", roleCommand, 1, F | NS | LS, 0, 0, 0, "server", 0, false, NULL}, AD | DG},
+    {{"wait", waitCommand, 3, NS, 0, 0, 0, "generic", 0, false, NULL}, CN},
+    {{"replconf", replconfCommand, -1, A | NS | LS, 0, 0, 0, "server", 0, false, NULL}, 0},
+    {{"psync", psyncCommand, -3, A | NS, 0, 0, 0, "server", 0, false, NULL}, 0},
     /* Pub/Sub (pubsub.c) */
-    {"subscribe", subscribeCommand, -2, PS | NS | LS | SC, 0, 0, 0, "pubsub", 0, false, NULL},
-    {"unsubscribe", unsubscribeCommand, -1, PS | NS | LS | SC, 0, 0, 0, "pubsub", 0, false, NULL},
-    {"psubscribe", psubscribeCommand, -2, PS | NS | LS | SC, 0, 0, 0, "pubsub", 0, false, NULL},
-    {"punsubscribe", punsubscribeCommand, -1, PS | NS | LS | SC, 0, 0, 0, "pubsub", 0, false, NULL},
-    {"publish", publishCommand, 3, PS | LS | F, 0, 0, 0, "pubsub", 0, false, NULL},
-    {"pubsub", pubsubCommand, -2, PS | LS, 0, 0, 0, "pubsub", 0, false, NULL},
+    {{"subscribe", subscribeCommand, -2, PS | NS | LS | SC, 0, 0, 0, "pubsub", 0, false, NULL}, 0},
+    {{"unsubscribe", unsubscribeCommand, -1, PS | NS | LS | SC, 0, 0, 0, "pubsub", 0, false, NULL},
+     0},
+    {{"psubscribe", psubscribeCommand, -2, PS | NS | LS | SC, 0, 0, 0, "pubsub", 0, false, NULL},
+     0},
+    {{"punsubscribe", punsubscribeCommand, -1, PS | NS | LS | SC, 0, 0, 0, "pubsub", 0, false,
+      NULL},
+     0},
+    {{"publish", publishCommand, 3, PS | LS | F, 0, 0, 0, "pubsub", 0, false, NULL}, 0},
+    {{"pubsub", pubsubCommand, -2, PS | LS, 0, 0, 0, "pubsub", 0, false, NULL}, 0},
     /* transactions (multi.c) */
-    {"multi", multiCommand, 1, NS | LS | F | AB | TX, 0, 0, 0, "transaction", 0, false, NULL},
-    {"exec", execCommand, 1, NS | LS | SS | TX, 0, 0, 0, "transaction", 0, false, NULL},
-    {"discard", discardCommand, 1, NS | LS | F | AB | TX, 0, 0, 0, "transaction", 0, false, NULL},
-    {"watch", watchCommand, -2, NS | LS | F | AB | TX, 1, -1, 1, "transaction", 0, false, NULL},
-    {"unwatch", unwatchCommand, 1, NS | LS | F | AB, 0, 0, 0, "transaction", 0, false, NULL},
+    {{"multi", multiCommand, 1, NS | LS | F | AB | TX, 0, 0, 0, "transaction", 0, false, NULL}, TR},
+    {{"exec", execCommand, 1, NS | LS | SS | TX, 0, 0, 0, "transaction", 0, false, NULL}, TR},
+    {{"discard", discardCommand, 1, NS | LS | F | AB | TX, 0, 0, 0, "transaction", 0, false, NULL},
+     TR},
+    {{"watch", watchCommand, -2, NS | LS | F | AB | TX, 1, -1, 1, "transaction", 0, false, NULL},
+     TR},
+    {{"unwatch", unwatchCommand, 1, NS | LS | F | AB, 0, 0, 0, "transaction", 0, false, NULL}, TR},
     /* keyspace */
-    {"del", delCommand, -2, W, 1, -1, 1, "generic", 0, false, NULL},
-    {"unlink", delCommand, -2, W | F, 1, -1, 1, "generic", 0, false, NULL},
-    {"exists", existsCommand, -2, R | F, 1, -1, 1, "generic", 0, false, NULL},
-    {"type", typeCommand, 2, R | F, 1, 1, 1, "generic", 0, false, NULL},
-    {"keys", keysCommand, 2, R, 0, 0, 0, "generic", 0, false, NULL},
-    {"scan", scanCommand, -2, R, 0, 0, 0, "generic", 0, false, NULL},
-    {"randomkey", randomkeyCommand, 1, R, 0, 0, 0, "generic", 0, false, NULL},
-    {"rename", renameCommand, 3, W, 1, 2, 1, "generic", 0, false, NULL},
-    {"renamenx", renamenxCommand, 3, W | F, 1, 2, 1, "generic", 0, false, NULL},
-    {"expire", expireCommand, -3, W | F, 1, 1, 1, "generic", 0, false, NULL},
-    {"pexpire", pexpireCommand, -3, W | F, 1, 1, 1, "generic", 0, false, NULL},
-    {"expireat", expireatCommand, -3, W | F, 1, 1, 1, "generic", 0, false, NULL},
-    {"pexpireat", pexpireatCommand, -3, W | F, 1, 1, 1, "generic", 0, false, NULL},
-    {"ttl", ttlCommand, 2, R | F, 1, 1, 1, "generic", 0, false, NULL},
-    {"pttl", pttlCommand, 2, R | F, 1, 1, 1, "generic", 0, false, NULL},
-    {"expiretime", expiretimeCommand, 2, R | F, 1, 1, 1, "generic", 0, false, NULL},
-    {"pexpiretime", pexpiretimeCommand, 2, R | F, 1, 1, 1, "generic", 0, false, NULL},
-    {"persist", persistCommand, 2, W | F, 1, 1, 1, "generic", 0, false, NULL},
+    {{"del", delCommand, -2, W, 1, -1, 1, "generic", 0, false, NULL}, KS},
+    {{"unlink", delCommand, -2, W | F, 1, -1, 1, "generic", 0, false, NULL}, KS},
+    {{"exists", existsCommand, -2, R | F, 1, -1, 1, "generic", 0, false, NULL}, KS},
+    {{"type", typeCommand, 2, R | F, 1, 1, 1, "generic", 0, false, NULL}, KS},
+    {{"keys", keysCommand, 2, R, 0, 0, 0, "generic", 0, false, NULL}, KS | DG},
+    {{"scan", scanCommand, -2, R, 0, 0, 0, "generic", 0, false, NULL}, KS},
+    {{"randomkey", randomkeyCommand, 1, R, 0, 0, 0, "generic", 0, false, NULL}, KS},
+    {{"rename", renameCommand, 3, W, 1, 2, 1, "generic", 0, false, NULL}, KS},
+    {{"renamenx", renamenxCommand, 3, W | F, 1, 2, 1, "generic", 0, false, NULL}, KS},
+    {{"expire", expireCommand, -3, W | F, 1, 1, 1, "generic", 0, false, NULL}, KS},
+    {{"pexpire", pexpireCommand, -3, W | F, 1, 1, 1, "generic", 0, false, NULL}, KS},
+    {{"expireat", expireatCommand, -3, W | F, 1, 1, 1, "generic", 0, false, NULL}, KS},
+    {{"pexpireat", pexpireatCommand, -3, W | F, 1, 1, 1, "generic", 0, false, NULL}, KS},
+    {{"ttl", ttlCommand, 2, R | F, 1, 1, 1, "generic", 0, false, NULL}, KS},
+    {{"pttl", pttlCommand, 2, R | F, 1, 1, 1, "generic", 0, false, NULL}, KS},
+    {{"expiretime", expiretimeCommand, 2, R | F, 1, 1, 1, "generic", 0, false, NULL}, KS},
+    {{"pexpiretime", pexpiretimeCommand, 2, R | F, 1, 1, 1, "generic", 0, false, NULL}, KS},
+    {{"persist", persistCommand, 2, W | F, 1, 1, 1, "generic", 0, false, NULL}, KS},
 /* Bloom and cuckoo: value_commands.h, shared with the module */
 #define VALUE_ROW(name, proc, arity, flags, fk, lk, ks, group, batch)                              \
-    {name, proc, arity, flags, fk, lk, ks, group, 0, false, batch},
+    {{name, proc, arity, flags, fk, lk, ks, group, 0, false, batch}, 0},
     VALUE_COMMANDS(VALUE_ROW)
 #undef VALUE_ROW
     /* HyperLogLog */
-    {"pfadd", pfaddCommand, -2, W | M | F, 1, 1, 1, "hyperloglog", 0, false, NULL},
-    {"pfcount", pfcountCommand, -2, R, 1, -1, 1, "hyperloglog", 0, false, NULL},
-    {"pfmerge", pfmergeCommand, -2, W | M, 1, -1, 1, "hyperloglog", 0, false, NULL},
+    {{"pfadd", pfaddCommand, -2, W | M | F, 1, 1, 1, "hyperloglog", 0, false, NULL}, HL},
+    {{"pfcount", pfcountCommand, -2, R, 1, -1, 1, "hyperloglog", 0, false, NULL}, HL},
+    {{"pfmerge", pfmergeCommand, -2, W | M, 1, -1, 1, "hyperloglog", 0, false, NULL}, HL},
 };
 #define NCOMMANDS (sizeof(table) / sizeof(table[0]))
+
+/* Subcommands ACL rules can name, with Redis 7's categories: a container
+ * command's own are only @slow (and its explicit ones), so "+@admin"
+ * grants CONFIG GET but not CLIENT SETNAME. */
+#define SUB_ADMIN "@admin @slow @dangerous"
+static const struct {
+    const char *cmd, *sub, *cats;
+} subtable[] = {
+    {"client", "getname", "@slow @connection"},
+    {"client", "getredir", "@slow @connection"},
+    {"client", "kill", SUB_ADMIN " @connection"},
+    {"client", "reply", "@slow @connection"},
+    {"client", "id", "@slow @connection"},
+    {"client", "info", "@slow @connection"},
+    {"client", "unpause", SUB_ADMIN " @connection"},
+    {"client", "trackinginfo", "@slow @connection"},
+    {"client", "no-evict", SUB_ADMIN " @connection"},
+    {"client", "no-touch", "@slow @connection"},
+    {"client", "caching", "@slow @connection"},
+    {"client", "help", "@slow @connection"},
+    {"client", "unblock", SUB_ADMIN " @connection"},
+    {"client", "setname", "@slow @connection"},
+    {"client", "setinfo", "@slow @connection"},
+    {"client", "list", SUB_ADMIN " @connection"},
+    {"client", "tracking", "@slow @connection"},
+    {"client", "pause", SUB_ADMIN " @connection"},
+    {"config", "help", "@slow"},
+    {"config", "resetstat", SUB_ADMIN},
+    {"config", "set", SUB_ADMIN},
+    {"config", "get", SUB_ADMIN},
+    {"config", "rewrite", SUB_ADMIN},
+    {"memory", "help", "@slow"},
+    {"memory", "purge", "@slow"},
+    {"memory", "malloc-stats", "@slow"},
+    {"memory", "doctor", "@slow"},
+    {"memory", "stats", "@slow"},
+    {"memory", "usage", "@read @slow"},
+    {"slowlog", "reset", SUB_ADMIN},
+    {"slowlog", "help", "@slow"},
+    {"slowlog", "len", SUB_ADMIN},
+    {"slowlog", "get", SUB_ADMIN},
+    {"latency", "graph", SUB_ADMIN},
+    {"latency", "reset", SUB_ADMIN},
+    {"latency", "doctor", SUB_ADMIN},
+    {"latency", "histogram", SUB_ADMIN},
+    {"latency", "help", "@slow"},
+    {"latency", "latest", SUB_ADMIN},
+    {"latency", "history", SUB_ADMIN},
+    {"module", "load", SUB_ADMIN},
+    {"module", "help", "@slow"},
+    {"module", "list", SUB_ADMIN},
+    {"module", "loadex", SUB_ADMIN},
+    {"module", "unload", SUB_ADMIN},
+    {"pubsub", "channels", "@pubsub @slow"},
+    {"pubsub", "numsub", "@pubsub @slow"},
+    {"pubsub", "numpat", "@pubsub @slow"},
+    {"pubsub", "shardnumsub", "@pubsub @slow"},
+    {"pubsub", "help", "@slow"},
+    {"pubsub", "shardchannels", "@pubsub @slow"},
+    {"acl", "log", SUB_ADMIN},
+    {"acl", "genpass", "@slow"},
+    {"acl", "dryrun", SUB_ADMIN},
+    {"acl", "load", SUB_ADMIN},
+    {"acl", "save", SUB_ADMIN},
+    {"acl", "users", SUB_ADMIN},
+    {"acl", "getuser", SUB_ADMIN},
+    {"acl", "help", "@slow"},
+    {"acl", "whoami", "@slow"},
+    {"acl", "list", SUB_ADMIN},
+    {"acl", "cat", "@slow"},
+    {"acl", "setuser", SUB_ADMIN},
+    {"acl", "deluser", SUB_ADMIN},
+    {"command", "count", "@slow @connection"},
+    {"command", "getkeysandflags", "@slow @connection"},
+    {"command", "help", "@slow @connection"},
+    {"command", "getkeys", "@slow @connection"},
+    {"command", "list", "@slow @connection"},
+    {"command", "info", "@slow @connection"},
+    {"command", "docs", "@slow @connection"},
+};
+#define NSUBS (sizeof(subtable) / sizeof(subtable[0]))
+
+static command_sub subs[NSUBS];
+/* Per command: its subcommands are subs[first .. first+n). */
+static struct {
+    unsigned cats;
+    int first, n;
+} meta[NCOMMANDS];
+
+const char *const acl_cat_names[ACL_NCATS] = {ACL_CAT_NAMES};
+
+unsigned acl_cat_by_name(const char *s, size_t len)
+{
+    for (int i = 0; i < ACL_NCATS; i++)
+        if (str_eq_ci(s, len, acl_cat_names[i]))
+            return 1u << i;
+    return 0;
+}
+
+static unsigned cats_of_words(const char *w)
+{
+    unsigned m = 0;
+    while (*w) {
+        while (*w == ' ' || *w == '@')
+            w++;
+        size_t n = strcspn(w, " ");
+        m |= acl_cat_by_name(w, n);
+        w += n;
+    }
+    return m;
+}
+
+/* Redis's implicit categories, from the flags; a container is only @slow. */
+static unsigned derive_cats(const row *r, bool container)
+{
+    unsigned f = r->c.flags, m = r->cats | acl_cat_by_name(r->c.group, strlen(r->c.group));
+    if (!container) {
+        if (f & CMD_WRITE)
+            m |= CAT_WRITE;
+        if (f & CMD_READONLY)
+            m |= CAT_READ;
+        if (f & CMD_ADMIN)
+            m |= CAT_ADMIN | CAT_DANGEROUS;
+        if (f & CMD_PUBSUB)
+            m |= CAT_PUBSUB;
+    }
+    m |= (f & CMD_FAST) ? CAT_FAST : CAT_SLOW;
+    return m;
+}
+
+static void subs_init(void)
+{
+    for (size_t i = 0; i < NCOMMANDS; i++)
+        meta[i].first = -1;
+    for (size_t k = 0; k < NSUBS; k++) {
+        const command *parent = command_lookup(subtable[k].cmd, strlen(subtable[k].cmd));
+        if (parent == NULL)
+            abort();
+        subs[k] = (command_sub){subtable[k].sub, (int)(NCOMMANDS + k),
+                                cats_of_words(subtable[k].cats), parent};
+        if (meta[parent->id].first < 0)
+            meta[parent->id].first = (int)k;
+        meta[parent->id].n++;
+    }
+    for (size_t i = 0; i < NCOMMANDS; i++)
+        meta[i].cats = derive_cats(&table[i], meta[i].n > 0);
+    if (NCOMMANDS + NSUBS > ACL_MAX_IDS)
+        abort();
+}
+
+int command_ids(void) { return (int)(NCOMMANDS + NSUBS); }
+unsigned command_cats(const command *cmd) { return meta[cmd->id].cats; }
+
+const command_sub *command_subs(const command *cmd, int *n)
+{
+    *n = meta[cmd->id].n;
+    return *n ? &subs[meta[cmd->id].first] : NULL;
+}
+
+const command_sub *command_sub_lookup(const command *cmd, const char *name, size_t len)
+{
+    int n = meta[cmd->id].n;
+    const command_sub *s = &subs[n ? meta[cmd->id].first : 0];
+    for (int i = 0; i < n; i++)
+        if (str_eq_ci(name, len, s[i].name))
+            return &s[i];
+    return NULL;
+}
+
+const command *command_by_id(int id, const command_sub **sub)
+{
+    *sub = NULL;
+    if (id < 0 || id >= command_ids())
+        return NULL;
+    if ((size_t)id < NCOMMANDS)
+        return &table[id].c;
+    *sub = &subs[(size_t)id - NCOMMANDS];
+    return (*sub)->parent;
+}
 
 #define HBITS 8
 static const command *htab[1u << HBITS];
@@ -125,20 +326,21 @@ static unsigned name_hash(const char *s, size_t n)
 void commands_init(void)
 {
     for (size_t i = 0; i < NCOMMANDS; i++) {
-        table[i].id = (int)i;
+        command *cmd = &table[i].c;
+        cmd->id = (int)i;
         /* Answers that depend on the data (and so on log records): every
          * command on keys, every write, and the server's readers (DBSIZE,
          * MEMORY). PING, INFO, CLIENT, CONFIG do not wait for the log. */
-        const char *g = table[i].group;
-        table[i].touches_keys = (strcmp(g, "connection") != 0 && strcmp(g, "server") != 0 &&
-                                 strcmp(g, "pubsub") != 0 && strcmp(g, "transaction") != 0) ||
-                                (table[i].flags & (CMD_WRITE | CMD_READONLY)) ||
-                                table[i].first_key > 0;
-        unsigned h = name_hash(table[i].name, strlen(table[i].name));
+        const char *g = cmd->group;
+        cmd->touches_keys = (strcmp(g, "connection") != 0 && strcmp(g, "server") != 0 &&
+                             strcmp(g, "pubsub") != 0 && strcmp(g, "transaction") != 0) ||
+                            (cmd->flags & (CMD_WRITE | CMD_READONLY)) || cmd->first_key > 0;
+        unsigned h = name_hash(cmd->name, strlen(cmd->name));
         while (htab[h])
             h = (h + 1) & ((1u << HBITS) - 1);
-        htab[h] = &table[i];
+        htab[h] = cmd;
     }
+    subs_init();
 }
 
 void commands_free(void) {}
@@ -157,7 +359,7 @@ const command *command_lookup(const char *name, size_t len)
 }
 
 size_t commands_count(void) { return NCOMMANDS; }
-const command *command_at(size_t i) { return i < NCOMMANDS ? &table[i] : NULL; }
+const command *command_at(size_t i) { return i < NCOMMANDS ? &table[i].c : NULL; }
 
 static void stat_add(_Atomic uint64_t *v, uint64_t d)
 {
@@ -284,6 +486,13 @@ void command_dispatch(client *c)
     if (!c->authenticated && !(cmd->flags & CMD_NOAUTH)) {
         reply_error(&c->cx.out, "NOAUTH Authentication required.");
         rejected(c, st);
+        return;
+    }
+    /* Redis checks ACLs here, before maxmemory, also for commands queued by
+     * MULTI (EXEC checks them again). */
+    if (!acl_gate(c, cmd, ACL_GATE_REPLY)) {
+        if (!c->closing)
+            rejected(c, st);
         return;
     }
     if ((cmd->flags & CMD_DENYOOM) && server_over_maxmemory()) {
@@ -438,10 +647,16 @@ static void reply_command_info(cmd_ctx *c, const command *cmd)
     reply_int(&c->out, cmd->first_key);
     reply_int(&c->out, cmd->last_key);
     reply_int(&c->out, cmd->key_step);
-    reply_set(&c->out, 1);
-    char cat[64];
-    snprintf(cat, sizeof(cat), "@%s", cmd->group);
-    reply_simple(&c->out, cat);
+    /* ACL categories, as Redis 7 lists them. */
+    unsigned cats = command_cats(cmd);
+    reply_set(&c->out, __builtin_popcount(cats));
+    for (int i = 0; i < ACL_NCATS; i++) {
+        if (cats & (1u << i)) {
+            char cat[32];
+            snprintf(cat, sizeof(cat), "@%s", acl_cat_names[i]);
+            reply_simple(&c->out, cat);
+        }
+    }
     reply_set(&c->out, 0);   /* tips */
     reply_array(&c->out, 0); /* key specs */
     reply_array(&c->out, 0); /* subcommands */
@@ -464,7 +679,7 @@ bool commandCommand(cmd_ctx *c)
     if (c->argc == 1) {
         reply_array(&c->out, (long long)NCOMMANDS);
         for (size_t i = 0; i < NCOMMANDS; i++)
-            reply_command_info(c, &table[i]);
+            reply_command_info(c, &table[i].c);
         return true;
     }
     if (arg_eq(c, 1, "count") && c->argc == 2) {
@@ -473,7 +688,7 @@ bool commandCommand(cmd_ctx *c)
         if (c->argc == 2) {
             reply_array(&c->out, (long long)NCOMMANDS);
             for (size_t i = 0; i < NCOMMANDS; i++)
-                reply_command_info(c, &table[i]);
+                reply_command_info(c, &table[i].c);
             return true;
         }
         reply_array(&c->out, c->argc - 2);
@@ -483,7 +698,7 @@ bool commandCommand(cmd_ctx *c)
         if (c->argc == 2) {
             reply_map(&c->out, (long long)NCOMMANDS);
             for (size_t i = 0; i < NCOMMANDS; i++)
-                reply_command_doc(c, &table[i]);
+                reply_command_doc(c, &table[i].c);
             return true;
         }
         int found = 0;
@@ -498,7 +713,7 @@ bool commandCommand(cmd_ctx *c)
     } else if (arg_eq(c, 1, "list") && c->argc == 2) {
         reply_array(&c->out, (long long)NCOMMANDS);
         for (size_t i = 0; i < NCOMMANDS; i++)
-            reply_bulk_str(&c->out, table[i].name);
+            reply_bulk_str(&c->out, table[i].c.name);
     } else {
         reply_errorf(&c->out,
                      "ERR unknown subcommand or wrong number of arguments for '%.*s'. "

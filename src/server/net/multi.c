@@ -243,6 +243,9 @@ bool execCommand(cmd_ctx *x)
         x->argc = q[i].argc;
         x->argv = q[i].argv;
         x->argvlen = q[i].argvlen;
+        /* As Redis: the user's rules may have changed since queueing. */
+        if (!acl_gate(c, q[i].cmd, ACL_GATE_EXEC))
+            continue;
         if ((q[i].cmd->flags & CMD_WRITE) && !wal_write_ok())
             reply_errorf(&x->out, "MISCONF Errors writing to the AOF file: %s",
                          strerror(wal_last_errno()));

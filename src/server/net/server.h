@@ -22,6 +22,8 @@
  *   t_server.c  PING, HELLO, AUTH, INFO, CLIENT, CONFIG, MEMORY, SHUTDOWN ...
  *   pubsub.c    SUBSCRIBE, PUBLISH ...: channels shared by every worker
  *   multi.c     MULTI, EXEC, DISCARD, WATCH: queued commands run as one request
+ *   acl.c       ACL users: rules, the permission check, aclfile, ACL LOG
+ *   t_acl.c     the permission gate's slow path, AUTH as a user, ACL
  */
 #ifndef BLOOMERYD_SERVER_H
 #define BLOOMERYD_SERVER_H
@@ -33,6 +35,7 @@
 #include <stdint.h>
 #include <uv.h>
 
+#include "acl.h"
 #include "cmd.h"
 #include "config.h"
 #include "log.h"
@@ -94,6 +97,10 @@ typedef struct client {
     int64_t soft_limit_since; /* ms; 0: under the soft limit */
 
     bool authenticated;
+    /* The ACL user (acl.h), swapped under clients_lock, and the acl_version
+     * it was looked up at. */
+    struct acl_user *user;
+    uint64_t acl_ver;
     bool closing;            /* handle close requested */
     bool close_after_reply;  /* QUIT, protocol error, CLIENT KILL of self */
     bool in_batch;           /* inside on_read: do not free yet */
@@ -313,6 +320,28 @@ void watch_touch_keys(const command *cmd, cmd_ctx *cx);
 void watch_touch_key(const char *key, size_t klen);
 void watch_touch_all(void);
 
+/* ---- t_acl.c: the permission gate ---- */
+enum { ACL_GATE_REPLY, ACL_GATE_EXEC, ACL_GATE_QUIET };
+/* The gate's slow path: the user looked up again after a change, then the
+ * full check; refused commands are answered (NOPERM, or EXEC's words) and
+ * logged unless quiet. False also when the user was deleted and the
+ * client closed. */
+bool acl_gate_slow(client *c, const command *cmd, int mode);
+/* One check per command: a bit test while the client's user is current
+ * and the command needs no key or channel matched. */
+static inline bool acl_gate(client *c, const command *cmd, int mode)
+{
+    if (c->acl_ver == atomic_load_explicit(&acl_version, memory_order_acquire) &&
+        acl_fast(c->user, cmd->id))
+        return true;
+    return acl_gate_slow(c, cmd, mode);
+}
+/* The client runs as u (its reference taken), looked up at version ver. */
+void client_set_user(client *c, acl_user *u, uint64_t ver);
+/* AUTH and HELLO's AUTH: WRONGPASS (logged) or the client is now user. */
+bool acl_authenticate(cmd_ctx *x, const char *user, size_t ulen, const char *pass, size_t plen);
+bool aclCommand(cmd_ctx *c);
+
 /* ---- commands.c: bloomeryd's side of the command table ---- */
 /* A write refused because the memory to log it is not there
  * (wal_reserve): it changed nothing. */
@@ -325,5 +354,49 @@ void command_call(client *c, const command *cmd);
 void command_account(client *c, const command *cmd, uint64_t n, uint64_t failed, uint64_t usec);
 /* Fold a command's keyspace hits and misses into its worker's stats. */
 void worker_count_hits(worker *w, uint64_t hits, uint64_t misses);
+
+/* ACL categories, Redis's names in Redis's order (ACL CAT), then the
+ * module categories Redis 8 gives RedisBloom's commands. */
+#define ACL_CAT_NAMES                                                                              \
+    "keyspace", "read", "write", "set", "sortedset", "list", "hash", "string", "bitmap",           \
+        "hyperloglog", "geo", "stream", "pubsub", "admin", "fast", "slow", "blocking",             \
+        "dangerous", "connection", "transaction", "scripting", "bloom", "cuckoo", "cms", "topk",   \
+        "tdigest"
+enum {
+    CAT_KEYSPACE = 1u << 0,
+    CAT_READ = 1u << 1,
+    CAT_WRITE = 1u << 2,
+    CAT_HYPERLOGLOG = 1u << 9,
+    CAT_PUBSUB = 1u << 12,
+    CAT_ADMIN = 1u << 13,
+    CAT_FAST = 1u << 14,
+    CAT_SLOW = 1u << 15,
+    CAT_DANGEROUS = 1u << 17,
+    CAT_CONNECTION = 1u << 18,
+    CAT_TRANSACTION = 1u << 19,
+};
+#define ACL_NCATS 26
+extern const char *const acl_cat_names[ACL_NCATS];
+/* The category of that name (without '@'): its bit, or 0. */
+unsigned acl_cat_by_name(const char *s, size_t len);
+
+/* A subcommand as ACL rules name it ("config|get"): its id follows the
+ * commands' ids. */
+typedef struct command_sub {
+    const char *name;
+    int id;
+    unsigned cats;
+    const command *parent;
+} command_sub;
+/* Commands and subcommands: ids are 0 .. command_ids()-1. */
+int command_ids(void);
+/* Categories of a command (its own, for a container: not its
+ * subcommands'). */
+unsigned command_cats(const command *cmd);
+const command_sub *command_subs(const command *cmd, int *n);
+/* The subcommand argv[1] names, or NULL. */
+const command_sub *command_sub_lookup(const command *cmd, const char *name, size_t len);
+/* The command or subcommand of an id: *sub NULL for a command. */
+const command *command_by_id(int id, const command_sub **sub);
 
 #endif

@@ -158,49 +158,26 @@ bool latencyCommand(cmd_ctx *c)
 
 /* ---- AUTH and HELLO ---- */
 
-static const char *wrongpass = "WRONGPASS invalid username-password pair or user is disabled.";
-
-/* Returns true if the credentials are good; replies with the error if not. */
-static bool check_auth(cmd_ctx *c, const char *user, size_t ulen, const char *pass, size_t plen)
-{
-    if (user && !str_eq_ci(user, ulen, "default")) {
-        reply_error(&c->out, wrongpass);
-        return false;
-    }
-    if (!config_check_password(pass, plen)) {
-        reply_error(&c->out, wrongpass);
-        return false;
-    }
-    return true;
-}
-
+/* AUTH [user] pass: the user's password (acl.h); AUTH pass is the default
+ * user's, whose password requirepass sets, as in Redis. */
 bool authCommand(cmd_ctx *c)
 {
     if (c->argc > 3) {
         reply_syntax_error(c);
         return false;
     }
-    if (!config_requirepass_set()) {
-        if (c->argc == 2) {
+    if (c->argc == 2) {
+        /* Redis refuses a password the default user cannot need. */
+        if (acl_default_nopass()) {
             reply_error(&c->out, "ERR AUTH <password> called without any password configured for "
                                  "the default user. Are you sure your configuration is correct?");
             return false;
         }
-        /* AUTH default <anything> succeeds without a password: the default
-         * user is "nopass" in Redis. */
-        if (!str_eq_ci(c->argv[1], c->argvlen[1], "default")) {
-            reply_error(&c->out, wrongpass);
+        if (!acl_authenticate(c, "default", 7, c->argv[1], c->argvlen[1]))
             return false;
-        }
-        client_of(c)->authenticated = true;
-        reply_ok(&c->out);
-        return true;
-    }
-    bool ok = c->argc == 2 ? check_auth(c, NULL, 0, c->argv[1], c->argvlen[1])
-                           : check_auth(c, c->argv[1], c->argvlen[1], c->argv[2], c->argvlen[2]);
-    if (!ok)
+    } else if (!acl_authenticate(c, c->argv[1], c->argvlen[1], c->argv[2], c->argvlen[2])) {
         return false;
-    client_of(c)->authenticated = true;
+    }
     reply_ok(&c->out);
     return true;
 }
@@ -257,10 +234,9 @@ bool helloCommand(cmd_ctx *c)
     for (int j = next; j < c->argc; j++) {
         int more = c->argc - j - 1;
         if (arg_eq(c, j, "auth") && more >= 2) {
-            if (!check_auth(c, c->argv[j + 1], c->argvlen[j + 1], c->argv[j + 2],
-                            c->argvlen[j + 2]))
+            if (!acl_authenticate(c, c->argv[j + 1], c->argvlen[j + 1], c->argv[j + 2],
+                                  c->argvlen[j + 2]))
                 return false;
-            client_of(c)->authenticated = true;
             j += 2;
         } else if (arg_eq(c, j, "setname") && more >= 1) {
             if (!valid_client_name(c->argv[j + 1], c->argvlen[j + 1])) {
@@ -410,7 +386,7 @@ static bool client_kill(cmd_ctx *c)
     int type = -1;
     long long maxage = 0;
     uint64_t id = 0;
-    char addr[128] = "", laddr[128] = "";
+    char addr[128] = "", laddr[128] = "", user[128] = "";
     for (int i = 2; i < c->argc; i += 2) {
         int vl = (int)(c->argvlen[i + 1] < 127 ? c->argvlen[i + 1] : 127);
         if (arg_eq(c, i, "id")) {
@@ -443,11 +419,13 @@ static bool client_kill(cmd_ctx *c)
                 return false;
             }
         } else if (arg_eq(c, i, "user")) {
-            /* The default user is the only one. */
-            if (!arg_eq(c, i + 1, "default")) {
+            acl_user *u = acl_user_get(c->argv[i + 1], c->argvlen[i + 1]);
+            if (u == NULL) {
                 reply_errorf(&c->out, "ERR No such user '%.*s'", vl, c->argv[i + 1]);
                 return false;
             }
+            snprintf(user, sizeof(user), "%s", u->name);
+            acl_user_put(u);
         } else if (arg_eq(c, i, "maxage")) {
             if (!str_to_ll(c->argv[i + 1], c->argvlen[i + 1], &maxage)) {
                 reply_syntax_error(c);
@@ -472,6 +450,8 @@ static bool client_kill(cmd_ctx *c)
         if (have_addr && strcmp(o->addr, addr) != 0)
             continue;
         if (have_laddr && strcmp(o->laddr, laddr) != 0)
+            continue;
+        if (user[0] && (o->user == NULL || strcmp(o->user->name, user) != 0))
             continue;
         if (o == client_of(c)) {
             if (skipme)
