@@ -372,7 +372,7 @@ def start_refused(pki, *args):
     """bloomeryd's exit status and log when started with args."""
     d = tempfile.mkdtemp(prefix="bloomery-https-")
     try:
-        out = subprocess.run([BLOOMERYD, "--port", "0", "--dir", os.path.join(d, "data"),
+        out = subprocess.run([BLOOMERYD, "--port", str(free_port()), "--dir", os.path.join(d, "data"),
                               "--http-port", str(free_port())] + [str(a) for a in args],
                              capture_output=True, text=True, timeout=30)
     finally:
