@@ -456,15 +456,13 @@ static void process_input(client *c)
             }
             c->cx.argc = (int)argc;
             const command *cmd = c->cmd;
-            if (argc == 3 && cmd && c->authenticated && !c->parser.inline_req && cmd->batch &&
-                /* Queued or refused one by one by the dispatcher. */
-                !client_in_multi(c) && !pubsub_restricted(c) &&
+            if (argc == 3 && cmd && !c->parser.inline_req && cmd->batch &&
                 str_eq_ci(c->cx.argv[0], c->cx.argvlen[0], cmd->name) &&
-                /* Refusals are the dispatcher's to answer: the batch's key
-                 * is every request's, so one check covers them all. */
-                acl_gate(c, cmd, ACL_GATE_QUIET) &&
-                !((cmd->flags & CMD_DENYOOM) && server_over_maxmemory()) &&
-                !((cmd->flags & CMD_WRITE) && !wal_write_ok()) && !repl_checks_data()) {
+                /* The dispatcher's own checks, unanswered: a request they
+                 * refuse or queue goes to the dispatcher, which answers.
+                 * The batch's key and command are every request's, so one
+                 * check covers them all. */
+                command_gate(c, cmd, false) == GATE_RUN) {
                 c->cx.argc = 0;
                 run_batch(c, cmd, start);
                 if (c->cx.out.failed || client_obuf_over_limit(c)) {

@@ -461,6 +461,68 @@ static void rejected(client *c, cmd_stat *st)
         c->multi_dirty = true;
 }
 
+/* The checks a command passes before it runs, in Redis's order, for
+ * every path that runs one: command_dispatch (answer set: a refusal is
+ * answered and counted) and the pipelined batch in client.c (answer unset:
+ * nothing is said, and a refused batch goes to command_dispatch request by
+ * request, which answers). GATE_QUEUE: inside MULTI, queued instead. */
+int command_gate(client *c, const command *cmd, bool answer)
+{
+    cmd_stat *st = answer ? &c->w->stats[cmd->id] : NULL;
+    const char *why = NULL;
+    char buf[160];
+    if ((cmd->arity > 0 && c->cx.argc != cmd->arity) || c->cx.argc < -cmd->arity) {
+        if (answer)
+            reply_wrong_arity(&c->cx.out, cmd->name);
+        goto refused;
+    }
+    if (!c->authenticated && !(cmd->flags & CMD_NOAUTH)) {
+        why = "NOAUTH Authentication required.";
+        goto refused;
+    }
+    /* Redis checks ACLs here, before maxmemory, also for commands queued by
+     * MULTI (EXEC checks them again). */
+    if (!acl_gate(c, cmd, answer ? ACL_GATE_REPLY : ACL_GATE_QUIET)) {
+        if (answer && c->closing)
+            return GATE_REFUSED;
+        goto refused;
+    }
+    if ((cmd->flags & CMD_DENYOOM) && server_over_maxmemory()) {
+        if (answer)
+            reply_oom(&c->cx);
+        goto refused;
+    }
+    /* As Redis after an AOF write error: writes (and PING) are refused
+     * until the log can be written again. */
+    if (((cmd->flags & CMD_WRITE) || cmd->proc == pingCommand) && !wal_write_ok()) {
+        snprintf(buf, sizeof(buf), "MISCONF Errors writing to the AOF file: %s",
+                 strerror(wal_last_errno()));
+        why = buf;
+        goto refused;
+    }
+    if (repl_checks_data() && (cmd->flags & (CMD_WRITE | CMD_READONLY)) &&
+        (why = repl_refusal(cmd->flags & CMD_WRITE)) != NULL)
+        goto refused;
+    if (pubsub_restricted(c) && !(cmd->flags & CMD_SUBCTX)) {
+        snprintf(buf, sizeof(buf),
+                 "ERR Can't execute '%s': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / "
+                 "QUIT / RESET are allowed in this context",
+                 cmd->name);
+        why = buf;
+        goto refused;
+    }
+    if (client_in_multi(c) && !(cmd->flags & CMD_TXCTL))
+        return GATE_QUEUE;
+    return GATE_RUN;
+refused:
+    if (answer) {
+        if (why)
+            reply_error(&c->cx.out, why);
+        rejected(c, st);
+    }
+    return GATE_REFUSED;
+}
+
 void command_dispatch(client *c)
 {
     worker *w = c->w;
@@ -477,58 +539,11 @@ void command_dispatch(client *c)
         return;
     }
     c->cmd = cmd;
-    cmd_stat *st = &w->stats[cmd->id];
-    if ((cmd->arity > 0 && c->cx.argc != cmd->arity) || c->cx.argc < -cmd->arity) {
-        reply_wrong_arity(&c->cx.out, cmd->name);
-        rejected(c, st);
-        return;
+    switch (command_gate(c, cmd, true)) {
+    case GATE_QUEUE: multi_queue(c, cmd); return;
+    case GATE_RUN: command_call(c, cmd); return;
+    default: return;
     }
-    if (!c->authenticated && !(cmd->flags & CMD_NOAUTH)) {
-        reply_error(&c->cx.out, "NOAUTH Authentication required.");
-        rejected(c, st);
-        return;
-    }
-    /* Redis checks ACLs here, before maxmemory, also for commands queued by
-     * MULTI (EXEC checks them again). */
-    if (!acl_gate(c, cmd, ACL_GATE_REPLY)) {
-        if (!c->closing)
-            rejected(c, st);
-        return;
-    }
-    if ((cmd->flags & CMD_DENYOOM) && server_over_maxmemory()) {
-        reply_oom(&c->cx);
-        rejected(c, st);
-        return;
-    }
-    /* As Redis after an AOF write error: writes (and PING) are refused
-     * until the log can be written again. */
-    if (((cmd->flags & CMD_WRITE) || cmd->proc == pingCommand) && !wal_write_ok()) {
-        reply_errorf(&c->cx.out, "MISCONF Errors writing to the AOF file: %s",
-                     strerror(wal_last_errno()));
-        rejected(c, st);
-        return;
-    }
-    if (repl_checks_data() && (cmd->flags & (CMD_WRITE | CMD_READONLY))) {
-        const char *why = repl_refusal(cmd->flags & CMD_WRITE);
-        if (why) {
-            reply_error(&c->cx.out, why);
-            rejected(c, st);
-            return;
-        }
-    }
-    if (pubsub_restricted(c) && !(cmd->flags & CMD_SUBCTX)) {
-        reply_errorf(&c->cx.out,
-                     "ERR Can't execute '%s': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / "
-                     "QUIT / RESET are allowed in this context",
-                     cmd->name);
-        rejected(c, st);
-        return;
-    }
-    if (client_in_multi(c) && !(cmd->flags & CMD_TXCTL)) {
-        multi_queue(c, cmd);
-        return;
-    }
-    command_call(c, cmd);
 }
 
 void command_call(client *c, const command *cmd)

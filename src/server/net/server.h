@@ -347,6 +347,9 @@ bool aclCommand(cmd_ctx *c);
  * (wal_reserve): it changed nothing. */
 #define LOG_OOM_ERROR "OOM command not allowed when there is not enough memory to log it"
 void command_dispatch(client *c);
+/* The checks before a command runs (commands.c), shared by every path. */
+enum { GATE_RUN, GATE_QUEUE, GATE_REFUSED };
+int command_gate(client *c, const command *cmd, bool answer);
 /* Run an already checked command (dispatch, and EXEC for each queued one). */
 void command_call(client *c, const command *cmd);
 /* Account n calls of cmd, failed of which failed, that took usec in total
