@@ -999,7 +999,7 @@ int main(void)
         cmocka_unit_test(test_probe_positions),
         cmocka_unit_test(test_no_false_negatives),
         cmocka_unit_test(test_fpr_at_capacity),
-        cmocka_unit_test(test_concurrent_check_and_add),
+        tu_threaded_test(test_concurrent_check_and_add),
         cmocka_unit_test(test_merge_clear_estimate),
     };
     int failed = cmocka_run_group_tests_name("classic_vectors", vector_tests, vectors_setup,

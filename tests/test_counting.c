@@ -260,7 +260,7 @@ int main(void)
         cmocka_unit_test(test_fpr_at_capacity),
         cmocka_unit_test(test_saturation),
         cmocka_unit_test(test_merge),
-        cmocka_unit_test(test_concurrent_counters),
+        tu_threaded_test(test_concurrent_counters),
         cmocka_unit_test(test_write_hook),
     };
     return cmocka_run_group_tests_name("counting", tests, NULL, NULL);

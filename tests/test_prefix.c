@@ -392,8 +392,8 @@ int main(void)
         cmocka_unit_test(test_fpr_at_capacity),
         cmocka_unit_test(test_copies_agree),
         cmocka_unit_test(test_merge_is_one_filter_of_both),
-        cmocka_unit_test(test_writers_and_readers),
-        cmocka_unit_test(test_check_and_add_linearizable),
+        tu_threaded_test(test_writers_and_readers),
+        tu_threaded_test(test_check_and_add_linearizable),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -792,7 +792,7 @@ int main(void)
         cmocka_unit_test(test_round_trip),
         cmocka_unit_test(test_every_flip_and_truncation),
         cmocka_unit_test(test_loader_chunks),
-        cmocka_unit_test(test_loader_in_place),
+        tu_threaded_test(test_loader_in_place),
         cmocka_unit_test(test_cuckoo_forged_shapes),
         cmocka_unit_test(test_prefix_forged),
         cmocka_unit_test(test_growing_forged),

@@ -369,7 +369,7 @@ int main(void)
         cmocka_unit_test(test_early_rotation),
         cmocka_unit_test(test_fpr_at_capacity),
         cmocka_unit_test(test_bits_per_item),
-        cmocka_unit_test(test_concurrent_check_and_add),
+        tu_threaded_test(test_concurrent_check_and_add),
         cmocka_unit_test(test_invalid),
         cmocka_unit_test(test_snapshot_read_live),
     };

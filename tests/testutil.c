@@ -18,6 +18,19 @@ size_t tu_key(char *buf, const char *prefix, uint64_t n)
     return (size_t)snprintf(buf, 32, "%s%llu", prefix, (unsigned long long)n);
 }
 
+#if defined(__SANITIZE_THREAD__)
+#include <setjmp.h>
+#include <stdarg.h>
+
+#include <cmocka.h>
+
+/* See tu_threaded_test. */
+__attribute__((constructor)) static void only_threaded_tests(void)
+{
+    cmocka_set_test_filter("*" TU_THREADS_SUFFIX);
+}
+#endif
+
 int tu_quick(void)
 {
     const char *q = getenv("BLOOMERY_QUICK");

@@ -6,6 +6,21 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* A test that starts threads. ThreadSanitizer finds races only between
+ * threads, so its build runs these alone (testutil.c sets cmocka's filter
+ * to their names' suffix): every other test already runs in the release and
+ * ASan builds, and under TSan it only took minutes of CPU. A test that
+ * starts threads must be marked so, or TSan never sees it. */
+#define TU_THREADS_SUFFIX " (threads)"
+#define tu_threaded_test(f)                                                                        \
+    {                                                                                              \
+#f TU_THREADS_SUFFIX, f, NULL, NULL, NULL                                                  \
+    }
+#define tu_threaded_test_teardown(f, t)                                                            \
+    {                                                                                              \
+#f TU_THREADS_SUFFIX, f, NULL, t, NULL                                                     \
+    }
+
 /* splitmix64: a fixed-seed generator so every run sees the same keys. */
 uint64_t tu_next(uint64_t *state);
 

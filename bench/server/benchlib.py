@@ -67,12 +67,15 @@ def user_sys_ticks(pid):
 
 
 def bench(port, pid, args, requests, items_per_request, clients=50, pipeline=1,
-          client_cpus=CLIENT_CPU, client_threads=1):
+          client_cpus=CLIENT_CPU, client_threads=1, options=()):
+    """options: more redis-benchmark options (before the command), such as
+    --tls --cacert ca.crt."""
     cmd = ["taskset", "-c", client_cpus, "redis-benchmark", "-p", str(port), "-n",
            str(requests), "-c", str(clients), "-P", str(pipeline), "-r", "100000000",
            "--csv"]
     if client_threads > 1:
         cmd += ["--threads", str(client_threads)]
+    cmd += [str(o) for o in options]
     cmd += [str(a) for a in args]
     before = cpu_seconds(pid)
     ticks_before = user_sys_ticks(pid)

@@ -5,7 +5,8 @@
  * error reply (for example "ERR non scaling filter is full") stops the run
  * with the server's text and exit code 1. check writes the keys that may
  * exist (or, with --missing, those that do not; with --all every key with 1
- * or 0) in input order. */
+ * or 0) in input order. The connection takes redis-cli's options: TLS
+ * (rtls.c) and AUTH [user] password before anything else. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -54,6 +55,18 @@ static void loadcheck_usage(FILE *f, bool check)
                "      --key NAME        the filter (required)\n"
                "  -H, --host HOST       server host (default 127.0.0.1)\n"
                "  -p, --port PORT       server port (default 6379)\n"
+               "      --user NAME       ACL user to authenticate as (needs --pass)\n"
+               "  -a, --pass PASSWORD   password: AUTH [user] PASSWORD first (default: the\n"
+               "                        REDISCLI_AUTH environment variable, as redis-cli)\n"
+               "      --tls             connect with TLS\n"
+               "      --cacert FILE     CA certificates to check the server's certificate with\n"
+               "      --cacertdir DIR   a directory of them (neither: the system's CAs)\n"
+               "      --cert FILE       client certificate, for servers that ask for one\n"
+               "      --tls-key FILE    its private key (redis-cli's --key; ours names the\n"
+               "                        filter)\n"
+               "      --sni NAME        server name to ask for and check the certificate\n"
+               "                        against (default: --host)\n"
+               "      --insecure        do not check the server's certificate\n"
                "  -b, --batch N         keys per command (default 1000)\n"
                "  -P, --pipeline N      commands in flight (default 16)\n"
                "  -f, --fields LIST     key fields of each record, 1-based, e.g. 1,3-5\n"
@@ -234,6 +247,8 @@ static int run(int argc, char **argv, bool check)
 {
     const char *prog = check ? "bloomery check" : "bloomery load";
     const char *host = "127.0.0.1", *port = "6379", *name = NULL, *fields = NULL;
+    const char *user = NULL, *pass = NULL;
+    rc_tls tls = {0};
     unsigned long long batch_size = 1000, depth = 16, capacity = 0;
     double error = 0.01;
     bool nonscaling = false, quiet = false;
@@ -277,13 +292,21 @@ static int run(int argc, char **argv, bool check)
             show = a[2] == 'm' ? 0 : 2;
             continue;
         }
+        if (strcmp(a, "--tls") == 0 || strcmp(a, "--insecure") == 0) {
+            tls.on = tls.on || a[2] == 't';
+            tls.insecure = tls.insecure || a[2] == 'i';
+            continue;
+        }
         if (!check && strcmp(a, "--nonscaling") == 0) {
             nonscaling = true;
             continue;
         }
-        static const char *valued[] = {"--key",       "-H", "--host",     "-p", "--port",   "-b",
-                                       "--batch",     "-P", "--pipeline", "-f", "--fields", "-d",
-                                       "--delimiter", "-n", "--capacity", "-e", "--error"};
+        static const char *valued[] = {
+            "--key",    "-H",          "--host",      "-p",         "--port",
+            "-b",       "--batch",     "-P",          "--pipeline", "-f",
+            "--fields", "-d",          "--delimiter", "-n",         "--capacity",
+            "-e",       "--error",     "--user",      "-a",         "--pass",
+            "--cacert", "--cacertdir", "--cert",      "--tls-key",  "--sni"};
         bool known = false;
         for (size_t j = 0; j < sizeof valued / sizeof valued[0]; j++)
             known = known || strcmp(a, valued[j]) == 0;
@@ -307,6 +330,20 @@ static int run(int argc, char **argv, bool check)
             name = v;
         else if (strcmp(a, "-H") == 0 || strcmp(a, "--host") == 0)
             host = v;
+        else if (strcmp(a, "--user") == 0)
+            user = v;
+        else if (strcmp(a, "-a") == 0 || strcmp(a, "--pass") == 0)
+            pass = v;
+        else if (strcmp(a, "--cacert") == 0)
+            tls.cacert = v;
+        else if (strcmp(a, "--cacertdir") == 0)
+            tls.cacertdir = v;
+        else if (strcmp(a, "--cert") == 0)
+            tls.cert = v;
+        else if (strcmp(a, "--tls-key") == 0)
+            tls.key = v;
+        else if (strcmp(a, "--sni") == 0)
+            tls.sni = v;
         else if (strcmp(a, "-p") == 0 || strcmp(a, "--port") == 0) {
             unsigned long long pn;
             bad = cli_parse_count(v, &pn) != 0 || pn == 0 || pn > 65535;
@@ -328,6 +365,19 @@ static int run(int argc, char **argv, bool check)
             free(inputs);
             return CLI_USAGE;
         }
+    }
+    if (!pass)
+        pass = getenv("REDISCLI_AUTH");
+    const char *conflict =
+        user && !pass                             ? "--user needs --pass"
+        : (tls.cert != NULL) != (tls.key != NULL) ? "--cert and --tls-key go together"
+        : !tls.on && (tls.cacert || tls.cacertdir || tls.cert || tls.sni || tls.insecure)
+            ? "TLS options need --tls"
+            : NULL;
+    if (conflict) {
+        fprintf(stderr, "%s: %s\n", prog, conflict);
+        free(inputs);
+        return CLI_USAGE;
     }
     keyspec ks;
     if (!name || !*name) {
@@ -377,8 +427,20 @@ static int run(int argc, char **argv, bool check)
         snprintf(L.err, sizeof L.err, "out of memory");
         goto fail;
     }
-    if (rc_connect(&L.conn, host, port, L.err, sizeof L.err) != 0)
+    if (rc_connect(&L.conn, host, port, L.err, sizeof L.err) != 0 ||
+        (tls.on && rc_tls_start(&L.conn, host, port, &tls, L.err, sizeof L.err) != 0))
         goto fail;
+    if (pass) {
+        char reply[256];
+        /* AUTH [user] password, as redis-cli sends it. */
+        const char *args[] = {"AUTH", user ? user : pass, pass};
+        if (simple_command(&L, user ? 3 : 2, args, reply, sizeof reply) != 0)
+            goto fail;
+        if (reply[0] == '-') {
+            snprintf(L.err, sizeof L.err, "authentication failed: %s", reply + 1);
+            goto fail;
+        }
+    }
     if (capacity) {
         char cbuf[32], ebuf[32], reply[256];
         snprintf(cbuf, sizeof cbuf, "%llu", capacity);

@@ -1,4 +1,5 @@
-/* Minimal pipelining RESP2 client over plain POSIX sockets (see rclient.h). */
+/* Minimal pipelining RESP2 client over POSIX sockets, plain or TLS
+ * (rtls.c; see rclient.h). */
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -53,6 +54,8 @@ int rc_connect(rc_conn *c, const char *host, const char *port, char *err, size_t
 
 void rc_close(rc_conn *c)
 {
+    if (c->tls)
+        c->tls->close(c);
     if (c->fd >= 0)
         close(c->fd);
     free(c->in.p);
@@ -253,25 +256,55 @@ int rc_parse(const char *buf, size_t len, size_t *used, rc_reply *r)
     return parse_value(buf, len, used, r, 0, &v);
 }
 
+/* The server closed the connection: a plain client at a TLS port is
+ * dropped without a reply (or sent an alert) and says no more. */
+static int closed(rc_conn *c, char *err, size_t errlen)
+{
+    if (!c->answered && !c->tls)
+        snprintf(err, errlen,
+                 "the server closed the connection without answering "
+                 "(a TLS port? use --tls)");
+    else if (!c->answered)
+        snprintf(err, errlen,
+                 "the server closed the connection without answering "
+                 "(does it want a client certificate? --cert and --tls-key)");
+    else
+        snprintf(err, errlen, "the server closed the connection");
+    return -1;
+}
+
 int rc_pump(rc_conn *c, int timeout_ms, char *err, size_t errlen)
 {
+    /* Bytes already decrypted are read without waiting for the socket. */
+    bool pending = c->tls && c->tls->pending(c);
     struct pollfd p = {.fd = c->fd, .events = POLLIN};
     if (c->out.pos < c->out.len)
         p.events |= POLLOUT;
-    int n = poll(&p, 1, timeout_ms);
+    int n = poll(&p, 1, pending ? 0 : timeout_ms);
     if (n < 0) {
         if (errno == EINTR)
             return 0;
         snprintf(err, errlen, "poll: %s", strerror(errno));
         return -1;
     }
-    if (n == 0)
+    if (n == 0 && !pending)
         return 0;
     if (p.revents & POLLOUT) {
-        ssize_t w = send(c->fd, c->out.p + c->out.pos, c->out.len - c->out.pos, MSG_NOSIGNAL);
-        if (w < 0 && errno != EAGAIN && errno != EINTR) {
-            snprintf(err, errlen, "cannot send to the server: %s", strerror(errno));
-            return -1;
+        ssize_t w;
+        if (c->tls) {
+            w = c->tls->write(c, c->out.p + c->out.pos, c->out.len - c->out.pos, err, errlen);
+            if (w == -2)
+                return closed(c, err, errlen);
+            if (w < 0)
+                return -1;
+        } else {
+            w = send(c->fd, c->out.p + c->out.pos, c->out.len - c->out.pos, MSG_NOSIGNAL);
+            if (w < 0 && errno != EAGAIN && errno != EINTR) {
+                if (errno == ECONNRESET || errno == EPIPE)
+                    return closed(c, err, errlen);
+                snprintf(err, errlen, "cannot send to the server: %s", strerror(errno));
+                return -1;
+            }
         }
         if (w > 0) {
             c->out.pos += (size_t)w;
@@ -279,22 +312,38 @@ int rc_pump(rc_conn *c, int timeout_ms, char *err, size_t errlen)
                 c->out.pos = c->out.len = 0;
         }
     }
-    if (p.revents & (POLLIN | POLLHUP | POLLERR)) {
+    if (pending || (p.revents & (POLLIN | POLLHUP | POLLERR))) {
         if (buf_reserve(&c->in, 65536) != 0) {
             snprintf(err, errlen, "out of memory");
             return -1;
         }
-        ssize_t r = recv(c->fd, c->in.p + c->in.len, c->in.cap - c->in.len, 0);
-        if (r == 0) {
-            snprintf(err, errlen, "the server closed the connection");
-            return -1;
+        ssize_t r;
+        if (c->tls) {
+            r = c->tls->read(c, c->in.p + c->in.len, c->in.cap - c->in.len, err, errlen);
+            if (r == -2)
+                return closed(c, err, errlen);
+            if (r < 0)
+                return -1;
+        } else {
+            r = recv(c->fd, c->in.p + c->in.len, c->in.cap - c->in.len, 0);
+            if (r == 0 || (r < 0 && errno == ECONNRESET))
+                return closed(c, err, errlen);
+            if (r < 0 && errno != EAGAIN && errno != EINTR) {
+                snprintf(err, errlen, "cannot read from the server: %s", strerror(errno));
+                return -1;
+            }
+            /* A TLS record (handshake 0x16, alert 0x15) where RESP was
+             * expected: the port speaks TLS. */
+            if (r > 0 && !c->answered &&
+                (c->in.p[c->in.len] == 0x15 || c->in.p[c->in.len] == 0x16)) {
+                snprintf(err, errlen, "the server answered in TLS (use --tls)");
+                return -1;
+            }
         }
-        if (r < 0 && errno != EAGAIN && errno != EINTR) {
-            snprintf(err, errlen, "cannot read from the server: %s", strerror(errno));
-            return -1;
-        }
-        if (r > 0)
+        if (r > 0) {
             c->in.len += (size_t)r;
+            c->answered = true;
+        }
     }
     return 0;
 }

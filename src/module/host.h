@@ -80,6 +80,13 @@ bool mh_config_register(RedisModuleCtx *ctx);
 /* Register BLOOMERY.LOADCHUNK (OnLoad; loadchunk.c). */
 bool mh_loadchunk_register(RedisModuleCtx *ctx);
 
+/* Create a command with what it declares to Redis (declare.c): flags,
+ * key specs and ACL categories as RedisBloom's; false, with a log line,
+ * for a name the table lacks. mh_add_acl_categories adds the families'
+ * ACL categories first where Redis can (OnLoad). */
+bool mh_create_command(RedisModuleCtx *ctx, const char *name, rm_cmd_fn fn);
+void mh_add_acl_categories(RedisModuleCtx *ctx);
+
 /* Register the module types (OnLoad). */
 bool mh_rdb_register(RedisModuleCtx *ctx);
 

@@ -111,6 +111,5 @@ static int loadchunk(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
 
 bool mh_loadchunk_register(RedisModuleCtx *ctx)
 {
-    return rm.CreateCommand(ctx, "bloomery.loadchunk", loadchunk, "write deny-oom", 1, 1, 1) ==
-           RM_OK;
+    return mh_create_command(ctx, "bloomery.loadchunk", loadchunk);
 }

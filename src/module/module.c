@@ -98,31 +98,9 @@ typedef struct registration {
 static const registration registrations[] = {VALUE_COMMANDS(REG)};
 #undef REG
 
-/* Redis's flags for a row. */
-static const char *redis_flags(unsigned flags)
-{
-    if (flags & CMD_WRITE)
-        return (flags & CMD_DENYOOM)
-                   ? ((flags & CMD_FAST) ? "write deny-oom fast" : "write deny-oom")
-                   : ((flags & CMD_FAST) ? "write fast" : "write");
-    return (flags & CMD_FAST) ? "readonly fast" : "readonly";
-}
-
 static bool register_command(RedisModuleCtx *ctx, const registration *r)
 {
-    const command *c = r->row;
-    if (rm.CreateCommand(ctx, c->name, r->fn, redis_flags(c->flags), c->first_key, c->last_key,
-                         c->key_step) != RM_OK)
-        return false;
-    /* ACL categories for module commands came after Redis 7.0: set them
-     * where Redis has the call (Redis already files the command under
-     * @write or @read and @fast from its flags). */
-    if (rm.SetCommandACLCategories) {
-        RedisModuleCommand *rc = rm.GetCommand(ctx, c->name);
-        if (rc)
-            rm.SetCommandACLCategories(rc, (c->flags & CMD_WRITE) ? "write" : "read");
-    }
-    return true;
+    return mh_create_command(ctx, r->row->name, r->fn);
 }
 
 /* maxmemory as Redis has it, for the handlers' reservations (Redis
@@ -208,6 +186,7 @@ int RedisModule_OnLoad(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
         rm.Log(ctx, "warning", "bloomery: maxmemory changes will not be seen until a restart");
     if (!mh_config_register(ctx))
         return RM_ERR;
+    mh_add_acl_categories(ctx);
     if (!mh_rdb_register(ctx) || !mh_redisbloom_register(ctx) || !mh_loadchunk_register(ctx) ||
         !mh_window_register(ctx))
         return RM_ERR;

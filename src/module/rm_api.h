@@ -62,6 +62,62 @@ typedef struct RedisModuleCommand RedisModuleCommand;
 typedef struct RedisModuleScanCursor RedisModuleScanCursor;
 
 typedef int (*rm_cmd_fn)(RedisModuleCtx *ctx, RedisModuleString **argv, int argc);
+
+/* SetCommandInfo (Redis 7.0): a command's key specs, version 1 of the
+ * structures. Redis steps through arrays by the sizes the version gives,
+ * so these must be laid out as its own. */
+#define RM_CMD_KEY_RO (1ULL << 0)
+#define RM_CMD_KEY_RW (1ULL << 1)
+#define RM_CMD_KEY_ACCESS (1ULL << 4)
+#define RM_CMD_KEY_UPDATE (1ULL << 5)
+#define RM_CMD_KEY_INSERT (1ULL << 6)
+#define RM_CMD_KEY_DELETE (1ULL << 7)
+#define RM_KSPEC_BS_INDEX 2  /* begin search at a fixed index */
+#define RM_KSPEC_FK_RANGE 2  /* keys: a range from there */
+#define RM_KSPEC_FK_KEYNUM 3 /* keys: a count, then that many */
+
+typedef struct rm_key_spec {
+    const char *notes;
+    uint64_t flags;
+    int begin_search_type; /* an enum in Redis's header: int-sized */
+    union {
+        struct {
+            int pos;
+        } index;
+        struct {
+            const char *keyword;
+            int startfrom;
+        } keyword;
+    } bs;
+    int find_keys_type;
+    union {
+        struct {
+            int lastkey, keystep, limit;
+        } range;
+        struct {
+            int keynumidx, firstkey, keystep;
+        } keynum;
+    } fk;
+} rm_key_spec;
+
+typedef struct rm_command_info_version {
+    int version; /* 1 */
+    size_t sizeof_historyentry;
+    size_t sizeof_keyspec;
+    size_t sizeof_arg;
+} rm_command_info_version;
+
+typedef struct rm_command_info {
+    const rm_command_info_version *version;
+    const char *summary;
+    const char *complexity;
+    const char *since;
+    void *history;
+    const char *tips;
+    int arity;              /* 0: keep CreateCommand's */
+    rm_key_spec *key_specs; /* ended by a zeroed spec */
+    void *args;
+} rm_command_info;
 typedef void (*rm_timer_fn)(RedisModuleCtx *ctx, void *data);
 typedef void (*rm_scan_fn)(RedisModuleCtx *ctx, RedisModuleString *name, RedisModuleKey *k,
                            void *arg);
@@ -160,6 +216,7 @@ typedef struct rm_type_methods {
     X(void, Log, (RedisModuleCtx * ctx, const char *level, const char *fmt, ...))                  \
     X(void, LogIOError, (RedisModuleIO * io, const char *level, const char *fmt, ...))             \
     X(RedisModuleCommand *, GetCommand, (RedisModuleCtx * ctx, const char *name))                  \
+    X(int, SetCommandInfo, (RedisModuleCommand * cmd, const rm_command_info *info))                \
     X(RedisModuleScanCursor *, ScanCursorCreate, (void))                                           \
     X(void, ScanCursorDestroy, (RedisModuleScanCursor * c))                                        \
     X(int, Scan, (RedisModuleCtx * ctx, RedisModuleScanCursor * c, rm_scan_fn fn, void *arg))      \
@@ -173,9 +230,11 @@ typedef struct rm_type_methods {
     X(int, SelectDb, (RedisModuleCtx * ctx, int db))                                               \
     X(int, GetSelectedDb, (RedisModuleCtx * ctx))
 
-/* Optional: newer than Redis 7.0 (7.2). */
+/* Optional: newer than Redis 7.0 (SetCommandACLCategories 7.2,
+ * AddACLCategory 7.4). */
 #define RM_OPTIONAL_FUNCTIONS(X)                                                                   \
-    X(int, SetCommandACLCategories, (RedisModuleCommand * cmd, const char *categories))
+    X(int, SetCommandACLCategories, (RedisModuleCommand * cmd, const char *categories))            \
+    X(int, AddACLCategory, (RedisModuleCtx * ctx, const char *name))
 
 #define RM_POINTER(ret, name, params) ret(*name) params;
 typedef struct rm_api {

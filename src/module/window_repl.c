@@ -189,8 +189,8 @@ static void cron(RedisModuleCtx *ctx, void *data)
 
 bool mh_window_register(RedisModuleCtx *ctx)
 {
-    if (rm.CreateCommand(ctx, "bloomery.winclock", winclock, "write", 0, 0, 0) != RM_OK ||
-        rm.CreateCommand(ctx, "bloomery.winrotate", winrotate, "write", 1, 1, 1) != RM_OK)
+    if (!mh_create_command(ctx, "bloomery.winclock", winclock) ||
+        !mh_create_command(ctx, "bloomery.winrotate", winrotate))
         return false;
     rm.CreateTimer(ctx, CRON_PERIOD_MS, cron, NULL);
     return true;

@@ -28,10 +28,13 @@
 #include "persist.h"
 #include "repl.h"
 #include "server.h"
+#include "tls.h"
 #include "util.h"
 
-#define MAX_LISTENERS 16
+/* A plain and a TLS listener for each bind address. */
+#define MAX_LISTENERS 32
 static int listen_fds[MAX_LISTENERS];
+static bool listen_tls[MAX_LISTENERS];
 static uv_poll_t listen_polls[MAX_LISTENERS];
 static int nlisten;
 static uv_signal_t sig_term, sig_int;
@@ -80,17 +83,20 @@ static const char protected_denied[] =
  * its requests is read. Like Redis 7 this does not look at bind: a server
  * bound to 127.0.0.1 alone still denies a local socket that connects from
  * one of the machine's other addresses. */
-static bool protected_mode_denies(int fd, const struct sockaddr_storage *peer)
+static bool protected_mode_denies(int fd, const struct sockaddr_storage *peer, bool tls)
 {
     if (!atomic_load_explicit(&cfg.protected_mode, memory_order_relaxed) || !acl_default_nopass() ||
         http_peer_is_loopback((const struct sockaddr *)peer))
         return false;
     /* Counted before the client can read its answer, so a client that saw
      * DENIED also sees the count. Best effort, as Redis: the socket is new,
-     * its buffer empty. */
+     * its buffer empty. A TLS client is closed without the text, which it
+     * could not read before a handshake. */
     atomic_fetch_add(&srv.rejected_connections, 1);
-    ssize_t w = write(fd, protected_denied, sizeof(protected_denied) - 1);
-    (void)w;
+    if (!tls) {
+        ssize_t w = write(fd, protected_denied, sizeof(protected_denied) - 1);
+        (void)w;
+    }
     return true;
 }
 
@@ -113,12 +119,16 @@ static void take_spare(void)
         spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
 }
 
-static void reject_full(int fd)
+/* A client of the TLS port could not read the text before a handshake:
+ * it is closed without it. */
+static void reject_full(int fd, bool tls)
 {
     static const char err[] = "-ERR max number of clients reached\r\n";
     atomic_fetch_add(&srv.rejected_connections, 1);
-    ssize_t w = write(fd, err, sizeof(err) - 1);
-    (void)w;
+    if (!tls) {
+        ssize_t w = write(fd, err, sizeof(err) - 1);
+        (void)w;
+    }
     close(fd);
 }
 
@@ -176,6 +186,7 @@ static void on_accept(uv_poll_t *p, int status, int events)
     if (status < 0)
         return;
     int lfd = *(int *)p->data;
+    bool tls = listen_tls[(int *)p->data - listen_fds];
     for (int i = 0; i < 64; i++) {
         struct sockaddr_storage peer;
         socklen_t plen = sizeof(peer);
@@ -197,7 +208,7 @@ static void on_accept(uv_poll_t *p, int status, int events)
                 err = errno;
                 if (fd >= 0) {
                     atomic_fetch_add(&srv.total_connections, 1);
-                    reject_full(fd);
+                    reject_full(fd, tls);
                 }
                 take_spare();
                 if (fd >= 0)
@@ -211,19 +222,19 @@ static void on_accept(uv_poll_t *p, int status, int events)
         atomic_fetch_add(&srv.total_connections, 1);
         long long maxc = atomic_load(&cfg.maxclients);
         if ((long long)atomic_load(&srv.connected) >= maxc) {
-            reject_full(fd);
+            reject_full(fd, tls);
             continue;
         }
-        if (protected_mode_denies(fd, &peer)) {
+        if (protected_mode_denies(fd, &peer, tls)) {
             close(fd);
             continue;
         }
         atomic_fetch_add(&srv.connected, 1);
-        worker_adopt(fd);
+        worker_adopt_flags(fd, tls ? ADOPT_TLS : 0);
     }
 }
 
-static int listen_on(const char *host, int port, int backlog)
+static int listen_on(const char *host, int port, int backlog, int *bound)
 {
     struct addrinfo hints = {0}, *res;
     char portstr[16];
@@ -262,9 +273,9 @@ static int listen_on(const char *host, int port, int backlog)
     socklen_t sl = sizeof(ss);
     if (getsockname(fd, (struct sockaddr *)&ss, &sl) == 0) {
         if (ss.ss_family == AF_INET)
-            srv.listen_port = ntohs(((struct sockaddr_in *)&ss)->sin_port);
+            *bound = ntohs(((struct sockaddr_in *)&ss)->sin_port);
         else
-            srv.listen_port = ntohs(((struct sockaddr_in6 *)&ss)->sin6_port);
+            *bound = ntohs(((struct sockaddr_in6 *)&ss)->sin6_port);
     }
     return fd;
 }
@@ -475,6 +486,14 @@ int main(int argc, char **argv)
         }
     }
     free(logfile);
+    /* Before anything is loaded: a certificate that can't be read stops
+     * the start at once, in Redis's words. */
+    tls_setup();
+    if (tls_wanted() && !tls_configure()) {
+        server_log(LOG_WARNING, "Failed to configure TLS. Check logs for more info.");
+        config_free();
+        return 1;
+    }
 
     int nthreads = (int)atomic_load(&cfg.threads);
     if (nthreads <= 0) {
@@ -567,26 +586,40 @@ int main(int argc, char **argv)
     uv_signal_start(&sig_int, on_signal, SIGINT);
 
     char *bind = config_get_str("bind");
-    int port = (int)atomic_load(&cfg.port);
+    /* port 0: no plain listener, as Redis (a TLS-only server). */
+    int ports[2] = {(int)atomic_load(&cfg.port), (int)atomic_load(&cfg.tls_port)};
+    if (ports[0] == 0 && ports[1] == 0) {
+        server_log(LOG_WARNING, "Configured to not listen anywhere, exiting.");
+        free(bind);
+        return 1;
+    }
     int backlog = (int)atomic_load(&cfg.tcp_backlog);
+    int bound[2] = {0, 0};
     char *save = NULL;
-    for (char *tok = strtok_r(bind, " ", &save); tok && nlisten < MAX_LISTENERS;
+    for (char *tok = strtok_r(bind, " ", &save); tok && nlisten + 2 <= MAX_LISTENERS;
          tok = strtok_r(NULL, " ", &save)) {
-        int fd = listen_on(tok, port, backlog);
-        if (fd < 0) {
-            if (tok[0] == '-')
-                continue; /* optional address */
-            free(bind);
-            return 1;
+        for (int k = 0; k < 2; k++) {
+            if (ports[k] == 0)
+                continue;
+            int fd = listen_on(tok, ports[k], backlog, &bound[k]);
+            if (fd < 0) {
+                if (tok[0] == '-')
+                    continue; /* optional address */
+                free(bind);
+                return 1;
+            }
+            listen_fds[nlisten] = fd;
+            listen_tls[nlisten] = k == 1;
+            nlisten++;
         }
-        listen_fds[nlisten] = fd;
-        nlisten++;
     }
     free(bind);
     if (nlisten == 0) {
         server_log(LOG_WARNING, "No address to listen on.");
         return 1;
     }
+    /* INFO's tcp_port: the plain port, the TLS one on a TLS-only server. */
+    srv.listen_port = bound[0] ? bound[0] : bound[1];
 
     if (workers_start(nthreads) != 0) {
         server_log(LOG_WARNING, "Could not start worker threads.");
@@ -621,7 +654,10 @@ int main(int argc, char **argv)
         server_log(LOG_NOTICE, "No maxmemory: filters may reserve up to the machine's memory, %s",
                    human);
     }
-    server_log(LOG_NOTICE, "Ready to accept connections tcp on port %d", srv.listen_port);
+    if (ports[0])
+        server_log(LOG_NOTICE, "Ready to accept connections tcp on port %d", bound[0]);
+    if (ports[1])
+        server_log(LOG_NOTICE, "Ready to accept connections tls on port %d", bound[1]);
 
     uv_run(&main_loop, UV_RUN_DEFAULT);
     if (spare_fd >= 0)
@@ -640,6 +676,7 @@ int main(int argc, char **argv)
         unlink(pidfile);
     free(pidfile);
     datadir_set_root(NULL);
+    tls_cleanup();
     config_free();
     server_log(LOG_WARNING, "bloomeryd is now ready to exit, bye bye...");
     log_close();

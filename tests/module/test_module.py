@@ -296,7 +296,8 @@ def test_module_list_and_info(m):
     assert "bloomery" in str(m.info("modules"))
 
 
-# Every row of value_commands.h: name, Redis flags, last key.
+# Every row of value_commands.h: name, Redis flags (RedisBloom's, from
+# src/module/declare.c; test_acl.py checks key specs), last key.
 COMMANDS = {
     "bf.reserve": ({"write", "denyoom"}, 1), "bf.add": ({"write", "denyoom"}, 1),
     "bf.madd": ({"write", "denyoom"}, 1), "bf.exists": ({"readonly", "fast"}, 1),
@@ -305,27 +306,28 @@ COMMANDS = {
     "bf.scandump": ({"readonly", "fast"}, 1), "bf.loadchunk": ({"write", "denyoom"}, 1),
     "bf.debug": ({"readonly", "fast"}, 1), "bf.del": ({"write", "fast"}, 1),
     "bf.merge": ({"write", "denyoom"}, -1), "cf.reserve": ({"write", "denyoom"}, 1),
-    "cf.add": ({"write", "denyoom", "fast"}, 1), "cf.addnx": ({"write", "denyoom", "fast"}, 1),
+    "cf.add": ({"write", "denyoom"}, 1), "cf.addnx": ({"write", "denyoom"}, 1),
     "cf.insert": ({"write", "denyoom"}, 1), "cf.insertnx": ({"write", "denyoom"}, 1),
     "cf.exists": ({"readonly", "fast"}, 1), "cf.mexists": ({"readonly", "fast"}, 1),
     "cf.del": ({"write", "fast"}, 1), "cf.count": ({"readonly", "fast"}, 1),
-    "cf.info": ({"readonly", "fast"}, 1), "cf.scandump": ({"readonly"}, 1),
+    "cf.info": ({"readonly", "fast"}, 1), "cf.scandump": ({"readonly", "fast"}, 1),
     "cf.debug": ({"readonly", "fast"}, 1),
     "cf.loadchunk": ({"write", "denyoom"}, 1),
     "cms.initbydim": ({"write", "denyoom"}, 1), "cms.initbyprob": ({"write", "denyoom"}, 1),
     "cms.incrby": ({"write", "denyoom"}, 1), "cms.query": ({"readonly"}, 1),
-    "cms.merge": ({"write", "denyoom"}, 1), "cms.info": ({"readonly"}, 1),
+    "cms.merge": ({"write", "denyoom", "movablekeys"}, 1), "cms.info": ({"readonly"}, 1),
     "topk.reserve": ({"write", "denyoom"}, 1), "topk.add": ({"write", "denyoom"}, 1),
     "topk.incrby": ({"write", "denyoom"}, 1), "topk.query": ({"readonly"}, 1),
     "topk.count": ({"readonly"}, 1), "topk.list": ({"readonly"}, 1),
     "topk.info": ({"readonly"}, 1),
     "tdigest.create": ({"write", "denyoom"}, 1), "tdigest.add": ({"write", "denyoom"}, 1),
-    "tdigest.reset": ({"write", "denyoom"}, 1), "tdigest.merge": ({"write", "denyoom"}, 1),
-    "tdigest.min": ({"readonly", "fast"}, 1), "tdigest.max": ({"readonly", "fast"}, 1),
-    "tdigest.quantile": ({"readonly", "fast"}, 1), "tdigest.cdf": ({"readonly", "fast"}, 1),
-    "tdigest.rank": ({"readonly", "fast"}, 1), "tdigest.revrank": ({"readonly", "fast"}, 1),
-    "tdigest.byrank": ({"readonly", "fast"}, 1), "tdigest.byrevrank": ({"readonly", "fast"}, 1),
-    "tdigest.trimmed_mean": ({"readonly", "fast"}, 1), "tdigest.info": ({"readonly", "fast"}, 1),
+    "tdigest.reset": ({"write", "denyoom"}, 1),
+    "tdigest.merge": ({"write", "denyoom", "movablekeys"}, 1),
+    "tdigest.min": ({"readonly"}, 1), "tdigest.max": ({"readonly"}, 1),
+    "tdigest.quantile": ({"readonly"}, 1), "tdigest.cdf": ({"readonly"}, 1),
+    "tdigest.rank": ({"readonly"}, 1), "tdigest.revrank": ({"readonly"}, 1),
+    "tdigest.byrank": ({"readonly"}, 1), "tdigest.byrevrank": ({"readonly"}, 1),
+    "tdigest.trimmed_mean": ({"readonly"}, 1), "tdigest.info": ({"readonly"}, 1),
     "bloomery.loadchunk": ({"write", "denyoom"}, 1),
 }
 

@@ -99,6 +99,8 @@ static const cfg_entry table[] = {
     {"http-port", T_INT, false, &cfg.http_port, 0, 65535, NULL, NULL, NULL, "0"},
     {"http-bind", T_STR, false, NULL, 0, 0, &s_http_bind, NULL, NULL, "127.0.0.1"},
     {"http-allowed-hosts", T_WORDS, true, NULL, 0, 0, &s_http_allowed_hosts, NULL, NULL, ""},
+    /* HTTPS only, with tls-cert-file and tls-key-file (docs/SECURITY.md). */
+    {"http-tls", T_ENUM, false, &cfg.http_tls, 0, 0, NULL, yesno, NULL, "no"},
     {"metrics-max-key-series", T_INT, true, &cfg.metrics_max_key_series, 0, 1000000, NULL, NULL,
      NULL, "1000"},
     {"console-sample-interval", T_INT, true, &cfg.console_sample_interval, 1, 3600, NULL, NULL,
@@ -640,6 +642,49 @@ bool config_apply(const char *name, int argc, const char *const *argv, const siz
 }
 
 static size_t canonical(size_t k);
+static char *format_alloc(const cfg_entry *c);
+
+#define MAX_APPLY_HOOKS 4
+typedef struct apply_hook {
+    const char *prefix;
+    config_apply_fn fn;
+} apply_hook;
+static apply_hook hooks[MAX_APPLY_HOOKS];
+static int nhooks;
+
+void config_on_set(const char *prefix, config_apply_fn fn)
+{
+    if (nhooks < MAX_APPLY_HOOKS)
+        hooks[nhooks++] = (apply_hook){prefix, fn};
+}
+
+/* The hooks whose settings the stored pairs changed; false (err set, *bad
+ * the first pair of the hook that refused) when one refuses. */
+static bool run_hooks(int npairs, const cfg_entry *const *e, int *bad, char *err, size_t errlen)
+{
+    const char **names = malloc(sizeof(*names) * (size_t)(npairs > 0 ? npairs : 1));
+    if (names == NULL) {
+        snprintf(err, errlen, "out of memory");
+        return false;
+    }
+    bool ok = true;
+    for (int h = 0; h < nhooks && ok; h++) {
+        int n = 0, first = -1;
+        size_t pl = strlen(hooks[h].prefix);
+        for (int i = 0; i < npairs; i++)
+            if (strncmp(e[i]->name, hooks[h].prefix, pl) == 0) {
+                if (first < 0)
+                    first = i;
+                names[n++] = e[i]->name;
+            }
+        if (n > 0 && !hooks[h].fn(names, n, err, errlen)) {
+            *bad = first;
+            ok = false;
+        }
+    }
+    free(names);
+    return ok;
+}
 
 /* A value CONFIG SET gives must also fit the machine: maxclients, the open
  * files (at start, main() fits it once). As Redis, a number of clients that
@@ -690,6 +735,20 @@ int config_set_pairs(int npairs, const char *const *argv, const size_t *lens, in
             }
         }
     }
+    /* The values before, put back when an apply hook refuses the new
+     * ones. */
+    char **old = calloc((size_t)(npairs > 0 ? npairs : 1), sizeof(*old));
+    if (old == NULL && ret == CONFIG_SET_OK) {
+        snprintf(err, errlen, "out of memory");
+        ret = CONFIG_SET_FAILED;
+    }
+    for (int i = 0; i < npairs && ret == CONFIG_SET_OK; i++) {
+        old[i] = format_alloc(e[i]);
+        if (old[i] == NULL) {
+            snprintf(err, errlen, "out of memory");
+            ret = CONFIG_SET_FAILED;
+        }
+    }
     /* All or none, as Redis 7: every value is checked before any is kept;
      * then keeping one fails only for want of memory. */
     for (int pass = 0; pass < 2; pass++) {
@@ -701,6 +760,18 @@ int config_set_pairs(int npairs, const char *const *argv, const size_t *lens, in
                 ret = CONFIG_SET_FAILED;
         }
     }
+    if (ret == CONFIG_SET_OK && !run_hooks(npairs, e, bad, err, errlen)) {
+        for (int i = 0; i < npairs; i++) {
+            char why[256];
+            const char *v = old[i];
+            size_t l = strlen(v);
+            apply_entry(e[i], 1, &v, &l, true, why, sizeof(why));
+        }
+        ret = CONFIG_SET_FAILED;
+    }
+    for (int i = 0; old && i < npairs; i++)
+        free(old[i]);
+    free(old);
     free(e);
     return ret;
 }

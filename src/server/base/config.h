@@ -22,6 +22,7 @@ typedef struct server_config {
     _Atomic long long maxclients;
     _Atomic long long timeout;
     _Atomic long long http_port;               /* 0: no HTTP listener */
+    _Atomic long long http_tls;                /* 0 no, 1 yes: HTTPS only */
     _Atomic long long metrics_max_key_series;  /* keys described by /metrics */
     _Atomic long long console_sample_interval; /* seconds between history samples */
     _Atomic long long proto_max_bulk_len;
@@ -85,6 +86,15 @@ bool config_apply(const char *name, int argc, const char *const *argv, const siz
 enum { CONFIG_SET_OK = 0, CONFIG_SET_UNKNOWN = 1, CONFIG_SET_FAILED = 2 };
 int config_set_pairs(int npairs, const char *const *argv, const size_t *lens, int *bad, char *err,
                      size_t errlen);
+
+/* What CONFIG SET calls once the values of all its pairs are stored, when
+ * at least one of their names starts with prefix; names are those (table
+ * names). The code that owns those settings applies them there (TLS
+ * rebuilds its contexts): it is registered from above, so this layer
+ * never calls up. false refuses the CONFIG SET: every pair gets its old
+ * value back and err is the reason, as Redis's apply functions do. */
+typedef bool (*config_apply_fn)(const char *const *names, int n, char *err, size_t errlen);
+void config_on_set(const char *prefix, config_apply_fn fn);
 
 /* Read a redis.conf-style file. */
 bool config_load_file(const char *path, char *err, size_t errlen);

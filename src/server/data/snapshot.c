@@ -892,6 +892,21 @@ static void finish(snapshot *s, int64_t t0)
         atomic_fetch_sub(&persist_dirty, s->dirty);
     }
     int64_t ms = (mono_us() - t0) / 1000;
+    /* Logged before the state says the snapshot is over, so whoever saw
+     * it over in INFO finds its line in the log. */
+    if (ok)
+        server_log(LOG_NOTICE,
+                   "Snapshot %" PRIu64 " saved in %lld ms (capture %.1f ms, chunks "
+                   "%.1f ms): %zu keys, %zu chunks (%llu written, %llu reused, %llu inline), %llu "
+                   "bytes written; copy-on-write: %llu pages saved, at most %llu bytes held, "
+                   "barriers removed in %.1f ms",
+                   s->seq, (long long)ms, s->capture_us / 1e3, s->chunks_us / 1e3, s->nkeys,
+                   s->nwork, (unsigned long long)s->chunks_written,
+                   (unsigned long long)s->chunks_reused, (unsigned long long)s->chunks_inline,
+                   (unsigned long long)s->bytes_written, (unsigned long long)s->cow_pages,
+                   (unsigned long long)s->cow_peak, s->unhook_us / 1e3);
+    else
+        server_log(LOG_WARNING, "Snapshot failed: %s", s->err);
     pthread_mutex_lock(&state_lock);
     stats.last_ok = ok;
     stats.last_duration_ms = ms;
@@ -912,19 +927,6 @@ static void finish(snapshot *s, int64_t t0)
     running = false;
     pthread_cond_broadcast(&state_cond);
     pthread_mutex_unlock(&state_lock);
-    if (ok)
-        server_log(LOG_NOTICE,
-                   "Snapshot %" PRIu64 " saved in %lld ms (capture %.1f ms, chunks "
-                   "%.1f ms): %zu keys, %zu chunks (%llu written, %llu reused, %llu inline), %llu "
-                   "bytes written; copy-on-write: %llu pages saved, at most %llu bytes held, "
-                   "barriers removed in %.1f ms",
-                   s->seq, (long long)ms, s->capture_us / 1e3, s->chunks_us / 1e3, s->nkeys,
-                   s->nwork, (unsigned long long)s->chunks_written,
-                   (unsigned long long)s->chunks_reused, (unsigned long long)s->chunks_inline,
-                   (unsigned long long)s->bytes_written, (unsigned long long)s->cow_pages,
-                   (unsigned long long)s->cow_peak, s->unhook_us / 1e3);
-    else
-        server_log(LOG_WARNING, "Snapshot failed: %s", s->err);
     snapshot_free(s);
 }
 

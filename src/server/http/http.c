@@ -169,10 +169,12 @@ static void on_connection(void *cls, struct MHD_Connection *conn, void **ctx,
                           enum MHD_ConnectionNotificationCode what)
 {
     (void)cls;
-    if (what == MHD_CONNECTION_NOTIFY_STARTED)
+    if (what == MHD_CONNECTION_NOTIFY_STARTED) {
         conns_opened(conn, ctx);
-    else
+    } else {
         conns_closed(ctx);
+        https_conn_closed(conn);
+    }
 }
 
 static enum MHD_Result may_accept(void *cls, const struct sockaddr *addr, socklen_t len)
@@ -548,6 +550,17 @@ bool http_start(char *err, size_t errlen)
                      MHD_USE_ERROR_LOG;
     if (ai->ai_family == AF_INET6)
         flags |= MHD_USE_IPv6;
+    /* http-tls: HTTPS only. The handshake happens after libmicrohttpd
+     * tells conns.c of the connection, so the header deadline covers it. */
+    bool tls = atomic_load(&cfg.http_tls);
+    struct MHD_OptionItem tls_opts[3] = {{MHD_OPTION_END, 0, NULL}};
+    if (tls && !https_setup(tls_opts, err, errlen)) {
+        freeaddrinfo(ai);
+        free(bind);
+        return false;
+    }
+    if (tls)
+        flags |= MHD_USE_TLS;
     bind_ = bind;
     stopping = false;
     daemon_ = MHD_start_daemon(flags, (uint16_t)port, may_accept, NULL, on_request, NULL,
@@ -555,15 +568,19 @@ bool http_start(char *err, size_t errlen)
                                (unsigned)(2 * HTTP_MAX_CONNECTIONS), MHD_OPTION_CONNECTION_TIMEOUT,
                                (unsigned)HTTP_TIMEOUT_S, MHD_OPTION_EXTERNAL_LOGGER, on_mhd_error,
                                NULL, MHD_OPTION_NOTIFY_COMPLETED, on_completed, NULL,
-                               MHD_OPTION_NOTIFY_CONNECTION, on_connection, NULL, MHD_OPTION_END);
+                               MHD_OPTION_NOTIFY_CONNECTION, on_connection, NULL, MHD_OPTION_ARRAY,
+                               tls_opts, MHD_OPTION_END);
     if (daemon_ == NULL) {
-        snprintf(err, errlen, "cannot listen for HTTP on %s:%lld", bind ? bind : "", port);
+        snprintf(err, errlen, "cannot listen for %s on %s:%lld", tls ? "HTTPS" : "HTTP",
+                 bind ? bind : "", port);
+        https_free();
         freeaddrinfo(ai);
         free(bind);
         bind_ = NULL;
         return false;
     }
-    server_log(LOG_NOTICE, "HTTP (metrics, console) on %s:%lld", bind ? bind : "", port);
+    server_log(LOG_NOTICE, "%s (metrics, console) on %s:%lld", tls ? "HTTPS" : "HTTP",
+               bind ? bind : "", port);
     if (!history_start())
         server_log(LOG_WARNING, "The console's fill and FPR history is off: no thread for it.");
     if (!http_peer_is_loopback(ai->ai_addr) && !config_requirepass_set())
@@ -599,6 +616,7 @@ void http_stop(void)
     if (daemon_)
         MHD_stop_daemon(daemon_);
     daemon_ = NULL;
+    https_free();
     free(bind_);
     bind_ = NULL;
 }

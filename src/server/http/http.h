@@ -8,6 +8,7 @@
  *   guard.c    the Host allow-list and the loopback test (guard.h; pure,
  *              fuzzed)
  *   conns.c    the connections held: deadlines, eviction, per-peer limit
+ *   https.c    TLS (http-tls): the certificate and key, reloadable
  *   metrics.c  /metrics in Prometheus's text format
  *   filters.c  the filters of the keyspace and their statistics, bounded
  *   api.c      the console's JSON API (docs/CONSOLE.md)
@@ -45,12 +46,30 @@ void conns_headers_in(struct MHD_Connection *conn);
 void conns_request_in(struct MHD_Connection *conn);
 void conns_request_done(struct MHD_Connection *conn);
 
-/* Start listening on http-bind:http-port when http-port is not 0; false
- * with err when the address cannot be used. */
+/* Start listening on http-bind:http-port when http-port is not 0 (HTTPS
+ * only with http-tls yes); false with err when the address cannot be used
+ * or the certificate and key cannot be read. */
 bool http_start(char *err, size_t errlen);
 void http_stop(void);
 /* Descriptors the listener may hold when http-port is set (0 when not). */
 int http_descriptors(void);
+
+/* ---- https.c: the listener's TLS ---- */
+struct MHD_OptionItem;
+/* Read tls-cert-file and tls-key-file(-pass), derive the protocols from
+ * tls-protocols, and fill opts (3 items) with libmicrohttpd's options for
+ * them; false with err ("Failed to configure TLS for the HTTP listener:
+ * <reason>"). */
+bool https_setup(struct MHD_OptionItem *opts, char *err, size_t errlen);
+/* Read tls-cert-file and tls-key-file again: connections from now on get
+ * the new certificate and key, those open keep theirs. false with the
+ * reason in err (the old ones stay in use). True, doing nothing, when the
+ * listener does not speak HTTPS. */
+bool http_tls_reload(char *err, size_t errlen);
+/* A connection closed: the credentials its handshake took are released. */
+void https_conn_closed(struct MHD_Connection *conn);
+/* Once the listener has stopped. */
+void https_free(void);
 
 typedef struct textbuf {
     char *p;

@@ -7,6 +7,11 @@
  * uv_try_write first and only hands the rest to uv_write when the socket is
  * full, while new replies keep accumulating behind it.
  *
+ * A client of the TLS port takes the same path (tls_conn.c): its read
+ * callback decrypts into qbuf and calls client_input, and client_flush
+ * hands its replies to the session; a plain client pays one test of
+ * c->tls per flush for it.
+ *
  * Output limits as Redis's client-output-buffer-limit for normal clients:
  * pending output past the hard limit, or past the soft limit for longer than
  * its seconds, closes the client at once (its replies are dropped), so a
@@ -42,9 +47,6 @@
 #include "util.h"
 
 #define READ_CHUNK (16 * 1024)
-/* Buffers larger than this are released when they become empty, so an idle
- * client that once sent a large request does not keep the memory. */
-#define KEEP_BUFFER (64 * 1024)
 /* What Redis lets wait for an unauthenticated client: its 16 KiB reply
  * buffer; the first reply past it goes to the reply list, whose limit for
  * such a client is 1024 bytes and whose smallest block is 16 KiB. */
@@ -71,7 +73,7 @@ static void format_addr(const struct sockaddr_storage *ss, char *out, size_t n)
 
 static void free_unopened(uv_handle_t *h) { free(h->data); }
 
-client *client_create(worker *w, int fd)
+client *client_create(worker *w, int fd, int flags)
 {
     client *c = calloc(1, sizeof(*c));
     if (c == NULL)
@@ -122,7 +124,12 @@ client *client_create(worker *w, int fd)
     all_clients = c;
     pthread_mutex_unlock(&clients_lock);
 
-    if (uv_read_start((uv_stream_t *)&c->tcp, client_alloc, client_on_read) != 0) {
+    if ((flags & ADOPT_TLS) && !tls_conn_attach(c)) {
+        client_close(c);
+        return c;
+    }
+    if (uv_read_start((uv_stream_t *)&c->tcp, c->tls ? tls_conn_alloc : client_alloc,
+                      c->tls ? tls_conn_on_read : client_on_read) != 0) {
         client_close(c);
         return c;
     }
@@ -132,6 +139,8 @@ client *client_create(worker *w, int fd)
 static void on_closed(uv_handle_t *h)
 {
     client *c = h->data;
+    if (c->tls)
+        tls_conn_free(c);
     resp_parser_free(&c->parser);
     reply_free(&c->cx.out);
     free(c->wbuf);
@@ -172,6 +181,8 @@ void client_close(client *c)
     if (c->gnext)
         c->gnext->gprev = c->gprev;
     pthread_mutex_unlock(&clients_lock);
+    if (c->tls)
+        tls_conn_shutdown(c);
     uv_read_stop((uv_stream_t *)&c->tcp);
     uv_close((uv_handle_t *)&c->tcp, on_closed);
 }
@@ -492,7 +503,12 @@ void client_on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
     }
     if (nread == 0 || c->closing)
         return;
-    c->qlen += (size_t)nread;
+    client_input(c, (size_t)nread);
+}
+
+void client_input(client *c, size_t nread)
+{
+    c->qlen += nread;
     worker *w = c->w;
     atomic_store_explicit(&w->net_in,
                           atomic_load_explicit(&w->net_in, memory_order_relaxed) + (uint64_t)nread,
@@ -563,6 +579,10 @@ void client_flush(client *c)
 {
     if (c->closing || c->writing || c->wal_parked)
         return;
+    if (c->tls) {
+        tls_conn_flush(c);
+        return;
+    }
     if (c->cx.out.len == 0) {
         if (c->close_after_reply)
             client_close(c);
@@ -610,6 +630,12 @@ void client_flush(client *c)
 
 void client_cron(client *c, int64_t now)
 {
+    if (c->tls && tls_conn_expired(c, now)) {
+        server_log(LOG_VERBOSE, "Closing client id=%llu: no TLS handshake in time",
+                   (unsigned long long)c->id);
+        client_close(c);
+        return;
+    }
     long long timeout = atomic_load_explicit(&cfg.timeout, memory_order_relaxed);
     if (timeout > 0 && !c->writing &&
         now - atomic_load_explicit(&c->last_ms, memory_order_relaxed) > timeout * 1000) {

@@ -4,6 +4,7 @@
  *   server.c    main(): options, data directory, listener, signals, cron
  *   worker.c    worker threads: one libuv loop each and the clients it owns
  *   client.c    a connection: read, parse, run, reply, output limits
+ *   tls_conn.c  a connection to the TLS port: its session between socket and buffers
  *   resp.c      request parser (no event loop; also linked by the fuzzer)
  *   reply.c     RESP2/RESP3 reply encoding
  *   commands.c  the command table, dispatch, COMMAND
@@ -51,6 +52,7 @@
 
 struct worker;
 struct command;
+struct tls_link;
 struct ps_entry;
 struct multi_cmd;
 struct multi_watch;
@@ -68,6 +70,9 @@ typedef struct client {
     uv_tcp_t tcp;
     int fd;
     char addr[64], laddr[64];
+    /* A connection to the TLS port (tls_conn.c); NULL for plain ones,
+     * whose bytes go straight between the socket and the buffers. */
+    struct tls_link *tls;
 
     /* Input: the unprocessed request bytes are qbuf[qpos .. qlen). */
     char *qbuf;
@@ -174,7 +179,7 @@ typedef struct worker {
     pthread_mutex_t inbox_lock;
     pthread_mutex_t mbox_lock; /* Pub/Sub messages from other workers */
     struct client *mbox_head;  /* clients with a non-empty mailbox */
-    int *inbox;                /* accepted fds waiting to be adopted */
+    struct adopt_req *inbox;   /* accepted fds waiting to be adopted */
     size_t ninbox, capinbox;
     _Atomic bool stopping;
     client *clients;
@@ -211,16 +216,23 @@ extern pthread_mutex_t clients_lock;
 extern client *all_clients;
 
 /* ---- worker.c ---- */
+/* How an accepted socket is to be served. */
+enum { ADOPT_TLS = 1 };
+struct adopt_req {
+    int fd;
+    int flags;
+};
 /* Descriptors each worker's libuv loop holds: its epoll instance, the
  * eventfd its wake-ups use and the two ends of its signal pipe. */
 #define WORKER_DESCRIPTORS 4
 int workers_start(int n);
 void workers_stop(void);
 void worker_adopt(int fd); /* hand an accepted socket to a worker */
+void worker_adopt_flags(int fd, int flags);
 void worker_wake_all(void);
 
 /* ---- client.c ---- */
-client *client_create(worker *w, int fd);
+client *client_create(worker *w, int fd, int flags);
 void client_close(client *c);
 void client_on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf);
 void client_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf);
@@ -231,6 +243,28 @@ void client_info_line(client *c, char *out, size_t outlen);
 bool client_obuf_over_limit(client *c);
 /* After a block ended (wait.c): run the requests that waited, then reply. */
 void client_resume(client *c);
+/* n request bytes just placed at qbuf + qlen (by the socket or TLS): run
+ * what is complete and reply. */
+void client_input(client *c, size_t n);
+/* Buffers larger than this are released when they become empty, so an idle
+ * client that once sent a large request does not keep the memory. */
+#define KEEP_BUFFER (64 * 1024)
+
+/* ---- tls_conn.c: connections to the TLS port ---- */
+/* Start the server side of a TLS session on c; false when no context. */
+bool tls_conn_attach(client *c);
+void tls_conn_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf);
+void tls_conn_on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf);
+/* client_flush for a TLS client: encrypt cx.out and send what is pending. */
+void tls_conn_flush(client *c);
+/* A close_notify, best effort, before the socket closes. */
+void tls_conn_shutdown(client *c);
+void tls_conn_free(client *c);
+/* A TLS client whose handshake has not finished in time is closed. */
+bool tls_conn_expired(client *c, int64_t now);
+/* PSYNC: the session leaves the client for the sender thread, on fd (a
+ * copy of the socket); NULL if it can't (data still buffered). */
+struct ssl_st *tls_conn_detach(client *c, int fd);
 
 /* ---- t_repl.c ---- */
 bool replicaofCommand(cmd_ctx *c);

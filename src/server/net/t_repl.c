@@ -189,13 +189,19 @@ bool psyncCommand(cmd_ctx *c)
      * last use of the descriptor happens before anything the thread does,
      * which may open a file under the same, now free, number. */
     int fd = dup(cl->fd);
+    /* A TLS session goes with its socket. */
+    struct ssl_st *ssl = NULL;
+    if (fd >= 0 && cl->tls && (ssl = tls_conn_detach(cl, fd)) == NULL) {
+        close(fd);
+        fd = -1;
+    }
     if (fd < 0) {
         reply_error(&c->out, "ERR can't hand the connection over");
         return false;
     }
     client_close(cl);
     char err[256];
-    if (!repl_sender_start(fd, &peer, id, next > 0 ? (uint64_t)next : 0, err, sizeof(err)))
+    if (!repl_sender_start(fd, ssl, &peer, id, next > 0 ? (uint64_t)next : 0, err, sizeof(err)))
         server_log(LOG_WARNING, "Replica %s:%d dropped: %s", peer.ip, peer.port, err);
     return true;
 }

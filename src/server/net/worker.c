@@ -35,7 +35,7 @@ static void on_wake(uv_async_t *a)
             client_close(c);
         pthread_mutex_lock(&w->inbox_lock);
         for (size_t i = 0; i < w->ninbox; i++)
-            close(w->inbox[i]);
+            close(w->inbox[i].fd);
         w->ninbox = 0;
         pthread_mutex_unlock(&w->inbox_lock);
         uv_close((uv_handle_t *)&w->wake, close_handle_cb);
@@ -44,18 +44,18 @@ static void on_wake(uv_async_t *a)
         wait_worker_close(w);
         return;
     }
-    int fds[64];
+    struct adopt_req reqs[64];
     for (;;) {
         size_t n = 0;
         pthread_mutex_lock(&w->inbox_lock);
         while (n < 64 && w->ninbox)
-            fds[n++] = w->inbox[--w->ninbox];
+            reqs[n++] = w->inbox[--w->ninbox];
         pthread_mutex_unlock(&w->inbox_lock);
         if (n == 0)
             break;
         for (size_t i = 0; i < n; i++) {
-            if (client_create(w, fds[i]) == NULL) {
-                close(fds[i]);
+            if (client_create(w, reqs[i].fd, reqs[i].flags) == NULL) {
+                close(reqs[i].fd);
                 atomic_fetch_sub(&srv.connected, 1);
             }
         }
@@ -137,14 +137,16 @@ void workers_stop(void)
     srv.nworkers = 0;
 }
 
-void worker_adopt(int fd)
+void worker_adopt(int fd) { worker_adopt_flags(fd, 0); }
+
+void worker_adopt_flags(int fd, int flags)
 {
     unsigned i = atomic_fetch_add(&next_worker, 1) % (unsigned)srv.nworkers;
     worker *w = &srv.workers[i];
     pthread_mutex_lock(&w->inbox_lock);
     if (w->ninbox == w->capinbox) {
         size_t cap = w->capinbox ? w->capinbox * 2 : 16;
-        int *p = realloc(w->inbox, cap * sizeof(int));
+        struct adopt_req *p = realloc(w->inbox, cap * sizeof(*p));
         if (p == NULL) {
             pthread_mutex_unlock(&w->inbox_lock);
             close(fd);
@@ -154,7 +156,7 @@ void worker_adopt(int fd)
         w->inbox = p;
         w->capinbox = cap;
     }
-    w->inbox[w->ninbox++] = fd;
+    w->inbox[w->ninbox++] = (struct adopt_req){fd, flags};
     pthread_mutex_unlock(&w->inbox_lock);
     uv_async_send(&w->wake);
 }

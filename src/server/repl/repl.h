@@ -75,9 +75,12 @@ typedef struct repl_peer_info {
 } repl_peer_info;
 
 /* PSYNC replid next_lsn on a connection whose socket fd is handed over
- * (the caller no longer owns it): a sender thread answers it. */
-bool repl_sender_start(int fd, const repl_peer_info *peer, const char *replid, uint64_t next_lsn,
-                       char *err, size_t errlen);
+ * (the caller no longer owns it), with its TLS session on that socket
+ * when it came to the TLS port (also handed over; NULL for plain): a
+ * sender thread answers it. */
+struct ssl_st;
+bool repl_sender_start(int fd, struct ssl_st *ssl, const repl_peer_info *peer, const char *replid,
+                       uint64_t next_lsn, char *err, size_t errlen);
 /* Replicas whose acknowledged offset is at least lsn. */
 unsigned repl_replicas_acked(uint64_t lsn);
 /* Called (from sender threads) when a replica acknowledged: WAIT's wake-up. */

@@ -1,9 +1,14 @@
-/* Blocking-with-deadline socket I/O for the replication threads. */
+/* Blocking-with-deadline socket I/O for the replication threads, plain or
+ * through a TLS session on the socket itself (a socket BIO on the
+ * non-blocking descriptor: a session that wants to read or write waits
+ * for that in poll(), whichever call asked). */
 #include <errno.h>
 #include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,9 +17,11 @@
 #include <unistd.h>
 
 #include "repl_conn.h"
+#include "tls.h"
 
 #define READ_STEP 65536
 #define POLL_STEP_MS 100
+#define TLS_READ_MAX (1u << 20)
 
 void rc_init(repl_conn *c, int fd, int timeout_ms, _Atomic bool *stop)
 {
@@ -33,6 +40,14 @@ void rc_init(repl_conn *c, int fd, int timeout_ms, _Atomic bool *stop)
 
 void rc_close(repl_conn *c)
 {
+    if (c->ssl) {
+        /* A close_notify if the socket takes it now; no wait. */
+        ERR_clear_error();
+        SSL_shutdown(c->ssl);
+        ERR_clear_error();
+        SSL_free(c->ssl);
+        c->ssl = NULL;
+    }
     if (c->fd >= 0)
         close(c->fd);
     c->fd = -1;
@@ -115,9 +130,67 @@ bool rc_connect(repl_conn *c, const char *host, int port)
     return false;
 }
 
+/* What a session that returned ret wants: wait for it (true) or fail with
+ * the reason in err (false). */
+static bool tls_wait(repl_conn *c, int ret, const char *what)
+{
+    int e = SSL_get_error(c->ssl, ret);
+    short ev = e == SSL_ERROR_WANT_READ ? POLLIN : e == SSL_ERROR_WANT_WRITE ? POLLOUT : 0;
+    if (ev == 0) {
+        char why[256];
+        if (e == SSL_ERROR_ZERO_RETURN)
+            snprintf(why, sizeof(why), "connection closed");
+        else
+            tls_error_string(c->ssl, ret, why, sizeof(why));
+        snprintf(c->err, sizeof(c->err), "%s: %s", what, why);
+        return false;
+    }
+    int r = wait_fd(c, ev, c->timeout_ms, -1);
+    if (r == 0)
+        snprintf(c->err, sizeof(c->err), "timeout in %s", what);
+    return r == 1;
+}
+
+bool rc_start_tls(repl_conn *c, struct ssl_st *ssl)
+{
+    c->ssl = ssl;
+    if (SSL_set_fd(ssl, c->fd) != 1) {
+        snprintf(c->err, sizeof(c->err), "TLS: can't use the socket");
+        return false;
+    }
+    for (;;) {
+        ERR_clear_error();
+        int r = SSL_connect(ssl);
+        if (r == 1)
+            return true;
+        if (!tls_wait(c, r, "TLS handshake"))
+            return false;
+    }
+}
+
+static bool tls_send(repl_conn *c, const uint8_t *b, size_t n)
+{
+    while (n > 0) {
+        size_t w = 0;
+        ERR_clear_error();
+        int r = SSL_write_ex(c->ssl, b, n, &w);
+        if (r > 0) {
+            b += w;
+            n -= w;
+            c->bytes_out += w;
+            continue;
+        }
+        if (!tls_wait(c, r, "TLS write"))
+            return false;
+    }
+    return true;
+}
+
 bool rc_send(repl_conn *c, const void *p, size_t n)
 {
     const uint8_t *b = p;
+    if (c->ssl)
+        return tls_send(c, b, n);
     while (n > 0) {
         ssize_t w = send(c->fd, b, n, MSG_NOSIGNAL);
         if (w > 0) {
@@ -167,10 +240,31 @@ bool rc_read_some(repl_conn *c)
         c->in.len -= c->pos;
         c->pos = 0;
     }
+    size_t read_now = 0;
     for (;;) {
         if (!pbuf_reserve(&c->in, READ_STEP)) {
             snprintf(c->err, sizeof(c->err), "out of memory");
             return false;
+        }
+        if (c->ssl) {
+            /* Until the session wants the socket: nothing stays in it. */
+            size_t got = 0;
+            ERR_clear_error();
+            int r = SSL_read_ex(c->ssl, c->in.p + c->in.len, READ_STEP, &got);
+            if (r > 0) {
+                c->in.len += got;
+                c->bytes_in += got;
+                /* A bound per call, as a short recv ends a plain one:
+                 * what the socket still holds waits for the next. */
+                if ((read_now += got) >= TLS_READ_MAX)
+                    return true;
+                continue;
+            }
+            if (SSL_get_error(c->ssl, r) == SSL_ERROR_WANT_READ)
+                return true;
+            if (!tls_wait(c, r, "TLS read"))
+                return false;
+            continue;
         }
         ssize_t n = recv(c->fd, c->in.p + c->in.len, READ_STEP, 0);
         if (n > 0) {
@@ -196,6 +290,8 @@ bool rc_read_some(repl_conn *c)
 bool rc_poll_in(repl_conn *c, int ms, int wake_fd)
 {
     c->err[0] = '\0';
+    if (c->ssl && SSL_pending(c->ssl) > 0)
+        return true;
     int r = wait_fd(c, POLLIN, ms, wake_fd);
     return r == 1;
 }

@@ -1,6 +1,7 @@
 /* A connection of the replication threads (repl_conn.c): a socket read
  * and written with poll() and a deadline, so a dead peer or a stop request
- * never blocks a thread for longer than its timeout. */
+ * never blocks a thread for longer than its timeout. With a TLS session
+ * (ssl set) the same calls go through it, on the same deadlines. */
 #ifndef BLOOMERYD_REPL_CONN_H
 #define BLOOMERYD_REPL_CONN_H
 
@@ -11,9 +12,12 @@
 
 #include "le.h"
 
+struct ssl_st;
+
 typedef struct repl_conn {
     int fd;
-    pbuf in; /* read, not consumed: [pos, len) */
+    struct ssl_st *ssl; /* NULL: plain TCP */
+    pbuf in;            /* read, not consumed: [pos, len) */
     size_t pos;
     int timeout_ms;     /* for each wait */
     _Atomic bool *stop; /* checked while waiting */
@@ -25,6 +29,9 @@ void rc_init(repl_conn *c, int fd, int timeout_ms, _Atomic bool *stop);
 void rc_close(repl_conn *c);
 /* Connect to host:port within timeout_ms. */
 bool rc_connect(repl_conn *c, const char *host, int port);
+/* The client side of a TLS handshake on the connected socket, with the
+ * session ssl (owned from here on), within the timeout. */
+bool rc_start_tls(repl_conn *c, struct ssl_st *ssl);
 bool rc_send(repl_conn *c, const void *p, size_t n);
 /* A command as a RESP array of strings. */
 bool rc_send_cmd(repl_conn *c, int argc, const char *const *argv);

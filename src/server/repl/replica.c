@@ -40,6 +40,7 @@
 #include "replay.h"
 #include "snapshot.h"
 #include "stream.h"
+#include "tls.h"
 #include "util.h"
 
 #define MAX_INDEX (1u << 30)
@@ -95,8 +96,11 @@ static bool handshake(repl_conn *c, char *reply, size_t rlen)
     free(pass);
     free(user);
     char port[16];
+    /* The port the master's INFO shows for us: ours for the kind of link
+     * it serves us on, as Redis. */
     long long ap = atomic_load(&cfg.replica_announce_port);
-    snprintf(port, sizeof(port), "%lld", ap ? ap : atomic_load(&cfg.port));
+    long long tp = atomic_load(&cfg.tls_replication) ? atomic_load(&cfg.tls_port) : 0;
+    snprintf(port, sizeof(port), "%lld", ap ? ap : tp ? tp : atomic_load(&cfg.port));
     const char *lp[3] = {"REPLCONF", "listening-port", port};
     ok = ok && rc_send_cmd(c, 3, lp) && expect_ok(c, "REPLCONF listening-port");
     char *ip = config_get_str("replica-announce-ip");
@@ -344,6 +348,20 @@ out:
     }
 }
 
+/* tls-replication yes: the link is TLS, the master verified against
+ * tls-ca-cert-file/dir. */
+static bool start_tls(repl_conn *c)
+{
+    if (!atomic_load(&cfg.tls_replication))
+        return true;
+    SSL *ssl = tls_connect_ssl();
+    if (ssl == NULL) {
+        snprintf(c->err, sizeof(c->err), "TLS is not configured");
+        return false;
+    }
+    return rc_start_tls(c, ssl);
+}
+
 static void run_once(void)
 {
     char host[256];
@@ -355,7 +373,7 @@ static void run_once(void)
     rc_init(&c, -1, (int)(atomic_load(&cfg.repl_timeout) * 1000), &L.stop);
     set_link(REPL_LINK_CONNECTING);
     char reply[512];
-    if (!rc_connect(&c, host, port) || !handshake(&c, reply, sizeof(reply))) {
+    if (!rc_connect(&c, host, port) || !start_tls(&c) || !handshake(&c, reply, sizeof(reply))) {
         if (!atomic_load(&L.stop))
             server_log(LOG_NOTICE, "Replication with %s:%d: %s", host, port, c.err);
         rc_close(&c);

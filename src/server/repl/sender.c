@@ -338,13 +338,16 @@ static void *sender_main(void *arg)
     return NULL;
 }
 
-bool repl_sender_start(int fd, const repl_peer_info *peer, const char *replid, uint64_t next_lsn,
-                       char *err, size_t errlen)
+bool repl_sender_start(int fd, struct ssl_st *ssl, const repl_peer_info *peer, const char *replid,
+                       uint64_t next_lsn, char *err, size_t errlen)
 {
     sender *s = calloc(1, sizeof(*s));
     if (s == NULL) {
         snprintf(err, errlen, "out of memory");
-        close(fd);
+        repl_conn lost;
+        rc_init(&lost, fd, 0, NULL);
+        lost.ssl = ssl;
+        rc_close(&lost);
         return false;
     }
     s->peer = *peer;
@@ -352,6 +355,7 @@ bool repl_sender_start(int fd, const repl_peer_info *peer, const char *replid, u
     s->want_lsn = next_lsn;
     s->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     rc_init(&s->conn, fd, 60000, &stop_all);
+    s->conn.ssl = ssl;
     atomic_store(&s->last_ack_ms, now_ms());
     pthread_mutex_lock(&slock);
     s->next = senders;
