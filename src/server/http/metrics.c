@@ -9,7 +9,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "acl.h"
 #include "http.h"
 #include "persist.h"
 #include "repl.h"
