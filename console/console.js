@@ -1,7 +1,9 @@
 // The management console: reads /api/status and /api/filters, creates,
 // deletes and expires filters through the JSON API (docs/CONSOLE.md).
 // The chart of a filter's fill and FPR shows the server's samples of the
-// last hour (/api/history).
+// last hour (/api/history). Only the buttons the signed-in user may use
+// are shown (the "can" of /api/filters); the server refuses the others
+// anyway.
 "use strict";
 
 const HISTORY_MS = 3600 * 1000;
@@ -87,7 +89,26 @@ function confirmAction(text, withSeconds, action) {
   $("confirm").showModal();
 }
 
+function actions(f) {
+  const out = [];
+  if (f.can.expire)
+    out.push(el("button", { class: "expire", onclick: (ev) => {
+      ev.stopPropagation();
+      confirmAction("Expire filter \u201c" + f.name + "\u201d?", true,
+        () => api("/api/filters/expire", { name: f.name, seconds: $("confirm-seconds").value }));
+    } }, "Expire"), " ");
+  if (f.can.delete)
+    out.push(el("button", { class: "danger delete", onclick: (ev) => {
+      ev.stopPropagation();
+      confirmAction("Delete filter \u201c" + f.name + "\u201d? This cannot be undone.", false,
+        () => api("/api/filters/delete", { name: f.name }));
+    } }, "Delete"));
+  return out;
+}
+
 function renderFilters(data, history) {
+  $("create").classList.toggle("hidden", !data.can.create);
+  $("user").textContent = data.user;
   $("filters-note").textContent = data.filters.length === 0 ? "No filters yet."
     : data.truncated ? "Showing the first " + data.filters.length +
       " filters (metrics-max-key-series)." : "";
@@ -103,18 +124,7 @@ function renderFilters(data, history) {
       el("td", { class: "num" }, fpr(f.fpr)),
       el("td", { class: "num" }, bytes(f.bytes)),
       el("td", { class: "num" }, duration(f.ttl)),
-      el("td", {},
-        el("button", { class: "expire", onclick: (ev) => {
-          ev.stopPropagation();
-          confirmAction("Expire filter \u201c" + f.name + "\u201d?", true,
-            () => api("/api/filters/expire", { name: f.name, seconds: $("confirm-seconds").value }));
-        } }, "Expire"),
-        " ",
-        el("button", { class: "danger delete", onclick: (ev) => {
-          ev.stopPropagation();
-          confirmAction("Delete filter \u201c" + f.name + "\u201d? This cannot be undone.", false,
-            () => api("/api/filters/delete", { name: f.name }));
-        } }, "Delete")));
+      el("td", {}, ...actions(f)));
     if (f.name === selected) tr.classList.add("selected");
     return tr;
   });
@@ -167,7 +177,10 @@ function drawChart(history) {
 
 async function refresh() {
   try {
-    renderStatus(await api("/api/status"));
+    // A user who may not run INFO still sees the filters.
+    try { renderStatus(await api("/api/status")); } catch (e) {
+      $("status-list").replaceChildren(el("div", {}, e.message));
+    }
     const filters = await api("/api/filters");
     if (selected && !filters.filters.some((f) => f.name === selected)) selected = null;
     const history = selected

@@ -403,6 +403,14 @@ def test_console_in_chromium(start_server):
         wait.until(lambda d: 0 < c.ttl("sessions") <= 500)
         logs = [e for e in drv.get_log("browser") if e["level"] == "SEVERE"]
         assert not logs, logs
+
+        # A user who may not write sees no create, expire or delete control.
+        assert drv.find_element(By.ID, "create").is_displayed()
+        c.execute_command("ACL", "SETUSER", "default", "-@write")
+        drv.refresh()
+        wait.until(lambda d: row("emails"))
+        assert not drv.find_elements(By.CSS_SELECTOR, "#filter-table button")
+        assert not drv.find_element(By.ID, "create").is_displayed()
     finally:
         drv.quit()
         c.close()

@@ -497,10 +497,14 @@ scrape_configs:
 
 
 @pytest.mark.skipif(PROMETHEUS is None, reason="Debian's prometheus is not installed")
-@pytest.mark.parametrize("user,password", [("default", "s3cret")])
+@pytest.mark.parametrize("user,password", [("default", "s3cret"), ("scraper", "scrape-pw")])
 def test_prometheus_scrapes_over_https(start_server, pki, user, password):
-    s = https_server(start_server, pki, "--requirepass", password)
-    c = s.client(password=password)
+    s = https_server(start_server, pki, "--requirepass", "s3cret")
+    c = s.client(password="s3cret")
+    if user != "default":
+        # The least docs/SECURITY.md gives a scraper that reads the filters.
+        c.execute_command("ACL", "SETUSER", user, "on", ">" + password, "+info", "+scan",
+                          "+bf.info", "+cf.info", "%R~*")
     c.execute_command("BF.RESERVE", "seen", 0.01, 1000)
     c.execute_command("BF.MADD", "seen", "a", "b", "c")
     prometheus_scrapes(s, pki, user, password)

@@ -1,13 +1,16 @@
 /* The console's JSON API (docs/CONSOLE.md). Reads come from the server's
  * state (the filters and their statistics as /metrics has them, INFO's
  * sources); changes run as commands through a worker (command.c), so
- * they take the same path as a client's. */
+ * they take the same path as a client's, as the request's user. What the
+ * user may do is told with the filters ("can"), so that the console shows
+ * only those buttons; the server refuses the others anyway. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "api_args.h"
+#include "acl.h"
 #include "http.h"
 #include "persist.h"
 #include "repl.h"
@@ -23,17 +26,35 @@ static void num(textbuf *b, const char *name, double v, bool comma)
         tb_printf(b, "\"%s\":null%s", name, comma ? "," : "");
 }
 
-void api_filters(textbuf *b)
+static const char *yes(bool v) { return v ? "true" : "false"; }
+
+/* Whether who may run name on the key (EXPIRE: with its seconds). */
+static bool may_key(const http_who *who, const char *name, const char *key, size_t klen, int argc)
+{
+    const char *argv[] = {name, key, "0"};
+    size_t lens[] = {strlen(name), klen, 1};
+    return access_may(who, argc, argv, lens);
+}
+
+void api_filters(const http_who *who, textbuf *b)
 {
     filter_list fl;
     filters_collect(
         &fl, (size_t)atomic_load_explicit(&cfg.metrics_max_key_series, memory_order_relaxed));
     if (fl.failed)
         b->failed = true;
-    tb_puts(b, "{\"filters\":[");
+    tb_puts(b, "{\"user\":");
+    tb_json_str(b, who->user->name, strlen(who->user->name));
+    tb_printf(b, ",\"can\":{\"create\":%s,\"delete\":%s,\"expire\":%s},\"filters\":[",
+              yes(access_may_cmd(who, "BF.RESERVE")), yes(access_may_cmd(who, "DEL")),
+              yes(access_may_cmd(who, "EXPIRE")));
+    size_t shown = 0;
     for (size_t i = 0; i < fl.n; i++) {
         const filter_row *r = &fl.rows[i];
-        tb_puts(b, i ? ",{\"name\":" : "{\"name\":");
+        /* A filter the user may not read is left out, as from /metrics. */
+        if (!access_may_read(who, r->type, r->key, r->klen))
+            continue;
+        tb_puts(b, shown++ ? ",{\"name\":" : "{\"name\":");
         tb_json_str(b, r->key, r->klen);
         tb_printf(b, ",\"type\":\"%s\",\"layout\":\"%s\",", r->type->name, r->stats.layout);
         num(b, "capacity", (double)r->stats.capacity, true);
@@ -42,17 +63,21 @@ void api_filters(textbuf *b)
         num(b, "parts", (double)r->stats.parts, true);
         num(b, "fill", r->fill, true);
         num(b, "fpr", r->stats.fpr >= 0 ? r->stats.fpr : NAN, true);
-        num(b, "ttl", r->ttl_s, false);
-        tb_puts(b, "}");
+        num(b, "ttl", r->ttl_s, true);
+        tb_printf(b, "\"can\":{\"delete\":%s,\"expire\":%s}}",
+                  yes(may_key(who, "DEL", r->key, r->klen, 2)),
+                  yes(may_key(who, "EXPIRE", r->key, r->klen, 3)));
     }
     tb_printf(b, "],\"truncated\":%s}", fl.truncated ? "true" : "false");
     filters_free(&fl);
 }
 
-void api_status(textbuf *b)
+void api_status(const http_who *who, textbuf *b)
 {
     uint64_t connected = atomic_load(&srv.connected);
-    tb_printf(b, "{\"version\":\"%s\",\"run_id\":\"%s\",", BLOOMERYD_VERSION, srv.run_id);
+    tb_puts(b, "{\"user\":");
+    tb_json_str(b, who->user->name, strlen(who->user->name));
+    tb_printf(b, ",\"version\":\"%s\",\"run_id\":\"%s\",", BLOOMERYD_VERSION, srv.run_id);
     num(b, "uptime_s", (double)(now_ms() - srv.start_ms) / 1000.0, true);
     num(b, "connected_clients", (double)connected, true);
     num(b, "keys", (double)ks_dbsize(), true);
@@ -119,19 +144,22 @@ bool api_calc(const char *capacity, const char *error_rate, const char *layout, 
     return true;
 }
 
-/* {"reply": <the command's reply>}; false (an error reply or none). */
-static bool run(int argc, const char *const *argv, const size_t *lens, textbuf *b)
+/* {"reply": <the command's reply>}, or {"error": ...}: API_BAD, or
+ * API_DENIED for the user's NOPERM. */
+static int run(const http_who *who, int argc, const char *const *argv, const size_t *lens,
+               textbuf *b)
 {
     textbuf reply = {0};
     char err[128];
-    bool ok = http_command(argc, argv, lens, &reply, err, sizeof(err));
-    if (!ok) {
+    int ok = http_command(who, argc, argv, lens, &reply, err, sizeof(err)) ? API_OK : API_BAD;
+    if (ok != API_OK) {
         tb_puts(b, "{\"error\":");
         tb_json_str(b, err, strlen(err));
         tb_puts(b, "}");
     } else if (reply.p && strncmp(reply.p, "{\"error\":", 9) == 0) {
         tb_add(b, reply.p, reply.len);
-        ok = false;
+        static const char noperm[] = "{\"error\":\"NOPERM ";
+        ok = strncmp(reply.p, noperm, sizeof(noperm) - 1) == 0 ? API_DENIED : API_BAD;
     } else {
         tb_puts(b, "{\"reply\":");
         tb_add(b, reply.p ? reply.p : "null", reply.p ? reply.len : 4);
@@ -143,7 +171,7 @@ static bool run(int argc, const char *const *argv, const size_t *lens, textbuf *
     return ok;
 }
 
-bool api_create(const api_filter_form *f, textbuf *b)
+int api_create(const http_who *who, const api_filter_form *f, textbuf *b)
 {
     const char *argv[API_RESERVE_MAX_ARGS];
     size_t lens[API_RESERVE_MAX_ARGS];
@@ -153,21 +181,21 @@ bool api_create(const api_filter_form *f, textbuf *b)
         tb_puts(b, "{\"error\":");
         tb_json_str(b, err, strlen(err));
         tb_puts(b, "}");
-        return false;
+        return API_BAD;
     }
-    return run(argc, argv, lens, b);
+    return run(who, argc, argv, lens, b);
 }
 
-bool api_delete(const char *name, size_t len, textbuf *b)
+int api_delete(const http_who *who, const char *name, size_t len, textbuf *b)
 {
     const char *argv[] = {"DEL", name};
     size_t lens[] = {3, len};
-    return run(2, argv, lens, b);
+    return run(who, 2, argv, lens, b);
 }
 
-bool api_expire(const char *name, size_t len, const char *seconds, textbuf *b)
+int api_expire(const http_who *who, const char *name, size_t len, const char *seconds, textbuf *b)
 {
     const char *argv[] = {"EXPIRE", name, seconds ? seconds : ""};
     size_t lens[] = {6, len, seconds ? strlen(seconds) : 0};
-    return run(3, argv, lens, b);
+    return run(who, 3, argv, lens, b);
 }

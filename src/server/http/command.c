@@ -3,7 +3,10 @@
  * is written on the other end in RESP and its reply read back. So the
  * command goes through the same dispatch as RESP (authentication, arity,
  * maxmemory, the log's reservation, replication refusals) and its reply
- * arrives only once the log is durable when appendfsync always says so. */
+ * arrives only once the log is durable when appendfsync always says so.
+ * The connection authenticates first as the request's user (AUTH user
+ * password, the one the request gave), so the ACL check the worker makes
+ * is that user's: the console cannot do what the user could not. */
 #include <errno.h>
 #include <poll.h>
 #include <stdio.h>
@@ -12,6 +15,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "acl.h"
 #include "http.h"
 #include "server.h"
 #include "util.h"
@@ -96,8 +100,8 @@ done:
     return ok;
 }
 
-bool http_command(int argc, const char *const *argv, const size_t *lens, textbuf *out, char *err,
-                  size_t errlen)
+bool http_command(const http_who *who, int argc, const char *const *argv, const size_t *lens,
+                  textbuf *out, char *err, size_t errlen)
 {
     int sv[2];
     if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) {
@@ -113,14 +117,13 @@ bool http_command(int argc, const char *const *argv, const size_t *lens, textbuf
     textbuf req = {0}, auth = {0};
     textbuf *outs[2];
     int want = 0;
-    char *pass = config_get_str("requirepass");
-    if (pass && pass[0]) {
-        const char *aargv[] = {"AUTH", pass};
-        size_t alens[] = {4, strlen(pass)};
-        encode(&req, 2, aargv, alens);
+    if (who->pass) {
+        const char *name = who->user->name;
+        const char *aargv[] = {"AUTH", name, who->pass};
+        size_t alens[] = {4, strlen(name), who->plen};
+        encode(&req, 3, aargv, alens);
         outs[want++] = &auth;
     }
-    free(pass);
     encode(&req, argc, argv, lens);
     outs[want++] = out;
     bool ok = !req.failed && write_all(fd, req.p, req.len, deadline);
@@ -132,6 +135,8 @@ bool http_command(int argc, const char *const *argv, const size_t *lens, textbuf
         snprintf(err, errlen, "the server refused the password");
         ok = false;
     }
+    if (req.p)
+        explicit_bzero(req.p, req.len);
     tb_free(&req);
     tb_free(&auth);
     close(fd);

@@ -17,6 +17,7 @@
 #include <strings.h>
 #include <sys/socket.h>
 
+#include "acl.h"
 #include "api_args.h"
 #include "config.h"
 #include "guard.h"
@@ -58,23 +59,6 @@ static enum MHD_Result send_static(struct MHD_Connection *conn, unsigned status,
 {
     char *p = strdup(msg);
     return send_text(conn, status, "text/plain; charset=utf-8", p, p ? strlen(p) : 0);
-}
-
-/* With requirepass set, a request carries it as the password of HTTP
- * Basic credentials (any user name) or as a Bearer token. */
-static bool authorized(struct MHD_Connection *conn)
-{
-    if (!config_requirepass_set())
-        return true;
-    const char *h = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Authorization");
-    if (h && strncmp(h, "Bearer ", 7) == 0)
-        return config_check_password(h + 7, strlen(h + 7));
-    char *pass = NULL;
-    char *user = MHD_basic_auth_get_username_password(conn, &pass);
-    bool ok = pass && config_check_password(pass, strlen(pass));
-    MHD_free(user);
-    MHD_free(pass);
-    return ok;
 }
 
 static enum MHD_Result deny(struct MHD_Connection *conn)
@@ -121,6 +105,7 @@ typedef struct req_state {
      * read here once it is resumed. */
     struct MHD_Connection *conn;
     route route;
+    http_who who; /* the user the request was authenticated as */
     bool job_started;
     _Atomic bool job_done;
     unsigned status;
@@ -161,6 +146,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **state,
         MHD_destroy_post_processor(st->pp);
     tb_free(&st->body);
     free(st->hname);
+    access_release(&st->who);
     free(st);
     *state = NULL;
 }
@@ -224,12 +210,11 @@ static bool host_ok(struct MHD_Connection *conn, const char *version, bool *bad)
     return ok;
 }
 
-/* Protected mode as the RESP port has it: with no password, only the
- * loopback interface is answered. */
+/* Protected mode as the RESP port has it: while the default user needs no
+ * password, only the loopback interface is answered. */
 static bool protected_denies(struct MHD_Connection *conn)
 {
-    if (!atomic_load_explicit(&cfg.protected_mode, memory_order_relaxed) ||
-        config_requirepass_set())
+    if (!atomic_load_explicit(&cfg.protected_mode, memory_order_relaxed) || !acl_default_nopass())
         return false;
     const union MHD_ConnectionInfo *i =
         MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
@@ -251,7 +236,7 @@ static bool body_too_large(struct MHD_Connection *conn)
  * reading it. The Host comes before the password: a rebinding page must
  * not get a password prompt under its own name. */
 static enum MHD_Result check_headers(struct MHD_Connection *conn, const char *version,
-                                     bool *answered)
+                                     http_who *who, bool *answered)
 {
     static const char denied[] =
         "DENIED Protected mode is on and no requirepass is set, so only clients on the "
@@ -268,10 +253,12 @@ static enum MHD_Result check_headers(struct MHD_Connection *conn, const char *ve
                            "misdirected request: this server does not answer for that Host "
                            "(see http-allowed-hosts)\n");
     }
-    if (!authorized(conn))
+    if (!access_login(conn, who))
         return deny(conn);
-    if (body_too_large(conn))
+    if (body_too_large(conn)) {
+        access_release(who);
         return send_static(conn, MHD_HTTP_CONTENT_TOO_LARGE, "request body too large\n");
+    }
     *answered = false;
     return MHD_YES;
 }
@@ -282,6 +269,7 @@ static void build_page(req_state *st)
 {
     textbuf *b = &st->body;
     bool ok = true;
+    int status = 0; /* API_*: an answer of the user's commands */
     const char *f[NF];
     for (int i = 0; i < NF; i++)
         f[i] = st->field[i];
@@ -289,12 +277,20 @@ static void build_page(req_state *st)
     switch (st->route) {
     case R_METRICS:
         st->type = "text/plain; version=0.0.4; charset=utf-8";
-        if (!metrics_render(b))
+        if (!metrics_render(&st->who, b))
             b->failed = true;
         break;
-    case R_FILTERS: api_filters(b); break;
-    case R_STATUS: api_status(b); break;
-    case R_HISTORY: api_history(st->hname, st->hname_len, b); break;
+    case R_FILTERS: api_filters(&st->who, b); break;
+    case R_STATUS: api_status(&st->who, b); break;
+    case R_HISTORY:
+        if (!access_may_read_key(&st->who, st->hname ? st->hname : "", st->hname_len)) {
+            tb_puts(b, "{\"error\":\"NOPERM this user has no permissions to access one of the "
+                       "keys used as arguments\"}");
+            status = API_DENIED;
+            break;
+        }
+        api_history(st->hname, st->hname_len, b);
+        break;
     case R_CALC:
         /* A field the query left out is NULL, as the calculator expects. */
         ok = api_calc(st->given[F_CAPACITY] ? f[F_CAPACITY] : NULL,
@@ -306,13 +302,17 @@ static void build_page(req_state *st)
     case R_CREATE: {
         api_filter_form form = {f[F_NAME],   st->flen[F_NAME], f[F_CAPACITY], f[F_ERROR_RATE],
                                 f[F_EXPIRY], f[F_LAYOUT],      f[F_WINDOW],   f[F_SLICES]};
-        ok = api_create(&form, b);
+        status = api_create(&st->who, &form, b);
         break;
     }
-    case R_DELETE: ok = api_delete(f[F_NAME], st->flen[F_NAME], b); break;
-    case R_EXPIRE: ok = api_expire(f[F_NAME], st->flen[F_NAME], f[F_SECONDS], b); break;
+    case R_DELETE: status = api_delete(&st->who, f[F_NAME], st->flen[F_NAME], b); break;
+    case R_EXPIRE:
+        status = api_expire(&st->who, f[F_NAME], st->flen[F_NAME], f[F_SECONDS], b);
+        break;
     }
-    st->status = ok ? MHD_HTTP_OK : MHD_HTTP_BAD_REQUEST;
+    if (status == 0)
+        status = ok ? API_OK : API_BAD;
+    st->status = (unsigned)status;
 }
 
 static void job_finished(void)
@@ -335,8 +335,42 @@ static void *job_main(void *arg)
     return NULL;
 }
 
+/* The command a page stands for (docs/CONSOLE.md): a user who may not
+ * run it gets 403 with the NOPERM error, logged in ACL LOG as the RESP
+ * port's refusal would be. Changes need no check here: they run as the
+ * user, so the server refuses what the user may not do. */
+static const char *route_command(route r)
+{
+    switch (r) {
+    case R_METRICS:
+    case R_STATUS: return "INFO";
+    case R_FILTERS: return "SCAN";
+    default: return NULL;
+    }
+}
+
 static enum MHD_Result start_job(struct MHD_Connection *conn, req_state *st, route r)
 {
+    const char *need = route_command(r);
+    char msg[160];
+    if (need && access_refuse(conn, &st->who, need, msg, sizeof(msg))) {
+        textbuf b = {0};
+        if (r == R_METRICS) {
+            tb_puts(&b, msg);
+            tb_puts(&b, "\n");
+        } else {
+            tb_puts(&b, "{\"error\":");
+            tb_json_str(&b, msg, strlen(msg));
+            tb_puts(&b, "}");
+        }
+        if (b.failed) {
+            tb_free(&b);
+            return send_static(conn, MHD_HTTP_SERVICE_UNAVAILABLE, "out of memory\n");
+        }
+        return send_text(conn, MHD_HTTP_FORBIDDEN,
+                         r == R_METRICS ? "text/plain; charset=utf-8" : "application/json", b.p,
+                         b.len);
+    }
     pthread_mutex_lock(&jobs_lock);
     bool room = !stopping && jobs < HTTP_MAX_JOBS;
     if (room)
@@ -446,12 +480,16 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
          * else answer once the request is complete. */
         conns_headers_in(conn);
         bool answered;
-        enum MHD_Result ret = check_headers(conn, version, &answered);
+        http_who who;
+        enum MHD_Result ret = check_headers(conn, version, &who, &answered);
         if (answered)
             return ret;
         st = calloc(1, sizeof(*st));
-        if (st == NULL)
+        if (st == NULL) {
+            access_release(&who);
             return MHD_NO;
+        }
+        st->who = who;
         *state = st;
         /* Forms only (urlencoded or multipart); any other body is
          * refused below. */
@@ -583,7 +621,7 @@ bool http_start(char *err, size_t errlen)
                bind ? bind : "", port);
     if (!history_start())
         server_log(LOG_WARNING, "The console's fill and FPR history is off: no thread for it.");
-    if (!http_peer_is_loopback(ai->ai_addr) && !config_requirepass_set())
+    if (!http_peer_is_loopback(ai->ai_addr) && acl_default_nopass())
         server_log(LOG_WARNING,
                    "The HTTP listener is open to other hosts and no requirepass is set: %s",
                    atomic_load(&cfg.protected_mode)

@@ -7,6 +7,7 @@
  *              a request's headers, routes, pages built off that thread
  *   guard.c    the Host allow-list and the loopback test (guard.h; pure,
  *              fuzzed)
+ *   access.c   who a request is (the ACL users) and what it may do
  *   conns.c    the connections held: deadlines, eviction, per-peer limit
  *   https.c    TLS (http-tls): the certificate and key, reloadable
  *   metrics.c  /metrics in Prometheus's text format
@@ -45,6 +46,39 @@ void conns_closed(void **ctx);
 void conns_headers_in(struct MHD_Connection *conn);
 void conns_request_in(struct MHD_Connection *conn);
 void conns_request_done(struct MHD_Connection *conn);
+
+/* ---- access.c: who a request is, what it may do ---- */
+struct acl_user;
+typedef struct http_who {
+    struct acl_user *user; /* a reference */
+    /* The password given, so that the console's commands authenticate as
+     * the user (command.c); NULL when none was given (the default user
+     * needing none). */
+    char *pass;
+    size_t plen;
+} http_who;
+/* The request's credentials checked against the ACL users: HTTP Basic
+ * user:password (no name or "default": the default user), or a Bearer
+ * token as the default user's password; none: the default user when it
+ * needs no password. false: refused (401), a failure logged in ACL LOG
+ * as a failed AUTH is, its client-info naming the HTTP peer. */
+bool access_login(struct MHD_Connection *conn, http_who *who);
+void access_release(http_who *who);
+/* The ACL check of the command argv (its keys included) for who's user. */
+bool access_may(const http_who *who, int argc, const char *const *argv, const size_t *lens);
+/* The check of a command alone, whatever its keys would be. */
+bool access_may_cmd(const http_who *who, const char *name);
+/* true when who may not run the command name: the refusal logged in ACL
+ * LOG and its NOPERM text, as the RESP port's, in msg. */
+bool access_refuse(struct MHD_Connection *conn, const http_who *who, const char *name, char *msg,
+                   size_t msglen);
+/* The command a filter's statistics stand for: BF.INFO, CF.INFO. */
+struct value_type;
+const char *access_info_command(const struct value_type *t);
+/* Whether who may read a filter's statistics: that command on the key. */
+bool access_may_read(const http_who *who, const struct value_type *t, const char *key, size_t klen);
+/* The same for a key by name, its type looked up. */
+bool access_may_read_key(const http_who *who, const char *key, size_t klen);
 
 /* Start listening on http-bind:http-port when http-port is not 0 (HTTPS
  * only with http-tls yes); false with err when the address cannot be used
@@ -98,21 +132,25 @@ long resp_reply_json(const char *p, size_t n, textbuf *out);
 
 /* ---- command.c ---- */
 /* Run one command as a client of a worker does (dispatch, authentication,
- * the log's reservation, replies held until durable), its reply appended to
- * out as JSON (resp_reply_json). false with err when it could not be run
- * (no reply: the server is stopping, a timeout). */
-bool http_command(int argc, const char *const *argv, const size_t *lens, textbuf *out, char *err,
-                  size_t errlen);
+ * the ACL check, the log's reservation, replies held until durable), as
+ * who's user, its reply appended to out as JSON (resp_reply_json). false
+ * with err when it could not be run (no reply: the server is stopping, a
+ * timeout). */
+bool http_command(const http_who *who, int argc, const char *const *argv, const size_t *lens,
+                  textbuf *out, char *err, size_t errlen);
 
-/* ---- api.c: bodies of the JSON API's answers; false: an error answer ---- */
+/* ---- api.c: bodies of the JSON API's answers ---- */
+/* How an answer ends: the HTTP status it is sent with. */
+enum { API_OK = 200, API_BAD = 400, API_DENIED = 403 };
 struct api_filter_form;
-void api_filters(textbuf *b);
-void api_status(textbuf *b);
+void api_filters(const http_who *who, textbuf *b);
+void api_status(const http_who *who, textbuf *b);
 bool api_calc(const char *capacity, const char *error_rate, const char *layout, const char *window,
               const char *slices, textbuf *b);
-bool api_create(const struct api_filter_form *f, textbuf *b);
-bool api_delete(const char *name, size_t len, textbuf *b);
-bool api_expire(const char *name, size_t len, const char *seconds, textbuf *b);
+/* API_OK, API_BAD, or API_DENIED (the user's NOPERM error). */
+int api_create(const http_who *who, const struct api_filter_form *f, textbuf *b);
+int api_delete(const http_who *who, const char *name, size_t len, textbuf *b);
+int api_expire(const http_who *who, const char *name, size_t len, const char *seconds, textbuf *b);
 
 /* ---- history.c ---- */
 #define HISTORY_MAX 240 /* samples kept per filter */
@@ -156,8 +194,9 @@ typedef struct filter_list {
 void filters_collect(filter_list *fl, size_t limit);
 void filters_free(filter_list *fl);
 
-/* The whole /metrics page (malloc'd text in *out); false when out of
- * memory. */
-bool metrics_render(textbuf *out);
+/* The whole /metrics page (malloc'd text in *out), the per-key series
+ * of the keys who may read (SCAN, and access_may_read); false when out
+ * of memory. */
+bool metrics_render(const http_who *who, textbuf *out);
 
 #endif

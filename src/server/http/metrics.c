@@ -2,7 +2,9 @@
  * lists every series). Counters are summed over the workers' own
  * statistics; per-key series come from the keyspace's scan in small steps,
  * each holding one stripe's read lock briefly, and stop after
- * metrics-max-key-series keys (filters.c). */
+ * metrics-max-key-series keys (filters.c). The page stands for INFO (the
+ * listener checks it); a key's series for SCAN and the key's INFO command
+ * (BF.INFO, CF.INFO): a user who may not read a key does not see it. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -214,8 +216,9 @@ static void key_series(textbuf *b, const filter_row *r)
     tb_free(&lbl);
 }
 
-static void keys_series(textbuf *b)
+static void keys_series(const http_who *who, textbuf *b)
 {
+    bool scan = access_may_cmd(who, "SCAN");
     filter_list fl;
     filters_collect(
         &fl, (size_t)atomic_load_explicit(&cfg.metrics_max_key_series, memory_order_relaxed));
@@ -238,17 +241,18 @@ static void keys_series(textbuf *b)
     help(b, "bloomery_filter_ttl_seconds", "gauge", "Seconds until the key expires (-1: never).");
     if (fl.failed)
         b->failed = true;
-    for (size_t i = 0; i < fl.n; i++)
-        key_series(b, &fl.rows[i]);
+    for (size_t i = 0; scan && i < fl.n; i++)
+        if (access_may_read(who, fl.rows[i].type, fl.rows[i].key, fl.rows[i].klen))
+            key_series(b, &fl.rows[i]);
     filters_free(&fl);
 }
 
-bool metrics_render(textbuf *b)
+bool metrics_render(const http_who *who, textbuf *b)
 {
     server_series(b);
     command_series(b);
     persistence_series(b);
     replication_series(b);
-    keys_series(b);
+    keys_series(who, b);
     return !b->failed;
 }
