@@ -991,25 +991,6 @@ bool config_set_str(const char *name, const char *value)
     return true;
 }
 
-bool config_requirepass_set(void)
-{
-    pthread_mutex_lock(&str_lock);
-    bool set = s_requirepass && s_requirepass[0];
-    pthread_mutex_unlock(&str_lock);
-    return set;
-}
-
-bool config_check_password(const char *p, size_t len)
-{
-    pthread_mutex_lock(&str_lock);
-    size_t n = strlen(s_requirepass);
-    unsigned diff = (unsigned)(n ^ len);
-    for (size_t i = 0; i < len; i++)
-        diff |= (unsigned char)(p[i] ^ s_requirepass[n ? i % n : 0]);
-    pthread_mutex_unlock(&str_lock);
-    return n > 0 && diff == 0;
-}
-
 /* ---- CONFIG REWRITE ---- */
 
 typedef struct sbuf {

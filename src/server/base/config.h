@@ -118,7 +118,6 @@ void config_match(const char *pat, size_t plen, void (*fn)(void *ctx, const char
 /* Copy of a string setting ("bind", "dir", "requirepass", "logfile", "http-bind",
  * "config-file", "save"); caller frees. */
 char *config_get_str(const char *name);
-bool config_requirepass_set(void);
 /* Set a string setting from the server itself (REPLICAOF keeps
  * "replicaof" current, so CONFIG REWRITE writes what is true): "host port"
  * or "" for replicaof. Checked as the config file's value is; false (and
@@ -133,7 +132,5 @@ void config_on_rewrite_users(char *(*fn)(void));
 /* A file replaced atomically: a new file (never a link planted at its
  * name), synced, renamed over path. */
 bool config_write_file(const char *path, const char *data, size_t len, char *err, size_t errlen);
-/* Constant-time-ish comparison with requirepass. */
-bool config_check_password(const char *p, size_t len);
 
 #endif
