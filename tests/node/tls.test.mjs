@@ -98,3 +98,13 @@ test('a client that does not trust the CA cannot connect', async () => {
     return true;
   });
 });
+
+test('a client without a certificate is refused', async () => {
+  const c = createClient({ socket: socket({ cert: false }) });
+  // The server's alert arrives as the client's error event: after the
+  // handshake in TLS 1.3 (connect() has resolved by then), during it in 1.2.
+  const refused = new Promise((resolve) => c.on('error', resolve));
+  c.connect().catch(() => {});
+  assert.match((await refused).message, /certificate required|handshake failure/);
+  if (c.isOpen) c.destroy();
+});
