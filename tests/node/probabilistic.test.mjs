@@ -7,70 +7,23 @@
 // on a free port with a temporary data directory.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { createClient, RESP_TYPES } from '@redis/client';
 import bloom from '@redis/bloom';
+import { startServer, stopServer } from './server.mjs';
 
 // The package is CommonJS: its default export arrives wrapped once more.
 const RedisBloomModules = bloom.default ?? bloom;
 
-const here = path.dirname(fileURLToPath(import.meta.url));
-const BLOOMERYD = process.env.BLOOMERYD || path.join(here, '..', '..', 'build', 'bloomeryd');
-
 let server, dir, port;
 const clients = {};
 
-function freePort() {
-  return new Promise((resolve, reject) => {
-    const s = createServer();
-    s.on('error', reject);
-    s.listen(0, '127.0.0.1', () => {
-      const p = s.address().port;
-      s.close(() => resolve(p));
-    });
-  });
-}
-
-// Resolves once the server says it listens (its own log: a connection
-// could reach another program on the port), rejects with its output if it
-// exits first.
-function ready(proc) {
-  return new Promise((resolve, reject) => {
-    let out = '';
-    const seen = (chunk) => {
-      out += chunk;
-      if (out.includes('Ready to accept connections')) {
-        proc.stdout.off('data', seen);
-        proc.stdout.resume();
-        resolve();
-      }
-    };
-    proc.stdout.on('data', seen);
-    proc.once('exit', (code) => reject(Object.assign(
-      new Error(`bloomeryd exited with ${code}:\n${out}`), { output: out })));
-  });
-}
-
 before(async () => {
   dir = mkdtempSync(path.join(tmpdir(), 'bloomery-node-'));
-  // A port another program took before the bind: again on another.
-  for (let attempt = 0; ; attempt++) {
-    port = await freePort();
-    server = spawn(BLOOMERYD, ['--port', String(port), '--dir', path.join(dir, 'data'),
-                               '--save', ''], { stdio: ['ignore', 'pipe', 'inherit'] });
-    try {
-      await ready(server);
-      break;
-    } catch (e) {
-      server = null;
-      if (attempt === 4 || !e.output.includes('Address already in use')) throw e;
-    }
-  }
+  ({ server, port } = await startServer((p) => ['--port', String(p), '--dir',
+                                                   path.join(dir, 'data'), '--save', '']));
   for (const resp of [2, 3]) {
     const c = createClient({ socket: { port, host: '127.0.0.1' }, RESP: resp,
                              modules: RedisBloomModules });
@@ -82,11 +35,7 @@ before(async () => {
 
 after(async () => {
   for (const c of Object.values(clients)) await c.quit();
-  if (server) {
-    const exited = new Promise((resolve) => server.once('exit', resolve));
-    server.kill('SIGTERM');
-    assert.equal(await exited, 0, 'bloomeryd exits 0 on SIGTERM');
-  }
+  if (server) assert.equal(await stopServer(server), 0, 'bloomeryd exits 0 on SIGTERM');
   rmSync(dir, { recursive: true, force: true });
 });
 

@@ -114,6 +114,10 @@ def scandump(c, family, key):
 
 
 class Server:
+    # Extra redis.Redis arguments client() connects with (a TLS-only
+    # server sets ssl=True and its certificates here).
+    client_kw = {}
+
     def __init__(self, *args, threads=2, config=None, datadir=None, env=None, conf_path=None,
                  port=None, preexec_fn=None):
         """datadir: reuse a data directory (a restart); by default a new
@@ -187,6 +191,7 @@ class Server:
         return self.log.read()
 
     def client(self, **kw):
+        kw = {**self.client_kw, **kw}
         kw.setdefault("socket_timeout", 60)
         return Client(host="127.0.0.1", port=self.port, **kw)
 

@@ -36,12 +36,16 @@ def wait_for(cond, what, timeout=60):
 
 
 class Cluster:
+    """The deployment. A subclass changes how nodes start, what a
+    sentinel's config says and how clients connect (test_tls_failover.py:
+    all over TLS) through the methods below."""
+
     def __init__(self, start_server, nodes=3, failover_timeout_ms=10000):
         self.tmp = tempfile.mkdtemp(prefix="bloomery-ha-")
         self.start_server = start_server
         # Each server has a config file: Sentinel's reconfiguration ends
         # with CONFIG REWRITE, so a restart keeps its role.
-        self.nodes = [start_server(config="") for _ in range(nodes)]
+        self.nodes = [self.start_node() for _ in range(nodes)]
         self.master = self.nodes[0]
         for n in self.nodes[1:]:
             n.client().execute_command("REPLICAOF", "127.0.0.1", self.master.port)
@@ -50,25 +54,45 @@ class Cluster:
             port = free_port()
             path = os.path.join(self.tmp, "sentinel%d.conf" % i)
             with open(path, "w") as f:
-                f.write("port %d\nbind 127.0.0.1\ndir %s\n"
+                f.write(self.sentinel_listener(port) + "dir %s\n"
                         "sentinel monitor mymaster 127.0.0.1 %d 2\n"
                         "sentinel down-after-milliseconds mymaster %d\n"
                         "sentinel failover-timeout mymaster %d\n"
                         "sentinel parallel-syncs mymaster 2\n"
-                        % (port, self.tmp, self.master.port, DOWN_AFTER_MS,
-                           failover_timeout_ms))
+                        % (self.tmp, self.master.port, DOWN_AFTER_MS, failover_timeout_ms))
             log = open(os.path.join(self.tmp, "sentinel%d.log" % i), "w")
             proc = subprocess.Popen(["redis-sentinel", path], stdout=log, stderr=subprocess.STDOUT)
             self.sentinels.append((port, proc))
         self.sentinel = Sentinel([("127.0.0.1", p) for p, _ in self.sentinels],
-                                 socket_timeout=2)
+                                 **self.sentinel_client_kwargs())
         # Every sentinel knows the replicas and the other sentinels.
         for port, _ in self.sentinels:
-            s = redis.Redis(port=port, decode_responses=True)
+            s = self.sentinel_client(port)
             wait_for(lambda: len(s.execute_command("SENTINEL", "REPLICAS", "mymaster")) ==
                      nodes - 1 and
                      len(s.execute_command("SENTINEL", "SENTINELS", "mymaster")) == 2,
                      "sentinel %d to discover the deployment" % port)
+
+    def start_node(self):
+        return self.start_server(config="")
+
+    def restart_node(self, old):
+        """The node again, on its data directory and config file."""
+        again = self.start_server(config=None, datadir=old.datadir, conf_path=old.conf_path,
+                                  port=old.port)
+        self.nodes[self.nodes.index(old)] = again
+        return again
+
+    def sentinel_listener(self, port):
+        """The lines of a sentinel's config that say where it listens."""
+        return "port %d\nbind 127.0.0.1\n" % port
+
+    def sentinel_client_kwargs(self):
+        """redis-py's Sentinel(...) arguments besides the addresses."""
+        return {"socket_timeout": 2}
+
+    def sentinel_client(self, port):
+        return redis.Redis(port=port, decode_responses=True)
 
     def master_port(self):
         return self.sentinel.discover_master("mymaster")[1]
@@ -206,9 +230,7 @@ def test_kill_the_master_again_and_again(cluster):
             old = fail_over(cluster, load, kill)
             # The old master restarts on its data directory and config
             # file; Sentinel makes it a replica of the new master.
-            again = cluster.start_server(config=None, datadir=old.datadir,
-                                         conf_path=old.conf_path, port=old.port)
-            cluster.nodes[cluster.nodes.index(old)] = again
+            again = cluster.restart_node(old)
             caught_up(cluster, again)
             check_everywhere(cluster, list(load.acked))
     finally:
@@ -244,9 +266,7 @@ def test_a_replica_killed_and_restarted_rejoins(cluster):
         replica.kill()
         n = len(load.acked)
         wait_for(lambda: len(load.acked) > n + 10, "writes with one replica down")
-        again = cluster.start_server(config=None, datadir=replica.datadir,
-                                     conf_path=replica.conf_path, port=replica.port)
-        cluster.nodes[cluster.nodes.index(replica)] = again
+        again = cluster.restart_node(replica)
         caught_up(cluster, again)
     finally:
         load.finish()
