@@ -1,8 +1,8 @@
 /* The module host: what the command handlers of src/server/cmd run on when
  * they run inside Redis. keyspace_host.c gives them keyspace.h over Redis
- * keys, log_host.c gives them persist.h's log calls (replication), reply.c
- * turns their RESP into Redis replies, rdb.c saves and loads their values,
- * module.c registers the commands.
+ * keys, log_host.c gives them persist.h's log calls (replication),
+ * reply_rm.c gives them reply.h over Redis's reply calls, rdb.c saves and
+ * loads their values, module.c registers the commands.
  */
 #ifndef BLOOMERY_MODULE_HOST_H
 #define BLOOMERY_MODULE_HOST_H
@@ -11,7 +11,6 @@
 #include <stdint.h>
 
 #include "keyspace.h"
-#include "reply_send.h"
 #include "rm_api.h"
 #include "types.h"
 
