@@ -51,6 +51,10 @@ extern const value_type lost_restore_type;
  * caching invalidate. mh_end closes every key opened and frees every entry
  * made during the command. */
 void mh_begin(RedisModuleCtx *ctx, bool write);
+/* The command's arguments as Redis gave them (argv) and as the handler sees
+ * them (av, lens): a key the handler opens by one of av's arguments is
+ * opened by Redis's string, without a copy. Until mh_end. */
+void mh_args(RedisModuleString **argv, const char **av, const size_t *lens, int argc);
 void mh_end(void);
 RedisModuleCtx *mh_ctx(void);
 

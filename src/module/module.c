@@ -60,6 +60,7 @@ static int run(RedisModuleCtx *ctx, RedisModuleString **argv, int argc, const co
     } else {
         mh_win_begin();
         mh_begin(ctx, cmd->flags & CMD_WRITE);
+        mh_args(argv, av, lens, argc);
         cmd->proc(&c);
         bool changed = mh_changed;
         mh_end();
