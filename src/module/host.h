@@ -1,8 +1,8 @@
 /* The module host: what the command handlers of src/server/cmd run on when
  * they run inside Redis. keyspace_host.c gives them keyspace.h over Redis
- * keys, log_host.c gives them persist.h's log calls (replication), reply.c
- * turns their RESP into Redis replies, rdb.c saves and loads their values,
- * module.c registers the commands.
+ * keys, log_host.c gives them persist.h's log calls (replication),
+ * reply_rm.c gives them reply.h over Redis's reply calls, rdb.c saves and
+ * loads their values, module.c registers the commands.
  */
 #ifndef BLOOMERY_MODULE_HOST_H
 #define BLOOMERY_MODULE_HOST_H
@@ -11,7 +11,6 @@
 #include <stdint.h>
 
 #include "keyspace.h"
-#include "reply_send.h"
 #include "rm_api.h"
 #include "types.h"
 
@@ -52,6 +51,10 @@ extern const value_type lost_restore_type;
  * caching invalidate. mh_end closes every key opened and frees every entry
  * made during the command. */
 void mh_begin(RedisModuleCtx *ctx, bool write);
+/* The command's arguments as Redis gave them (argv) and as the handler sees
+ * them (av, lens): a key the handler opens by one of av's arguments is
+ * opened by Redis's string, without a copy. Until mh_end. */
+void mh_args(RedisModuleString **argv, const char **av, const size_t *lens, int argc);
 void mh_end(void);
 RedisModuleCtx *mh_ctx(void);
 

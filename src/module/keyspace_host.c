@@ -42,12 +42,32 @@ static bool keep(void ***arr, size_t *n, size_t *cap, void *p)
 }
 
 static bool cur_write; /* the command is a write: open keys for writing */
+static RedisModuleString **cur_argv;
+static const char **cur_av;
+static const size_t *cur_lens;
+static int cur_argc;
+
+/* The first entry of a command (most open one key) lives here, so the
+ * common command allocates none. */
+#define FIRST_KEY_MAX 256
+static union {
+    kv_entry e;
+    char room[sizeof(kv_entry) + FIRST_KEY_MAX + 1];
+} first_entry;
 
 void mh_begin(RedisModuleCtx *ctx, bool write)
 {
     cur = ctx;
     cur_write = write;
     mh_changed = false;
+}
+
+void mh_args(RedisModuleString **argv, const char **av, const size_t *lens, int argc)
+{
+    cur_lens = lens;
+    cur_argv = argv;
+    cur_av = av;
+    cur_argc = argc;
 }
 
 void mh_end(void)
@@ -57,9 +77,14 @@ void mh_end(void)
     for (size_t i = 0; i < nnames; i++)
         rm.FreeString(cur, names[i]);
     for (size_t i = 0; i < nentries; i++)
-        free(entries[i]);
+        if (entries[i] != &first_entry.e)
+            free(entries[i]);
     nkeys = nnames = nentries = 0;
     cur = NULL;
+    cur_argv = NULL;
+    cur_av = NULL;
+    cur_lens = NULL;
+    cur_argc = 0;
 }
 
 RedisModuleCtx *mh_ctx(void) { return cur; }
@@ -68,12 +93,18 @@ RedisModuleCtx *mh_ctx(void) { return cur; }
  * out of memory. */
 static RedisModuleKey *open_key(const char *key, size_t klen, bool write)
 {
-    RedisModuleString *name = rm.CreateString(cur, key, klen);
-    if (name == NULL)
-        return NULL;
-    if (!keep((void ***)&names, &nnames, &names_cap, name)) {
-        rm.FreeString(cur, name);
-        return NULL;
+    RedisModuleString *name = NULL;
+    for (int i = 1; i < cur_argc && name == NULL; i++)
+        if (cur_av[i] == key && cur_lens[i] == klen)
+            name = cur_argv[i];
+    if (name == NULL) {
+        name = rm.CreateString(cur, key, klen);
+        if (name == NULL)
+            return NULL;
+        if (!keep((void ***)&names, &nnames, &names_cap, name)) {
+            rm.FreeString(cur, name);
+            return NULL;
+        }
     }
     RedisModuleKey *k = rm.OpenKey(cur, name, RM_READ | (write || cur_write ? RM_WRITE : 0));
     if (k && !keep((void ***)&keys, &nkeys, &keys_cap, k)) {
@@ -85,11 +116,13 @@ static RedisModuleKey *open_key(const char *key, size_t klen, bool write)
 
 static kv_entry *make_entry(const char *key, size_t klen, kv_obj *o, int64_t expire_ms)
 {
-    kv_entry *e = malloc(sizeof(*e) + klen + 1);
+    bool first = nentries == 0 && klen <= FIRST_KEY_MAX;
+    kv_entry *e = first ? &first_entry.e : malloc(sizeof(*e) + klen + 1);
     if (e == NULL)
         return NULL;
     if (!keep((void ***)&entries, &nentries, &entries_cap, e)) {
-        free(e);
+        if (!first)
+            free(e);
         return NULL;
     }
     e->next = NULL;

@@ -2,8 +2,8 @@
  *
  * OnLoad registers every row of value_commands.h, each with a wrapper that
  * builds the handlers' cmd_ctx from Redis's arguments, runs the row's
- * handler with the host of keyspace_host.c, sends its reply through
- * reply.c and replicates the command when it changed data (log_host.c).
+ * handler with the host of keyspace_host.c, whose replies go to Redis as
+ * they are made (reply_rm.c), and replicates the command when it changed data (log_host.c).
  * Module arguments are bloomeryd settings as name/value pairs
  * (bf-error-rate 0.001 bf-initial-size 1000 ..., or RedisBloom's names);
  * the same settings are module configs (config_host.c).
@@ -53,12 +53,14 @@ static int run(RedisModuleCtx *ctx, RedisModuleString **argv, int argc, const co
         av[i] = rm.StringPtrLen(argv[i], &lens[i]);
     cmd_ctx c = {.argc = argc, .argv = av, .argvlen = lens};
     reply_init(&c.out);
+    c.out.host = ctx;
     c.out.proto = (rm.GetContextFlags(ctx) & RM_CTX_FLAGS_RESP3) ? 3 : 2;
     if ((cmd->arity > 0 && argc != cmd->arity) || argc < -cmd->arity) {
         reply_wrong_arity(&c.out, cmd->name);
     } else {
         mh_win_begin();
         mh_begin(ctx, cmd->flags & CMD_WRITE);
+        mh_args(argv, av, lens, argc);
         cmd->proc(&c);
         bool changed = mh_changed;
         mh_end();
@@ -69,7 +71,9 @@ static int run(RedisModuleCtx *ctx, RedisModuleString **argv, int argc, const co
         }
         mh_win_end();
     }
-    mh_reply(ctx, &c.out);
+    /* A handler that replied nothing would leave the client waiting. */
+    if (c.out.len == 0)
+        rm.ReplyWithError(ctx, "ERR bloomery: the command sent no reply");
     reply_free(&c.out);
     if (av != small_argv)
         free(av);

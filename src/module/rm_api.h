@@ -192,6 +192,7 @@ typedef struct rm_type_methods {
     X(int, ReplyWithNullArray, (RedisModuleCtx * ctx))                                             \
     X(int, ReplyWithBool, (RedisModuleCtx * ctx, int b))                                           \
     X(int, ReplyWithDouble, (RedisModuleCtx * ctx, double d))                                      \
+    X(void, ReplySetArrayLength, (RedisModuleCtx * ctx, long len))                                 \
     X(int, ReplicateVerbatim, (RedisModuleCtx * ctx))                                              \
     X(int, Replicate, (RedisModuleCtx * ctx, const char *cmd, const char *fmt, ...))               \
     X(int, AvoidReplicaTraffic, (void))                                                            \

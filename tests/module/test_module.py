@@ -197,6 +197,11 @@ SKETCH_SCRIPT = [
     ("TDIGEST.RESET", "nokey"),
     ("TDIGEST.INFO", "td2"),
     ("TDIGEST.MIN",),
+    # An item longer than the module's stack copy for a simple string.
+    ("TOPK.RESERVE", "tl", "1"),
+    ("TOPK.ADD", "tl", "L" * 300),
+    ("TOPK.LIST", "tl"),
+    ("TOPK.LIST", "tl", "WITHCOUNT"),
     ("TYPE", "cm"),
     ("TYPE", "tk"),
     ("TYPE", "td"),

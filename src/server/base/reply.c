@@ -105,6 +105,17 @@ void reply_simple(reply *r, const char *s)
     r->buf[r->len++] = '\n';
 }
 
+void reply_simple_len(reply *r, const char *s, size_t n)
+{
+    if (!reply_reserve(r, n + 3))
+        return;
+    r->buf[r->len++] = '+';
+    memcpy(r->buf + r->len, s, n);
+    r->len += n;
+    r->buf[r->len++] = '\r';
+    r->buf[r->len++] = '\n';
+}
+
 void reply_ok(reply *r) { reply_raw(r, "+OK\r\n", 5); }
 
 void reply_error(reply *r, const char *msg)
@@ -208,6 +219,21 @@ void reply_bulk_ll(reply *r, long long v)
     char tmp[24];
     int n = snprintf(tmp, sizeof(tmp), "%lld", v);
     reply_bulk(r, tmp, (size_t)n);
+}
+
+void *reply_bulk_begin(reply *r, size_t n)
+{
+    prefixed_ll(r, '$', (long long)n);
+    if (!reply_reserve(r, n + 2))
+        return NULL;
+    return r->buf + r->len;
+}
+
+void reply_bulk_end(reply *r, size_t n)
+{
+    r->len += n;
+    r->buf[r->len++] = '\r';
+    r->buf[r->len++] = '\n';
 }
 
 void reply_double(reply *r, double d)

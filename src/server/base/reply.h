@@ -8,6 +8,13 @@
  * On allocation failure the buffer is marked failed and further output is
  * dropped; the connection layer then closes the client rather than send a
  * truncated reply.
+ *
+ * These calls are the handlers' host interface for replies. reply.c is
+ * bloomeryd's implementation; bloomery.so links src/module/reply_rm.c in its
+ * place, which hands each call to Redis's reply API as it comes (no RESP in
+ * between). So a handler replies only through calls below, never by writing
+ * the buffer itself; reply_reserve and reply_raw are bloomeryd's alone
+ * (the module does not define them).
  */
 #ifndef BLOOMERYD_REPLY_H
 #define BLOOMERYD_REPLY_H
@@ -21,6 +28,7 @@ typedef struct reply {
     size_t len, cap;
     int proto; /* 2 or 3 */
     bool failed;
+    void *host; /* the module: the command's RedisModuleCtx */
 } reply;
 
 void reply_init(reply *r);
@@ -29,6 +37,8 @@ bool reply_reserve(reply *r, size_t extra);
 void reply_raw(reply *r, const void *p, size_t n);
 
 void reply_simple(reply *r, const char *s); /* +s */
+/* +s of n bytes; s has no NUL, CR or LF. */
+void reply_simple_len(reply *r, const char *s, size_t n);
 void reply_ok(reply *r);
 /* -msg: msg is sent as given (so it carries its own "ERR " when it has one);
  * \r and \n become spaces. */
@@ -43,6 +53,11 @@ void reply_bools(reply *r, const int *v, size_t n);
 void reply_bulk(reply *r, const void *p, size_t n);
 void reply_bulk_str(reply *r, const char *s);
 void reply_bulk_ll(reply *r, long long v);
+/* A bulk string of n bytes written in place: begin answers where to write
+ * them (NULL when out of memory: the reply is failed, do not call end),
+ * end sends them. Nothing else is replied in between. */
+void *reply_bulk_begin(reply *r, size_t n);
+void reply_bulk_end(reply *r, size_t n);
 void reply_double(reply *r, double d);
 void reply_null(reply *r);
 void reply_array(reply *r, long long n);
@@ -56,7 +71,8 @@ void reply_wrong_arity(reply *r, const char *cmdname);
 void reply_lines(reply *r, const char *const *lines, size_t n);
 
 /* For replies whose length is known only at the end: reserve a header slot,
- * fill it later. */
+ * fill it later. Deferred arrays are filled innermost first (the module's
+ * host keeps them as a stack, as Redis does). */
 size_t reply_defer_len(reply *r);
 void reply_set_array_len(reply *r, size_t slot, long long n);
 

@@ -1,8 +1,10 @@
 /* The command layer's interface: what a handler sees, whichever host runs
  * it (bloomeryd's connections, or another host later).
  *
- * A handler gets a cmd_ctx: its arguments and a reply buffer (reply.h,
- * RESP2 or RESP3 as out.proto says), which the host sends. It reaches keys
+ * A handler gets a cmd_ctx: its arguments and its reply (out), which it
+ * answers through reply.h's calls (RESP2 or RESP3 as out.proto says); the
+ * host implements them: bloomeryd's buffer, or Redis's reply calls in the
+ * module. It reaches keys
  * through keyspace.h and logs its changes through the log calls in
  * persist.h; it never sees a connection. The table (commands.c) declares
  * each command's properties, batching included, so the network layer knows

@@ -127,9 +127,7 @@ static void reply_item(reply *r, const void *item, size_t n)
         reply_bulk(r, p, n);
         return;
     }
-    reply_raw(r, "+", 1);
-    reply_raw(r, p, n);
-    reply_raw(r, "\r\n", 2);
+    reply_simple_len(r, p, n);
 }
 
 /* ---- TOPK.ADD, TOPK.INCRBY ---- */

@@ -11,19 +11,14 @@ void dump_reply_chunk(reply *r, const bloomery_image *img, uint64_t i)
 {
     size_t len;
     const uint8_t *data = bloomery_image_chunk(img, i, &len);
-    char hdr[32];
-    int hn = snprintf(hdr, sizeof(hdr), "$%zu\r\n", len + 8);
-    reply_raw(r, hdr, (size_t)hn);
-    if (!reply_reserve(r, len + 10))
+    uint8_t *dst = reply_bulk_begin(r, len + 8);
+    if (dst == NULL)
         return;
-    uint8_t *dst = (uint8_t *)r->buf + r->len;
     memcpy(dst, data, len);
     uint64_t sum = bloomery_image_chunk_checksum(img, i, dst, len);
     for (int k = 0; k < 8; k++)
         dst[len + (size_t)k] = (uint8_t)(sum >> (8 * k));
-    dst[len + 8] = '\r';
-    dst[len + 9] = '\n';
-    r->len += len + 10;
+    reply_bulk_end(r, len + 8);
 }
 
 size_t dump_classic_link_at(const sbf_t *f, uint64_t off, uint64_t *link_start)
