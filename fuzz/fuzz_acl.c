@@ -140,6 +140,36 @@ void server_log(int level, const char *fmt, ...) { (void)level, (void)fmt; }
 
 /* ---- the run ---- */
 
+/* ACL LIST as one string, to compare the users before and after. */
+static char *listing(void)
+{
+    size_t n, len = 0;
+    char **lines = acl_list(&n);
+    for (size_t i = 0; i < n; i++)
+        len += strlen(lines[i]) + 1;
+    char *all = malloc(len + 1), *q = all;
+    for (size_t i = 0; i < n; i++) {
+        size_t l = strlen(lines[i]);
+        memcpy(q, lines[i], l);
+        q[l] = '\n';
+        q += l + 1;
+        free(lines[i]);
+    }
+    *q = '\0';
+    free(lines);
+    return all;
+}
+
+/* A refusal changes nothing. */
+static void unchanged_unless(bool ok, char *before)
+{
+    char *after = listing();
+    if (!ok && strcmp(before, after) != 0)
+        abort();
+    free(after);
+    free(before);
+}
+
 static void list_and_check(const char *argv[], const size_t *lens, int argc)
 {
     size_t n;
@@ -200,8 +230,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         p = nl + 1;
     }
     char err[512];
-    if (nlen > 0)
-        acl_setuser(name, nlen, nrules, rules, lens, err, sizeof(err));
+    if (nlen > 0) {
+        char *before = listing();
+        unchanged_unless(acl_setuser(name, nlen, nrules, rules, lens, err, sizeof(err)), before);
+    }
     /* A command's arguments from the same lines: keys, channels, a
      * subcommand's name. */
     const char *argv[8] = {"cmd"};
@@ -217,7 +249,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (f) {
         fwrite(data, 1, size, f);
         fclose(f);
-        acl_load_file(aclfile, err, sizeof(err));
+        char *before = listing();
+        unchanged_unless(acl_load_file(aclfile, err, sizeof(err)), before);
         list_and_check(argv, alens, argc);
         unlink(aclfile);
     }
