@@ -368,3 +368,16 @@ def raw(server, r):
     c = server.raw()
     yield c
     c.close()
+
+
+def acl_categories(flags, module_category):
+    """The ACL categories COMMAND INFO lists for a module-family command, as
+    Redis derives them: @write or @read from its flags, @fast or @slow, and
+    the family's own (Redis 8's @bloom, @cms, ...)."""
+    flags = {f.decode() if isinstance(f, bytes) else f for f in flags}
+    cats = {module_category, "@fast" if "fast" in flags else "@slow"}
+    if "write" in flags:
+        cats.add("@write")
+    if "readonly" in flags:
+        cats.add("@read")
+    return sorted(cats)
