@@ -8,7 +8,7 @@
 # own), each suite's output printed in one piece when it ends (--output-sync)
 # and every suite run even when one fails (-k); make's last lines name the
 # suites that failed. The server suites run as SHARDS groups of files each
-# (tests/server/test_*.py, every SHARDS-th file), so that the two longest
+# (tests/server/test_*.py, every SHARDS-th file), so that the longest
 # suites do not end the run alone.
 BUILD       ?= build
 ASAN_BUILD  ?= build-asan
@@ -16,7 +16,7 @@ TSAN_BUILD  ?= build-tsan
 FUZZ_BUILD  ?= build-fuzz
 JOBS        ?= $(shell nproc)
 FUZZ_SECONDS ?= 30
-SHARDS      ?= 2
+SHARDS      ?= 3
 
 PY          := /usr/bin/python3 -m pytest -q -p no:cacheprovider
 SHARD_IDS   := $(shell seq 1 $(SHARDS))
@@ -36,12 +36,13 @@ deps:
 test:
 	@$(MAKE) --no-print-directory -k -j $(JOBS) --output-sync=target test-all
 
-# The ThreadSanitizer build and its C suites first: its longest suites run
-# for minutes on one core each, and started after the server suites they
-# were left running alone at the end (a 31-minute run, 6 of them the TSan
-# suites alone). make starts prerequisites in this order; the fuzz targets
-# fill both cores and can go last.
-test-all: test-tsan test-server test-asan test-release test-node fuzz
+# The C suites first (the ThreadSanitizer ones, then the release and ASan
+# ones): their longest tests run for minutes on one core each, and started
+# after the server suites they were left running alone at the end. The
+# server suites, in SHARDS groups each, then fill the cores to the end. make
+# starts prerequisites in this order; the fuzz targets fill both cores and
+# can go last.
+test-all: test-tsan test-release test-asan test-server test-node fuzz
 
 test-release: all
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)

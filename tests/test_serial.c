@@ -256,8 +256,14 @@ static void test_every_flip_and_truncation(void **state)
         assert_int_equal(bloomery_serialize(o, 128, &blob, &len), BLOOMERY_OK);
         uint8_t *copy = malloc(len);
         unsigned accepted = 0;
+        /* Every other value of each byte; under the sanitizers (quick), every
+         * one-bit change of each byte: the full set costs minutes there, and
+         * the release build tries it all. */
+        unsigned step = tu_quick() ? 0 : 1;
+        size_t tried = 0;
         for (size_t i = 0; i < len; i++) {
-            for (unsigned x = 1; x < 256; x++) { /* every other value of each byte */
+            for (unsigned x = 1; x < 256; x = step ? x + 1 : x << 1) {
+                tried++;
                 memcpy(copy, blob, len);
                 copy[i] ^= (uint8_t)x;
                 bloomery_object back;
@@ -274,7 +280,7 @@ static void test_every_flip_and_truncation(void **state)
             }
         }
         printf("# type %d: %zu bytes, %zu byte changes and %zu truncations tried\n", o.type, len,
-               255 * len, len);
+               tried, len);
         assert_int_equal(accepted, 0);
         free(copy);
         free(blob);
