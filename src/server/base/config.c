@@ -993,48 +993,19 @@ bool config_set_str(const char *name, const char *value)
 
 /* ---- CONFIG REWRITE ---- */
 
-typedef struct sbuf {
-    char *p;
-    size_t len, cap;
-    bool failed;
-} sbuf;
-
-static void sb_add(sbuf *b, const char *s, size_t n)
-{
-    if (b->failed)
-        return;
-    if (b->len + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 4096;
-        while (cap < b->len + n + 1)
-            cap *= 2;
-        char *p = realloc(b->p, cap);
-        if (p == NULL) {
-            b->failed = true;
-            return;
-        }
-        b->p = p;
-        b->cap = cap;
-    }
-    memcpy(b->p + b->len, s, n);
-    b->len += n;
-    b->p[b->len] = '\0';
-}
-
-static void sb_str(sbuf *b, const char *s) { sb_add(b, s, strlen(s)); }
-
 /* A value the loader reads back as one word: quoted, with escapes, when it
  * is empty or holds blanks, quotes or unprintable bytes. */
-static void sb_word(sbuf *b, const char *v)
+static void sb_word(strbuf *b, const char *v)
 {
     bool plain = v[0] != '\0';
     for (const char *p = v; *p; p++)
         if (*p <= ' ' || *p == '"' || *p == '\'' || *p == '\\' || (unsigned char)*p >= 0x7f)
             plain = false;
     if (plain) {
-        sb_str(b, v);
+        strbuf_str(b, v);
         return;
     }
-    sb_str(b, "\"");
+    strbuf_str(b, "\"");
     for (const unsigned char *p = (const unsigned char *)v; *p; p++) {
         char esc[8];
         if (*p == '"' || *p == '\\')
@@ -1043,13 +1014,13 @@ static void sb_word(sbuf *b, const char *v)
             snprintf(esc, sizeof(esc), "\\x%02x", *p);
         else
             snprintf(esc, sizeof(esc), "%c", *p);
-        sb_str(b, esc);
+        strbuf_str(b, esc);
     }
-    sb_str(b, "\"");
+    strbuf_str(b, "\"");
 }
 
 /* "name value" as the loader reads it back. */
-static void sb_setting(sbuf *b, const cfg_entry *c)
+static void sb_setting(strbuf *b, const cfg_entry *c)
 {
     char *v = format_alloc(c);
     if (v == NULL) {
@@ -1071,19 +1042,19 @@ static void sb_setting(sbuf *b, const cfg_entry *c)
             }
         }
     }
-    sb_str(b, c->name);
+    strbuf_str(b, c->name);
     if ((c->type == T_WORDS || c->type == T_OBUF) && v[0] != '\0') {
         /* Several words, each quoted as it needs: none holds a space. */
         char *save = NULL;
         for (char *w = strtok_r(v, " ", &save); w; w = strtok_r(NULL, " ", &save)) {
-            sb_str(b, " ");
+            strbuf_str(b, " ");
             sb_word(b, w);
         }
     } else {
-        sb_str(b, " ");
+        strbuf_str(b, " ");
         sb_word(b, shown);
     }
-    sb_str(b, "\n");
+    strbuf_str(b, "\n");
     free(v);
 }
 
@@ -1161,7 +1132,7 @@ int config_rewrite(char *err, size_t errlen)
     bool users_done = false;
     bool done[NTABLE] = {false};
     bool signature = false;
-    sbuf out = {0};
+    strbuf out = {0};
     FILE *f = fopen(path, "r");
     int ret = CONFIG_REWRITE_OK;
     if (f == NULL && errno != ENOENT) {
@@ -1199,14 +1170,14 @@ int config_rewrite(char *err, size_t errlen)
         if (user_line && users) {
             /* The first user line takes all the users; the others go. */
             if (!users_done)
-                sb_str(&out, users);
+                strbuf_str(&out, users);
             users_done = true;
             continue;
         }
         if (c == NULL) {
             /* Comments, blank lines and lines of no setting stay as they were. */
-            sb_add(&out, line, len);
-            sb_str(&out, "\n");
+            strbuf_add(&out, line, len);
+            strbuf_str(&out, "\n");
             continue;
         }
         size_t k = canonical((size_t)(c - table));
@@ -1230,8 +1201,8 @@ int config_rewrite(char *err, size_t errlen)
             continue;
         if (!signature) {
             if (out.len && out.p[out.len - 1] != '\n')
-                sb_str(&out, "\n");
-            sb_str(&out, REWRITE_SIGNATURE "\n");
+                strbuf_str(&out, "\n");
+            strbuf_str(&out, REWRITE_SIGNATURE "\n");
             signature = true;
         }
         sb_setting(&out, &table[k]);
@@ -1240,11 +1211,11 @@ int config_rewrite(char *err, size_t errlen)
     if (users && !users_done && strcmp(users, "user default on nopass ~* &* +@all\n") != 0) {
         if (!signature) {
             if (out.len && out.p[out.len - 1] != '\n')
-                sb_str(&out, "\n");
-            sb_str(&out, REWRITE_SIGNATURE "\n");
+                strbuf_str(&out, "\n");
+            strbuf_str(&out, REWRITE_SIGNATURE "\n");
             signature = true;
         }
-        sb_str(&out, users);
+        strbuf_str(&out, users);
     }
     free(users);
     if (out.failed) {

@@ -32,4 +32,14 @@ void bytes_human(char *out, size_t n, unsigned long long bytes);
  * stops at the first), or NULL when out of memory. */
 char *mem_dup(const char *s, size_t n);
 
+/* A growing NUL-terminated string; {0} is empty. After an allocation
+ * failure it keeps failed set and takes nothing more; the owner frees p. */
+typedef struct strbuf {
+    char *p;
+    size_t len, cap;
+    bool failed;
+} strbuf;
+void strbuf_add(strbuf *b, const char *s, size_t n);
+void strbuf_str(strbuf *b, const char *s);
+
 #endif

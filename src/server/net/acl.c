@@ -853,36 +853,7 @@ void acl_command_name(const command *cmd, int argc, const char **argv, const siz
 
 /* ---- rules written back ---- */
 
-typedef struct sbuf {
-    char *p;
-    size_t len, cap;
-    bool failed;
-} sbuf;
-
-static void sb_add(sbuf *b, const char *s, size_t n)
-{
-    if (b->failed)
-        return;
-    if (b->len + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap * 2 : 128;
-        while (cap < b->len + n + 1)
-            cap *= 2;
-        char *p = realloc(b->p, cap);
-        if (p == NULL) {
-            b->failed = true;
-            return;
-        }
-        b->p = p;
-        b->cap = cap;
-    }
-    memcpy(b->p + b->len, s, n);
-    b->len += n;
-    b->p[b->len] = '\0';
-}
-
-static void sb_str(sbuf *b, const char *s) { sb_add(b, s, strlen(s)); }
-
-static char *sb_take(sbuf *b)
+static char *sb_take(strbuf *b)
 {
     if (b->failed) {
         free(b->p);
@@ -917,13 +888,13 @@ static void count_category(const acl_user *u, unsigned cat, int *on, int *off)
  * commands and subcommands still different. */
 char *acl_describe_commands(const acl_user *u)
 {
-    sbuf b = {0};
+    strbuf b = {0};
     acl_user fake, temp;
     memset(&fake, 0, sizeof(fake));
     memcpy(&temp, u, sizeof(temp));
     bool additive = !(u->flags & ACL_USER_ALLCOMMANDS);
     all_set(&fake, !additive);
-    sb_str(&b, additive ? "-@all " : "+@all ");
+    strbuf_str(&b, additive ? "-@all " : "+@all ");
     bool applied[ACL_NCATS] = {false};
     for (;;) {
         int best = -1, mindiff = 1 << 30, maxsame = 0;
@@ -943,7 +914,7 @@ char *acl_describe_commands(const acl_user *u)
             break;
         char w[40];
         snprintf(w, sizeof(w), "%c@%s ", additive ? '+' : '-', acl_cat_names[best]);
-        sb_str(&b, w);
+        strbuf_str(&b, w);
         category_set(&fake, 1u << best, additive);
         category_set(&temp, 1u << best, !additive);
         applied[best] = true;
@@ -959,7 +930,7 @@ char *acl_describe_commands(const acl_user *u)
             snprintf(w, sizeof(w), "%c%s|%s ", want ? '+' : '-', cmd->name, sub->name);
         else
             snprintf(w, sizeof(w), "%c%s ", want ? '+' : '-', cmd->name);
-        sb_str(&b, w);
+        strbuf_str(&b, w);
         /* A whole container set at once: its subcommands follow it. */
         if (sub)
             bit_set(&fake, id, want);
@@ -969,49 +940,51 @@ char *acl_describe_commands(const acl_user *u)
     return sb_take(&b);
 }
 
-static void describe_pats(sbuf *b, const acl_user *u, bool channels)
+static void describe_pats(strbuf *b, const acl_user *u, bool channels)
 {
     if (channels) {
         if (u->flags & ACL_USER_ALLCHANNELS) {
-            sb_str(b, "&* ");
+            strbuf_str(b, "&* ");
             return;
         }
         for (size_t i = 0; i < u->nchans; i++) {
-            sb_str(b, "&");
-            sb_add(b, u->chans[i].pat, u->chans[i].len);
-            sb_str(b, " ");
+            strbuf_str(b, "&");
+            strbuf_add(b, u->chans[i].pat, u->chans[i].len);
+            strbuf_str(b, " ");
         }
         return;
     }
     if (u->flags & ACL_USER_ALLKEYS) {
-        sb_str(b, "~* ");
+        strbuf_str(b, "~* ");
         return;
     }
     for (size_t i = 0; i < u->nkeys; i++) {
         unsigned r = u->keys[i].rights;
-        sb_str(b, r == (ACL_KEY_READ | ACL_KEY_WRITE) ? "~" : r == ACL_KEY_READ ? "%R~" : "%W~");
-        sb_add(b, u->keys[i].pat, u->keys[i].len);
-        sb_str(b, " ");
+        strbuf_str(b, r == (ACL_KEY_READ | ACL_KEY_WRITE) ? "~"
+                      : r == ACL_KEY_READ                 ? "%R~"
+                                                          : "%W~");
+        strbuf_add(b, u->keys[i].pat, u->keys[i].len);
+        strbuf_str(b, " ");
     }
 }
 
 char *acl_describe_patterns(const acl_user *u, bool channels)
 {
-    sbuf b = {0};
+    strbuf b = {0};
     describe_pats(&b, u, channels);
     return sb_take(&b);
 }
 
 /* Keys, channels and commands, as a selector is written. */
-static void describe_selector(sbuf *b, const acl_user *u)
+static void describe_selector(strbuf *b, const acl_user *u)
 {
     describe_pats(b, u, false);
     if (!(u->flags & ACL_USER_ALLCHANNELS))
-        sb_str(b, "resetchannels ");
+        strbuf_str(b, "resetchannels ");
     describe_pats(b, u, true);
     char *cmds = acl_describe_commands(u);
     if (cmds)
-        sb_str(b, cmds);
+        strbuf_str(b, cmds);
     else
         b->failed = true;
     free(cmds);
@@ -1019,29 +992,29 @@ static void describe_selector(sbuf *b, const acl_user *u)
 
 static char *describe_user(const acl_user *u)
 {
-    sbuf b = {0};
-    sb_str(&b, "user ");
-    sb_str(&b, u->name);
-    sb_str(&b, (u->flags & ACL_USER_ON) ? " on " : " off ");
+    strbuf b = {0};
+    strbuf_str(&b, "user ");
+    strbuf_str(&b, u->name);
+    strbuf_str(&b, (u->flags & ACL_USER_ON) ? " on " : " off ");
     if (u->flags & ACL_USER_NOPASS)
-        sb_str(&b, "nopass ");
+        strbuf_str(&b, "nopass ");
     if (u->flags & ACL_USER_SKIP_SANITIZE)
-        sb_str(&b, "skip-sanitize-payload ");
+        strbuf_str(&b, "skip-sanitize-payload ");
     if (u->flags & ACL_USER_SANITIZE)
-        sb_str(&b, "sanitize-payload ");
+        strbuf_str(&b, "sanitize-payload ");
     for (size_t i = 0; i < u->npass; i++) {
         char hex[68];
         hex[0] = '#';
         for (int k = 0; k < 32; k++)
             snprintf(hex + 1 + 2 * k, 3, "%02x", u->pass[i][k]);
-        sb_str(&b, hex);
-        sb_str(&b, " ");
+        strbuf_str(&b, hex);
+        strbuf_str(&b, " ");
     }
     describe_selector(&b, u);
     for (size_t i = 0; i < u->nsels; i++) {
-        sb_str(&b, " (");
+        strbuf_str(&b, " (");
         describe_selector(&b, u->sels[i]);
-        sb_str(&b, ")");
+        strbuf_str(&b, ")");
     }
     return sb_take(&b);
 }
@@ -1322,10 +1295,10 @@ bool acl_save_file(const char *path, char *err, size_t errlen)
         snprintf(err, errlen, "out of memory");
         return false;
     }
-    sbuf b = {0};
+    strbuf b = {0};
     for (size_t i = 0; i < n; i++) {
-        sb_str(&b, l[i]);
-        sb_str(&b, "\n");
+        strbuf_str(&b, l[i]);
+        strbuf_str(&b, "\n");
         free(l[i]);
     }
     free(l);
@@ -1351,10 +1324,10 @@ static char *rewrite_lines(void)
     char **l = acl_list(&n);
     if (l == NULL)
         return NULL;
-    sbuf b = {0};
+    strbuf b = {0};
     for (size_t i = 0; i < n; i++) {
-        sb_str(&b, l[i]);
-        sb_str(&b, "\n");
+        strbuf_str(&b, l[i]);
+        strbuf_str(&b, "\n");
         free(l[i]);
     }
     free(l);
