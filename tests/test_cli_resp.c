@@ -1,6 +1,7 @@
-/* The load/check RESP reply parser (src/cli/rclient.c): every reply type,
- * every prefix of a reply is "incomplete", malformed input is refused, and
- * random bytes never crash it. */
+/* The CLI's RESP reply parsers: load/check's counting one (rclient.c) and
+ * the tree the console reads (rvalue.c): every reply type, every prefix of
+ * a reply is "incomplete", malformed input is refused, random bytes never
+ * crash them, and both end a reply at the same byte. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -11,6 +12,7 @@
 #include <string.h>
 
 #include "../src/cli/rclient.c"
+#include "../src/cli/rvalue.c"
 
 static int parse(const char *s, rc_reply *r, long long *ints, size_t cap, size_t *used)
 {
@@ -124,16 +126,107 @@ static void test_random_bytes(void **state)
         assert_true(rc >= -1 && rc <= 1);
         if (rc == 1)
             assert_true(used <= n);
+        rc_value *v = NULL;
+        size_t vused = 0;
+        int vrc = rc_value_parse(buf, n, &vused, &v);
+        if (vrc == 1) {
+            assert_int_equal(rc, 1);
+            assert_int_equal(vused, used);
+        }
+        rc_value_free(v);
     }
+}
+
+static rc_value *tree(const char *s, int want)
+{
+    rc_value *v = NULL;
+    size_t used = 0;
+    assert_int_equal(rc_value_parse(s, strlen(s), &used, &v), want);
+    if (want == 1)
+        assert_int_equal(used, strlen(s));
+    return v;
+}
+
+static void test_tree(void **state)
+{
+    (void)state;
+    /* SCAN's reply: a cursor and a list of names. */
+    static const char scan[] = "*2\r\n$2\r\n17\r\n*3\r\n$1\r\na\r\n$0\r\n\r\n$3\r\nb\0c\r\n";
+    rc_value *v = NULL;
+    size_t used = 0;
+    assert_int_equal(rc_value_parse(scan, sizeof scan - 1, &used, &v), 1);
+    assert_int_equal(used, sizeof scan - 1);
+    assert_int_equal(v->type, '*');
+    assert_int_equal(v->n, 2);
+    assert_string_equal(v->elem[0].str, "17");
+    assert_int_equal(v->elem[1].n, 3);
+    assert_int_equal(v->elem[1].elem[1].len, 0);
+    assert_int_equal(v->elem[1].elem[2].len, 3);
+    assert_memory_equal(v->elem[1].elem[2].str, "b\0c", 3);
+    rc_value_free(v);
+    /* RESP3: a map as alternating keys and values, null, boolean, double,
+     * verbatim text without its format prefix. */
+    v = tree("%2\r\n+role\r\n+master\r\n+n\r\n_\r\n", 1);
+    assert_int_equal(v->n, 4);
+    assert_string_equal(v->elem[1].str, "master");
+    assert_int_equal(v->elem[3].type, '_');
+    rc_value_free(v);
+    v = tree("*3\r\n#t\r\n,1.5\r\n=9\r\ntxt:a:1\r\n\r\n", 1);
+    assert_int_equal(v->elem[0].integer, 1);
+    assert_string_equal(v->elem[1].str, "1.5");
+    assert_string_equal(v->elem[2].str, "a:1\r\n");
+    rc_value_free(v);
+    v = tree("$-1\r\n", 1);
+    assert_int_equal(v->type, '_');
+    rc_value_free(v);
+    v = tree("-ERR no\r\n", 1);
+    assert_int_equal(v->type, '-');
+    assert_string_equal(v->str, "ERR no");
+    rc_value_free(v);
+    for (const char *const *b =
+             (const char *const[]){"?x\r\n", ":abc\r\n", "$-2\r\n", "$3\r\nabcd\r\n", "*-5\r\n",
+                                   "*1\r\n?\r\n", "\r\n", NULL};
+         *b; b++)
+        assert_null(tree(*b, -1));
+    /* Every prefix of a nested reply is incomplete. */
+    const char *whole = "*2\r\n*2\r\n:1\r\n$2\r\nhi\r\n%1\r\n+k\r\n*0\r\n";
+    for (size_t k = 0; k < strlen(whole); k++) {
+        rc_value *p = NULL;
+        assert_int_equal(rc_value_parse(whole, k, &used, &p), 0);
+        assert_null(p);
+    }
+    rc_value_free(tree(whole, 1));
+}
+
+static void test_info_and_addr(void **state)
+{
+    (void)state;
+    rc_value *v = tree("$50\r\n# Replication\r\nrole:slave\r\nmaster_port:7001\r\nx:1\r\n\r\n", 1);
+    char b[32];
+    assert_true(rc_info_field(v, "role", b, sizeof b));
+    assert_string_equal(b, "slave");
+    assert_int_equal(rc_info_ll(v, "master_port"), 7001);
+    assert_false(rc_info_field(v, "master", b, sizeof b));
+    assert_false(rc_info_field(v, "ole", b, sizeof b));
+    rc_value_free(v);
+    char h[64], p[8];
+    assert_true(rc_split_addr("10.0.0.1:6379", h, sizeof h, p, sizeof p));
+    assert_string_equal(h, "10.0.0.1");
+    assert_string_equal(p, "6379");
+    assert_true(rc_split_addr("[::1]:7000", h, sizeof h, p, sizeof p));
+    assert_string_equal(h, "::1");
+    for (const char *const *a =
+             (const char *const[]){"x", ":1", "h:", "h:0", "h:65536", "h:1a", "[::1]7000", NULL};
+         *a; a++)
+        assert_false(rc_split_addr(*a, h, sizeof h, p, sizeof p));
 }
 
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_types),
-        cmocka_unit_test(test_every_prefix_is_incomplete),
-        cmocka_unit_test(test_malformed),
-        cmocka_unit_test(test_random_bytes),
+        cmocka_unit_test(test_types),     cmocka_unit_test(test_every_prefix_is_incomplete),
+        cmocka_unit_test(test_malformed), cmocka_unit_test(test_random_bytes),
+        cmocka_unit_test(test_tree),      cmocka_unit_test(test_info_and_addr),
     };
     return cmocka_run_group_tests_name("cli_resp", tests, NULL, NULL);
 }

@@ -14,7 +14,7 @@
 #include <unistd.h>
 
 #include "cli.h"
-#include "rclient.h"
+#include "rcall.h"
 #include "records.h"
 
 typedef struct batch {
@@ -54,20 +54,9 @@ static void loadcheck_usage(FILE *f, bool check)
                "\n"
                "      --key NAME        the filter (required)\n"
                "  -H, --host HOST       server host (default 127.0.0.1)\n"
-               "  -p, --port PORT       server port (default 6379)\n"
-               "      --user NAME       ACL user to authenticate as (needs --pass)\n"
-               "  -a, --pass PASSWORD   password: AUTH [user] PASSWORD first (default: the\n"
-               "                        REDISCLI_AUTH environment variable, as redis-cli)\n"
-               "      --tls             connect with TLS\n"
-               "      --cacert FILE     CA certificates to check the server's certificate with\n"
-               "      --cacertdir DIR   a directory of them (neither: the system's CAs)\n"
-               "      --cert FILE       client certificate, for servers that ask for one\n"
-               "      --tls-key FILE    its private key (redis-cli's --key; ours names the\n"
-               "                        filter)\n"
-               "      --sni NAME        server name to ask for and check the certificate\n"
-               "                        against (default: --host)\n"
-               "      --insecure        do not check the server's certificate\n"
-               "  -b, --batch N         keys per command (default 1000)\n"
+               "  -p, --port PORT       server port (default 6379)\n");
+    fputs(rc_opts_help, f);
+    fprintf(f, "  -b, --batch N         keys per command (default 1000)\n"
                "  -P, --pipeline N      commands in flight (default 16)\n"
                "  -f, --fields LIST     key fields of each record, 1-based, e.g. 1,3-5\n"
                "                        (default: the whole record)\n"
@@ -247,8 +236,7 @@ static int run(int argc, char **argv, bool check)
 {
     const char *prog = check ? "bloomery check" : "bloomery load";
     const char *host = "127.0.0.1", *port = "6379", *name = NULL, *fields = NULL;
-    const char *user = NULL, *pass = NULL;
-    rc_tls tls = {0};
+    rc_opts conn = {0};
     unsigned long long batch_size = 1000, depth = 16, capacity = 0;
     double error = 0.01;
     bool nonscaling = false, quiet = false;
@@ -292,21 +280,20 @@ static int run(int argc, char **argv, bool check)
             show = a[2] == 'm' ? 0 : 2;
             continue;
         }
-        if (strcmp(a, "--tls") == 0 || strcmp(a, "--insecure") == 0) {
-            tls.on = tls.on || a[2] == 't';
-            tls.insecure = tls.insecure || a[2] == 'i';
-            continue;
+        int taken = rc_opts_arg(&conn, argc, argv, &i, prog);
+        if (taken != 0) {
+            if (taken > 0)
+                continue;
+            free(inputs);
+            return CLI_USAGE;
         }
         if (!check && strcmp(a, "--nonscaling") == 0) {
             nonscaling = true;
             continue;
         }
-        static const char *valued[] = {
-            "--key",    "-H",          "--host",      "-p",         "--port",
-            "-b",       "--batch",     "-P",          "--pipeline", "-f",
-            "--fields", "-d",          "--delimiter", "-n",         "--capacity",
-            "-e",       "--error",     "--user",      "-a",         "--pass",
-            "--cacert", "--cacertdir", "--cert",      "--tls-key",  "--sni"};
+        static const char *valued[] = {"--key",       "-H", "--host",     "-p", "--port",   "-b",
+                                       "--batch",     "-P", "--pipeline", "-f", "--fields", "-d",
+                                       "--delimiter", "-n", "--capacity", "-e", "--error"};
         bool known = false;
         for (size_t j = 0; j < sizeof valued / sizeof valued[0]; j++)
             known = known || strcmp(a, valued[j]) == 0;
@@ -330,20 +317,6 @@ static int run(int argc, char **argv, bool check)
             name = v;
         else if (strcmp(a, "-H") == 0 || strcmp(a, "--host") == 0)
             host = v;
-        else if (strcmp(a, "--user") == 0)
-            user = v;
-        else if (strcmp(a, "-a") == 0 || strcmp(a, "--pass") == 0)
-            pass = v;
-        else if (strcmp(a, "--cacert") == 0)
-            tls.cacert = v;
-        else if (strcmp(a, "--cacertdir") == 0)
-            tls.cacertdir = v;
-        else if (strcmp(a, "--cert") == 0)
-            tls.cert = v;
-        else if (strcmp(a, "--tls-key") == 0)
-            tls.key = v;
-        else if (strcmp(a, "--sni") == 0)
-            tls.sni = v;
         else if (strcmp(a, "-p") == 0 || strcmp(a, "--port") == 0) {
             unsigned long long pn;
             bad = cli_parse_count(v, &pn) != 0 || pn == 0 || pn > 65535;
@@ -366,14 +339,7 @@ static int run(int argc, char **argv, bool check)
             return CLI_USAGE;
         }
     }
-    if (!pass)
-        pass = getenv("REDISCLI_AUTH");
-    const char *conflict =
-        user && !pass                             ? "--user needs --pass"
-        : (tls.cert != NULL) != (tls.key != NULL) ? "--cert and --tls-key go together"
-        : !tls.on && (tls.cacert || tls.cacertdir || tls.cert || tls.sni || tls.insecure)
-            ? "TLS options need --tls"
-            : NULL;
+    const char *conflict = rc_opts_finish(&conn);
     if (conflict) {
         fprintf(stderr, "%s: %s\n", prog, conflict);
         free(inputs);
@@ -427,20 +393,8 @@ static int run(int argc, char **argv, bool check)
         snprintf(L.err, sizeof L.err, "out of memory");
         goto fail;
     }
-    if (rc_connect(&L.conn, host, port, L.err, sizeof L.err) != 0 ||
-        (tls.on && rc_tls_start(&L.conn, host, port, &tls, L.err, sizeof L.err) != 0))
+    if (rc_open(&L.conn, host, port, &conn, L.err, sizeof L.err) != 0)
         goto fail;
-    if (pass) {
-        char reply[256];
-        /* AUTH [user] password, as redis-cli sends it. */
-        const char *args[] = {"AUTH", user ? user : pass, pass};
-        if (simple_command(&L, user ? 3 : 2, args, reply, sizeof reply) != 0)
-            goto fail;
-        if (reply[0] == '-') {
-            snprintf(L.err, sizeof L.err, "authentication failed: %s", reply + 1);
-            goto fail;
-        }
-    }
     if (capacity) {
         char cbuf[32], ebuf[32], reply[256];
         snprintf(cbuf, sizeof cbuf, "%llu", capacity);
