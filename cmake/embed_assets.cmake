@@ -3,7 +3,7 @@
 # extension) and
 # http_asset_find() over them.
 set(body "/* Generated from console/ by cmake/embed_assets.cmake: do not edit. */\n")
-string(APPEND body "#include <string.h>\n\n#include \"http.h\"\n\n")
+string(APPEND body "#include <string.h>\n\n#include \"assets.h\"\n\n")
 set(table "")
 set(i 0)
 string(REPLACE "," ";" FILES "${FILES}")

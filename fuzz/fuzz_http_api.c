@@ -1,4 +1,4 @@
-// fuzz-sources: src/server/http/api_args.c -Isrc/server/http
+// fuzz-sources: src/web/api_args.c -Isrc/web
 /* Fuzz target: arbitrary bytes as the console API's fields (split at NUL
  * bytes: name, capacity, error rate, expiry, layout, window, slices): the
  * number parsers, BF.RESERVE's arguments and the sizing calculator. */

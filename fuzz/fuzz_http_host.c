@@ -1,4 +1,4 @@
-// fuzz-sources: src/server/http/guard.c -Isrc/server/http
+// fuzz-sources: src/web/guard.c -Isrc/web
 /* Fuzz target: arbitrary bytes as the HTTP listener's Host check (split at
  * NUL bytes: the Host header, http-bind, http-allowed-hosts). Checks that
  * nothing reads past the header and that what is answered is a loopback

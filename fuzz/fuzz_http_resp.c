@@ -1,5 +1,5 @@
-// fuzz-sources: src/server/http/respread.c src/server/http/textbuf.c
-// fuzz-sources: -Isrc/server/http -Isrc/server/data -Isrc/server/base -Isrc/persist
+// fuzz-sources: src/server/http/respread.c src/web/textbuf.c
+// fuzz-sources: -Isrc/server/http -Isrc/web -Isrc/server/data -Isrc/server/base -Isrc/persist
 /* Fuzz target: arbitrary bytes as the reply the console's command reader
  * (respread.c) turns into JSON. A whole reply must read the same however
  * it is cut: every proper prefix is incomplete, never malformed; the JSON

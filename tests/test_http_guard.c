@@ -1,4 +1,4 @@
-/* The HTTP listener's guard (src/server/http/guard.c): which Host headers
+/* The HTTP listener's guard (src/web/guard.c): which Host headers
  * are answered (the DNS-rebinding defence) and which peers count as the
  * loopback interface for protected mode. */
 #include <setjmp.h>

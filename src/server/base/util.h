@@ -18,8 +18,8 @@ bool str_to_mem(const char *s, size_t len, long long *out);
 /* Case-insensitive equality of a counted string and a C string. */
 bool str_eq_ci(const char *s, size_t len, const char *lit);
 
-/* Glob match (*, ?, [a-z], [^x], \x), optionally case-insensitive. */
-bool glob_match(const char *pat, size_t plen, const char *s, size_t slen, bool nocase);
+/* glob_match: src/web/glob.h, shared with the CLI. */
+#include "glob.h"
 
 int64_t now_ms(void);  /* wall clock, ms */
 int64_t now_us(void);  /* wall clock, us */

@@ -5,8 +5,6 @@
  * Files, one concept each:
  *   http.c     the listener (libmicrohttpd's thread), the checks made on
  *              a request's headers, routes, pages built off that thread
- *   guard.c    the Host allow-list and the loopback test (guard.h; pure,
- *              fuzzed)
  *   access.c   who a request is (the ACL users) and what it may do
  *   conns.c    the connections held: deadlines, eviction, per-peer limit
  *   https.c    TLS (http-tls): the certificate and key, reloadable
@@ -15,11 +13,13 @@
  *   api.c      the console's JSON API (docs/CONSOLE.md)
  *   command.c  a command run through a worker, as a client's would be
  *   respread.c a RESP2 reply read into JSON (fuzzed)
- *   api_args.c form fields into BF.RESERVE's arguments, the sizing
- *              calculator (api_args.h; pure, fuzzed)
  *   assets.c   the console's files (generated from console/ at build time)
  *   history.c  each filter's fill and FPR over the last hour, sampled
- *   textbuf.c  a growing text buffer the pages are built in
+ *
+ * Shared with `bloomery console`, in src/web/: guard.c (the Host allow-list
+ * and the loopback test), api_args.c (form fields into BF.RESERVE's
+ * arguments, the sizing calculator), textbuf.c (the text buffer the pages
+ * are built in), assets.h.
  */
 #ifndef BLOOMERYD_HTTP_H
 #define BLOOMERYD_HTTP_H
@@ -28,7 +28,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "assets.h"
 #include "keyspace.h"
+#include "textbuf.h"
 
 /* ---- conns.c ---- */
 #define HTTP_MAX_CONNECTIONS 128  /* held before the oldest unfinished goes */
@@ -105,23 +107,7 @@ void https_conn_closed(struct MHD_Connection *conn);
 /* Once the listener has stopped. */
 void https_free(void);
 
-typedef struct textbuf {
-    char *p;
-    size_t len, cap;
-    bool failed; /* out of memory: the text is incomplete */
-} textbuf;
-
-void tb_add(textbuf *b, const char *s, size_t n);
-void tb_puts(textbuf *b, const char *s);
-void tb_printf(textbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-/* s as a Prometheus label value: bytes outside printable ASCII, '%', '"'
- * and '\\' as %XX, so any key name gives a valid, distinct label. */
-void tb_label(textbuf *b, const char *s, size_t n);
-void tb_free(textbuf *b);
-
-/* s as a JSON string, quotes included; bytes that are not UTF-8 become
- * U+FFFD. */
-void tb_json_str(textbuf *b, const char *s, size_t n);
+/* textbuf: src/web/textbuf.h */
 
 /* ---- respread.c ---- */
 #define RESP_INCOMPLETE (-1)
@@ -162,14 +148,7 @@ void history_stop(void);
  * filter not (yet) sampled. */
 void api_history(const char *name, size_t len, textbuf *b);
 
-/* ---- assets.c (generated): the console's files ---- */
-typedef struct http_asset {
-    const char *path; /* "/", "/console.js" */
-    const char *type; /* Content-Type */
-    const unsigned char *data;
-    size_t len;
-} http_asset;
-const http_asset *http_asset_find(const char *path);
+/* ---- assets.c (generated): the console's files (src/web/assets.h) ---- */
 
 /* ---- filters.c ---- */
 #define FILTERS_MAX_TYPES 32

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "http.h"
+#include "textbuf.h"
 
 static bool grow(textbuf *b, size_t need)
 {

@@ -1,8 +1,8 @@
 /* Who may talk to the HTTP listener (guard.c): the Host allow-list and the
  * loopback test of protected mode. Pure (no settings, no state), fuzzed and
  * unit-tested. */
-#ifndef BLOOMERYD_GUARD_H
-#define BLOOMERYD_GUARD_H
+#ifndef BLOOMERY_WEB_GUARD_H
+#define BLOOMERY_WEB_GUARD_H
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -1,6 +1,6 @@
 /* The console API's inputs (api_args.c): pure, fuzzed. */
-#ifndef BLOOMERYD_API_ARGS_H
-#define BLOOMERYD_API_ARGS_H
+#ifndef BLOOMERY_WEB_API_ARGS_H
+#define BLOOMERY_WEB_API_ARGS_H
 
 #include <stdbool.h>
 #include <stddef.h>
