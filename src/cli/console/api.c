@@ -644,7 +644,12 @@ int placement_for(const char *name, size_t len, const char *want_group, char *ma
                 pg[i].filters = counts[i];
             }
             pick = placement_pick(pg, t->ngroups);
-            if (pick >= 0)
+            if (pick >= 0 && pg[pick].limit == 0)
+                snprintf(reason, reasonlen,
+                         "no memory limit is known (neither maxmemory nor total_system_memory): "
+                         "the fewest filters (%llu)",
+                         pg[pick].filters);
+            else if (pick >= 0)
                 snprintf(reason, reasonlen,
                          "the most free memory (%llu bytes), then the fewest filters (%llu)",
                          pg[pick].limit > pg[pick].used ? pg[pick].limit - pg[pick].used : 0,

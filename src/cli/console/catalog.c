@@ -386,8 +386,7 @@ static void merge(found_list *fl, char (*failed)[CN_ADDR], size_t nfailed, bool 
         cn_filter *old = catalog_find(f->name, f->len);
         cn_filter *r = &nr[n];
         if (old && strcmp(old->master, f->master) == 0) {
-            *r = *old;
-            free(r->name);
+            *r = *old; /* its name is freed with the old rows below */
         } else {
             memset(r, 0, sizeof(*r));
             r->ttl_ms = -1;

@@ -126,6 +126,13 @@ int ops_create(const cn_who *w, const cn_form *f, textbuf *b)
                             form_get(f, "layout"),
                             form_get(f, "window"),
                             form_get(f, "slices")};
+    /* "1e6" as the calculator takes it; BF.RESERVE wants digits. */
+    char capacity[32];
+    uint64_t cap;
+    if (form.capacity && api_parse_count(form.capacity, &cap)) {
+        snprintf(capacity, sizeof(capacity), "%llu", (unsigned long long)cap);
+        form.capacity = capacity;
+    }
     const char *argv[API_RESERVE_MAX_ARGS];
     size_t lens[API_RESERVE_MAX_ARGS];
     char err[160];
