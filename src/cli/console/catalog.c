@@ -1,5 +1,6 @@
 /* The filter index: every master's filters, found by `SCAN cursor MATCH *
- * TYPE MBbloom--` and `TYPE MBbloomCF` (COUNT 1000) in passes at a bounded
+ * TYPE MBbloom--` and `TYPE MBbloomCF` (bloomery.so's: bloomerBF,
+ * bloomerCF; COUNT 1000) in passes at a bounded
  * rate, each with a summary (BF.INFO ALL or CF.INFO, MEMORY USAGE, PTTL,
  * BF.CONFIG key READONLY) fetched pipelined in the background within a
  * budget of keys per second, and for a page's rows on demand. Requests
@@ -346,12 +347,48 @@ static bool scan_type(const char *master, const char *type, bool cuckoo, found_l
             memcpy(f->name, k->str, k->len);
             f->len = k->len;
             f->cuckoo = cuckoo;
-            snprintf(f->master, sizeof(f->master), "%s", master);
+            snprintf(f->master, sizeof(f->master), "%.63s", master);
             out->n++;
         }
         rc_value_free(v);
         sleep_ms(1000 / SCANS_PER_S);
     } while (strcmp(cursor_s, "0") != 0);
+    return true;
+}
+
+/* A filter's type as TYPE names it: RedisBloom's (and bloomeryd's), or
+ * bloomery.so's, whose module type names are its own. A master whose keys
+ * showed one family is scanned for that family only from then on. */
+static const struct {
+    const char *name;
+    bool cuckoo;
+    int family;
+} types[] = {{"MBbloom--", false, 1}, {"MBbloomCF", true, 1}, {"bloomerBF", false, 2},
+             {"bloomerCF", true, 2}};
+static struct {
+    char addr[CN_ADDR];
+    int family;
+} families[64];
+
+static bool scan_master(const char *master, found_list *fl)
+{
+    int slot = -1, family = 0;
+    for (int i = 0; i < 64 && slot < 0; i++)
+        if (strcmp(families[i].addr, master) == 0 || !families[i].addr[0])
+            slot = i;
+    if (slot >= 0 && families[slot].addr[0])
+        family = families[slot].family;
+    for (size_t t = 0; t < sizeof(types) / sizeof(types[0]); t++) {
+        if (family && types[t].family != family)
+            continue;
+        size_t had = fl->n;
+        if (!scan_type(master, types[t].name, types[t].cuckoo, fl))
+            return false;
+        if (fl->n > had && slot >= 0 && !family) {
+            snprintf(families[slot].addr, CN_ADDR, "%.63s", master);
+            families[slot].family = types[t].family;
+        }
+    }
     return true;
 }
 
@@ -445,8 +482,7 @@ static void pass(void)
     bool all_ok = nm > 0;
     for (size_t i = 0; i < nm && !cn_stopping; i++) {
         size_t had = fl.n;
-        if (!scan_type(masters[i], "MBbloom--", false, &fl) ||
-            !scan_type(masters[i], "MBbloomCF", true, &fl)) {
+        if (!scan_master(masters[i], &fl)) {
             for (size_t k = had; k < fl.n; k++)
                 free(fl.v[k].name);
             fl.n = had;

@@ -1,0 +1,73 @@
+"""`bloomery console --cluster`: three Redis masters with bloomery.so in a
+Redis Cluster. Each master a group with its slots; a new filter's place is
+its key's slot's master, shown before creating, and the filter lands
+there; a filter anywhere in the cluster is in the table with its slot."""
+import os
+import subprocess
+
+import pytest
+
+from consolehelp import MODULE, REDIS_SERVER, free_port, module_env, redis_module, wait_for
+
+pytestmark = pytest.mark.skipif(not os.path.exists(REDIS_SERVER) or not os.path.exists(MODULE),
+                                reason="no redis-server or bloomery.so")
+
+
+def cluster_node():
+    bus = free_port()
+    inner = redis_module("--cluster-enabled", "yes", "--cluster-port", bus,
+                         "--cluster-node-timeout", "2000", "--cluster-config-file", "nodes.conf")
+    return inner
+
+
+@pytest.fixture
+def cluster(procs):
+    nodes = [procs.start(cluster_node(), "cluster node", env=module_env()) for _ in range(3)]
+    out = subprocess.run(["redis-cli", "--cluster", "create"] + [n.addr for n in nodes] +
+                         ["--cluster-replicas", "0", "--cluster-yes"],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stdout + out.stderr
+    for n in nodes:
+        wait_for(lambda: n.client().cluster("info")["cluster_state"] == "ok", "cluster_state ok")
+    return nodes
+
+
+def owner_of(nodes, key):
+    slot = nodes[0].client().execute_command("CLUSTER", "KEYSLOT", key)
+    for n in nodes:
+        for lo, hi, *rest in n.client().execute_command("CLUSTER", "SLOTS"):
+            if lo <= slot <= hi:
+                host, port = rest[0][0], rest[0][1]
+                host = host.decode() if isinstance(host, bytes) else host
+                return slot, "%s:%d" % (host, port)
+    raise AssertionError("no owner")
+
+
+def test_cluster_slots_placement_create(procs, cluster):
+    nodes = cluster
+    c = procs.console(["--cluster", nodes[0].addr])
+    groups = wait_for(lambda: (lambda g: g if len(g) == 3 else None)(
+        c.get("/api/overview")["groups"]), "three groups")
+    assert c.get("/api/me")["mode"] == "cluster"
+    assert sorted(g["master"] for g in groups) == sorted(n.addr for n in nodes)
+    assert all(g["slots"] for g in groups)
+    api_nodes = c.get("/api/nodes")
+    assert all(n["role"] == "master" and n["id"] and n["slots"] for n in api_nodes)
+    for key in ("alpha", "beta", "gamma", "{user1}.seen"):
+        slot, owner = owner_of(nodes, key)
+        place = c.get("/api/placement", name=key)
+        assert (place["slot"], place["node"]) == (slot, owner), key
+        status, body = c.post("/api/filters", name=key, capacity="1000", error_rate="0.01")
+        assert (status, body) == (200, {"reply": "OK", "node": owner}), key
+        lands = [n for n in nodes if n.addr == owner][0]
+        assert lands.client().exists(key) == 1
+        row = c.get("/api/filters", match=key)["filters"][0]
+        assert (row["node"], row["slot"]) == (owner, slot)
+        assert c.post("/api/filter/add", name=key, items="x") == (200, {"results": [1]})
+    # A filter made behind the console's back is found by its SCAN.
+    slot, owner = owner_of(nodes, "outside")
+    [n for n in nodes if n.addr == owner][0].client().execute_command(
+        "BF.RESERVE", "outside", 0.01, 100)
+    wait_for(lambda: c.get("/api/filters", match="outside")["total"] == 1, "the new filter")
+    routing = c.get("/api/routing", match="outside")["rows"][0]
+    assert (routing["slot"], routing["master"], routing["status"]) == (slot, owner, "ok")
