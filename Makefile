@@ -24,7 +24,7 @@ SHARD_IDS   := $(shell seq 1 $(SHARDS))
 server_shard = $$(ls tests/server/test_*.py | awk 'NR % $(SHARDS) == $(1) % $(SHARDS)')
 
 .PHONY: deb all deps test test-all test-release test-asan test-tsan test-server test-module \
-	test-node fuzz bench run clean install build-asan build-tsan
+	test-node fuzz bench run clean install build-asan build-tsan suite-console suite-console-asan
 
 all:
 	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release >/dev/null
@@ -81,7 +81,7 @@ suite-tsan-concurrency: build-tsan
 # bloomery.so in Debian's redis-server next to bloomeryd, release and
 # sanitizer builds (the sanitizer runtime preloaded into Redis).
 test-server: $(foreach n,$(SHARD_IDS),suite-server-asan-$(n) suite-server-$(n)) \
-	test-module suite-module-asan suite-cli suite-cli-asan
+	test-module suite-module-asan suite-cli suite-cli-asan suite-console suite-console-asan
 
 suite-server-%: all
 	BLOOMERYD=$(CURDIR)/$(BUILD)/bloomeryd $(PY) $(call server_shard,$*)
@@ -102,6 +102,18 @@ suite-cli-asan: build-asan
 	REDIS_PRELOAD=$$(gcc -print-file-name=libasan.so) \
 		BLOOMERY_QUICK=1 BLOOMERY_CLI=$(CURDIR)/$(ASAN_BUILD)/bloomery BLOOMERYD=$(CURDIR)/$(ASAN_BUILD)/bloomeryd \
 		$(PY) tests/cli
+
+# bloomery console over real deployments: bloomeryd, Debian's redis-server
+# with bloomery.so in a Redis Cluster, redis-sentinel.
+suite-console: all
+	BLOOMERY_CLI=$(CURDIR)/$(BUILD)/bloomery BLOOMERYD=$(CURDIR)/$(BUILD)/bloomeryd \
+		BLOOMERY_MODULE=$(CURDIR)/$(BUILD)/bloomery.so $(PY) tests/console
+
+suite-console-asan: build-asan
+	REDIS_PRELOAD=$$(gcc -print-file-name=libasan.so) \
+		BLOOMERY_QUICK=1 BLOOMERY_CLI=$(CURDIR)/$(ASAN_BUILD)/bloomery \
+		BLOOMERYD=$(CURDIR)/$(ASAN_BUILD)/bloomeryd BLOOMERY_MODULE=$(CURDIR)/$(ASAN_BUILD)/bloomery.so \
+		$(PY) tests/console
 
 test-module: all
 	BLOOMERY_MODULE=$(CURDIR)/$(BUILD)/bloomery.so BLOOMERYD=$(CURDIR)/$(BUILD)/bloomeryd \

@@ -1,4 +1,5 @@
-// fuzz-sources: src/server/net/acl.c src/server/base/util.c src/web/glob.c -Isrc/web src/server/base/resp.c
+// fuzz-sources: src/server/net/acl.c src/server/base/util.c src/server/base/resp.c
+// fuzz-sources: src/web/glob.c -Isrc/web
 // fuzz-sources: -Isrc/server/net -Isrc/server/cmd -Isrc/server/base -Isrc/server/data
 // fuzz-sources: -Isrc/server/repl -Isrc/server/tls -Isrc/persist -lcrypto
 /* Fuzz target: ACL rules and aclfiles, as ACL SETUSER and ACL LOAD take

@@ -1,4 +1,5 @@
-// fuzz-sources: src/server/base/config.c src/server/base/resp.c src/server/base/util.c src/web/glob.c -Isrc/web
+// fuzz-sources: src/server/base/config.c src/server/base/resp.c src/server/base/util.c
+// fuzz-sources: src/web/glob.c -Isrc/web
 // fuzz-sources: src/server/base/log.c src/server/base/fdlimit.c
 /* libFuzzer target for bloomeryd's configuration reader (src/server/base/
  * config.c): the input is a bloomery.conf, read from a memory file the way

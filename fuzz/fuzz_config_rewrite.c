@@ -1,4 +1,5 @@
-// fuzz-sources: src/server/base/config.c src/server/base/resp.c src/server/base/util.c src/web/glob.c -Isrc/web
+// fuzz-sources: src/server/base/config.c src/server/base/resp.c src/server/base/util.c
+// fuzz-sources: src/web/glob.c -Isrc/web
 // fuzz-sources: src/server/base/log.c src/server/base/fdlimit.c
 /* libFuzzer target for CONFIG SET -> CONFIG REWRITE -> restart
  * (src/server/base/config.c). The input is records [how|index][name

@@ -1,4 +1,5 @@
-// fuzz-sources: src/server/base/util.c src/web/glob.c -Isrc/web
+// fuzz-sources: src/server/base/util.c
+// fuzz-sources: src/web/glob.c -Isrc/web
 /* libFuzzer target for str_to_double (src/server/base/util.c), the parser
  * of every floating-point argument: its fast path for plain decimals must
  * give exactly what strtod gives, accept what it accepts and refuse what it

@@ -185,7 +185,8 @@ static void group_json(textbuf *b, const cn_group *g)
     ll_or_null(b, g->quorum, g->quorum >= 0);
     tb_puts(b, ",\"sentinels\":");
     ll_or_null(b, g->sentinels, g->sentinels >= 0);
-    tb_printf(b, ",\"ok\":%s,\"missing_replica\":%s,\"last_failover_ms\":", g->ok ? "true" : "false",
+    tb_printf(b,
+              ",\"ok\":%s,\"missing_replica\":%s,\"last_failover_ms\":", g->ok ? "true" : "false",
               g->missing_replica ? "true" : "false");
     ll_or_null(b, g->last_failover_ms, g->last_failover_ms >= 0);
     tb_puts(b, ",\"slots\":");
@@ -222,8 +223,9 @@ int api_overview(textbuf *b)
             full += rows[i].have && rows[i].fill > 0.9;
         }
     catalog_unlock();
-    tb_printf(b, "{\"mode\":\"%s\",\"updated_ms\":%lld,\"filters_total\":%zu,"
-                 "\"catalog_complete\":%s,\"groups\":[",
+    tb_printf(b,
+              "{\"mode\":\"%s\",\"updated_ms\":%lld,\"filters_total\":%zu,"
+              "\"catalog_complete\":%s,\"groups\":[",
               cn_mode_names[cn_cfg.mode], t ? t->updated_ms : 0, total,
               complete ? "true" : "false");
     for (size_t i = 0; t && i < t->ngroups; i++) {
@@ -253,8 +255,8 @@ int api_overview(textbuf *b)
             alert(b, &first, "critical", "node %s is unreachable%s%s", nd->addr,
                   nd->error[0] ? ": " : "", nd->error);
         else if (nd->link == CN_LINK_DOWN)
-            alert(b, &first, "critical", "replica %s: its link to the master %s is down",
-                  nd->addr, nd->master_addr);
+            alert(b, &first, "critical", "replica %s: its link to the master %s is down", nd->addr,
+                  nd->master_addr);
         else if (nd->maxmemory > 0 && nd->used > nd->maxmemory / 10 * 9)
             alert(b, &first, "warning", "node %s: memory near maxmemory (%lld of %lld bytes)",
                   nd->addr, nd->used, nd->maxmemory);
@@ -477,7 +479,7 @@ static int list_page(const cn_form *q, textbuf *b, bool routing)
         tb_puts(b, ",\"replicas\":");
         addr_list(b, g);
         tb_printf(b, ",\"status\":\"%s\",\"read_only\":%s}",
-                  !up                                                      ? "down"
+                  !up                                                        ? "down"
                   : g->missing_replica || g->replicas_up < (int)g->nreplicas ? "degraded"
                                                                              : "ok",
                   f->read_only ? "true" : "false");
@@ -600,8 +602,8 @@ int api_filter(const cn_form *q, const cn_who *w, textbuf *b)
 
 /* ---- /api/placement, /api/calc ---- */
 
-int placement_for(const char *name, size_t len, const char *want_group, char *master,
-                  char *group, char *reason, size_t reasonlen, int *slot)
+int placement_for(const char *name, size_t len, const char *want_group, char *master, char *group,
+                  char *reason, size_t reasonlen, int *slot)
 {
     master[0] = group[0] = '\0';
     *slot = -1;
@@ -639,8 +641,7 @@ int placement_for(const char *name, size_t len, const char *want_group, char *ma
                 pg[i].name = g->name;
                 pg[i].up = m && !g->master_down && m->link == CN_LINK_UP;
                 pg[i].used = m ? (unsigned long long)m->used : 0;
-                pg[i].limit = m ? (unsigned long long)(m->maxmemory ? m->maxmemory : m->sysmem)
-                                : 0;
+                pg[i].limit = m ? (unsigned long long)(m->maxmemory ? m->maxmemory : m->sysmem) : 0;
                 pg[i].filters = counts[i];
             }
             pick = placement_pick(pg, t->ngroups);

@@ -142,9 +142,10 @@ static void summary_into(cn_filter *f, rc_value **r)
     f->memory = r[1] && r[1]->type == ':' ? r[1]->integer : -1;
     f->ttl_ms = r[2] && r[2]->type == ':' ? (r[2]->integer < 0 ? -1 : r[2]->integer) : -1;
     const rc_value *ro = r[3];
-    f->read_only = ro && ((ro->type == ':' && ro->integer == 1) ||
-                          (ro->str && (strcasecmp(ro->str, "yes") == 0 || strcmp(ro->str, "1") == 0 ||
-                                       strcasecmp(ro->str, "true") == 0)));
+    f->read_only =
+        ro && ((ro->type == ':' && ro->integer == 1) ||
+               (ro->str && (strcasecmp(ro->str, "yes") == 0 || strcmp(ro->str, "1") == 0 ||
+                            strcasecmp(ro->str, "true") == 0)));
     f->have = true;
     f->updated_ms = cn_now_ms();
     hist_add(f);
@@ -192,8 +193,8 @@ static void fetch_on(const char *master, const want *w, size_t n)
         }
     }
     if (ok)
-        ok = pool_pipeline(c, ncmd, argc, (const char *const *const *)av, lv, rep,
-                           FETCH_TIMEOUT_MS);
+        ok =
+            pool_pipeline(c, ncmd, argc, (const char *const *const *)av, lv, rep, FETCH_TIMEOUT_MS);
     pool_put(c, ok);
     if (ok) {
         pthread_mutex_lock(&lock);
@@ -363,7 +364,9 @@ static const struct {
     const char *name;
     bool cuckoo;
     int family;
-} types[] = {{"MBbloom--", false, 1}, {"MBbloomCF", true, 1}, {"bloomerBF", false, 2},
+} types[] = {{"MBbloom--", false, 1},
+             {"MBbloomCF", true, 1},
+             {"bloomerBF", false, 2},
              {"bloomerCF", true, 2}};
 static struct {
     char addr[CN_ADDR];
@@ -564,8 +567,8 @@ void catalog_touch(const char *master, const char *name, size_t len, bool gone)
         cn_filter *nr = realloc(rows, (nrows + 1) * sizeof(cn_filter));
         char *nm = malloc(len ? len : 1);
         bool added;
-        hset_entry *e = nr && nm ? hset_insert(&index_, name, len, hash_of(name, len), &added)
-                                 : NULL;
+        hset_entry *e =
+            nr && nm ? hset_insert(&index_, name, len, hash_of(name, len), &added) : NULL;
         if (nr)
             rows = nr;
         if (!e) {

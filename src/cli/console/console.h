@@ -210,8 +210,8 @@ int api_error(textbuf *b, int status, const char *text);
 void api_value_json(textbuf *b, const rc_value *v);
 /* Where a new filter named name goes: the group's index (-1: none, why in
  * reason), its group and master (group given: that group). */
-int placement_for(const char *name, size_t len, const char *want_group, char *master,
-                  char *group, char *reason, size_t reasonlen, int *slot);
+int placement_for(const char *name, size_t len, const char *want_group, char *master, char *group,
+                  char *reason, size_t reasonlen, int *slot);
 /* The master a key lives on now ("" when none is up), its group's index. */
 bool api_key_master(const char *key, size_t len, char *addr, int *group);
 

@@ -82,7 +82,8 @@ static enum MHD_Result send_body(struct MHD_Connection *conn, unsigned status, c
     MHD_add_response_header(r, "Content-Security-Policy",
                             "default-src 'self'; frame-ancestors 'none'");
     if (status == MHD_HTTP_UNAUTHORIZED)
-        MHD_add_response_header(r, "WWW-Authenticate", "Basic realm=\"bloomery\", charset=\"UTF-8\"");
+        MHD_add_response_header(r, "WWW-Authenticate",
+                                "Basic realm=\"bloomery\", charset=\"UTF-8\"");
     enum MHD_Result ret = MHD_queue_response(conn, status, r);
     MHD_destroy_response(r);
     return ret;
@@ -333,7 +334,8 @@ bool serve_start(char *err, size_t errlen)
 {
     char port[16];
     snprintf(port, sizeof(port), "%d", cn_cfg.port);
-    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
+    struct addrinfo hints = {.ai_family = AF_UNSPEC,
+                             .ai_socktype = SOCK_STREAM,
                              .ai_flags = AI_PASSIVE | AI_NUMERICSERV};
     struct addrinfo *ai = NULL;
     int rc = getaddrinfo(cn_cfg.bind, port, &hints, &ai);
@@ -341,16 +343,15 @@ bool serve_start(char *err, size_t errlen)
         snprintf(err, errlen, "--http-bind %s: %s", cn_cfg.bind, gai_strerror(rc));
         return false;
     }
-    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION |
-                     MHD_USE_ERROR_LOG;
+    unsigned flags =
+        MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION | MHD_USE_ERROR_LOG;
     if (ai->ai_family == AF_INET6)
         flags |= MHD_USE_IPv6;
-    daemon_ = MHD_start_daemon(flags, (uint16_t)cn_cfg.port, NULL, NULL, on_request, NULL,
-                               MHD_OPTION_SOCK_ADDR, ai->ai_addr, MHD_OPTION_CONNECTION_LIMIT,
-                               (unsigned)CONN_MAX, MHD_OPTION_PER_IP_CONNECTION_LIMIT,
-                               (unsigned)PER_IP_MAX, MHD_OPTION_CONNECTION_TIMEOUT,
-                               (unsigned)TIMEOUT_S, MHD_OPTION_NOTIFY_COMPLETED, on_completed,
-                               NULL, MHD_OPTION_END);
+    daemon_ = MHD_start_daemon(
+        flags, (uint16_t)cn_cfg.port, NULL, NULL, on_request, NULL, MHD_OPTION_SOCK_ADDR,
+        ai->ai_addr, MHD_OPTION_CONNECTION_LIMIT, (unsigned)CONN_MAX,
+        MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)PER_IP_MAX, MHD_OPTION_CONNECTION_TIMEOUT,
+        (unsigned)TIMEOUT_S, MHD_OPTION_NOTIFY_COMPLETED, on_completed, NULL, MHD_OPTION_END);
     freeaddrinfo(ai);
     if (!daemon_) {
         snprintf(err, errlen, "cannot listen on %s:%d", cn_cfg.bind, cn_cfg.port);

@@ -1,11 +1,14 @@
 /* Small helpers shared by the server: number parsing with Redis's rules,
- * glob matching for KEYS/SCAN/CONFIG GET, memory units, clocks. */
+ * memory units, clocks; glob matching for KEYS/SCAN/CONFIG GET from
+ * src/web/glob.h, shared with the CLI. */
 #ifndef BLOOMERYD_UTIL_H
 #define BLOOMERYD_UTIL_H
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+
+#include "glob.h"
 
 /* Redis's string2ll: optional '-', no '+', no leading zeros, no spaces. */
 bool str_to_ll(const char *s, size_t len, long long *out);
@@ -17,9 +20,6 @@ bool str_to_mem(const char *s, size_t len, long long *out);
 
 /* Case-insensitive equality of a counted string and a C string. */
 bool str_eq_ci(const char *s, size_t len, const char *lit);
-
-/* glob_match: src/web/glob.h, shared with the CLI. */
-#include "glob.h"
 
 int64_t now_ms(void);  /* wall clock, ms */
 int64_t now_us(void);  /* wall clock, us */
