@@ -33,6 +33,25 @@ static pthread_t thread;
 static bool running;
 static size_t cursor; /* where the background summaries go on from */
 
+/* Filters the console deleted lately: a pass that began before the delete
+ * may still have seen them. */
+#define DELETED_MAX 256
+static struct {
+    char *name;
+    size_t len;
+    long long ms;
+} deleted[DELETED_MAX];
+static size_t deleted_next;
+
+static bool deleted_since(const char *name, size_t len, long long since)
+{
+    for (size_t i = 0; i < DELETED_MAX; i++)
+        if (deleted[i].name && deleted[i].ms >= since && deleted[i].len == len &&
+            memcmp(deleted[i].name, name, len) == 0)
+            return true;
+    return false;
+}
+
 /* Filters whose page was opened keep their fill and FPR over time. */
 typedef struct hist {
     char *name;
@@ -397,17 +416,11 @@ static bool scan_master(const char *master, found_list *fl)
 
 /* The rows become what the pass found; the rows of a master the pass could
  * not read stay as they were. */
-static void merge(found_list *fl, char (*failed)[CN_ADDR], size_t nfailed, bool all_ok)
+static void merge(found_list *fl, char (*failed)[CN_ADDR], size_t nfailed, bool all_ok,
+                  long long started)
 {
     pthread_mutex_lock(&lock);
-    size_t keep = 0;
-    for (size_t i = 0; i < nrows; i++)
-        for (size_t j = 0; j < nfailed; j++)
-            if (strcmp(rows[i].master, failed[j]) == 0) {
-                keep++;
-                break;
-            }
-    cn_filter *nr = calloc(fl->n + keep + 1, sizeof(cn_filter));
+    cn_filter *nr = calloc(fl->n + nrows + 1, sizeof(cn_filter));
     hset ni;
     hset_init(&ni);
     if (!nr) {
@@ -419,7 +432,9 @@ static void merge(found_list *fl, char (*failed)[CN_ADDR], size_t nfailed, bool 
         found *f = &fl->v[i];
         bool added;
         hset_entry *e = hset_insert(&ni, f->name, f->len, hash_of(f->name, f->len), &added);
-        if (!e || !added) { /* on two masters at once (a failover under way) */
+        if (!e || !added || deleted_since(f->name, f->len, started)) {
+            /* on two masters at once (a failover under way), or deleted by
+             * the console after the pass read it */
             free(f->name);
             continue;
         }
@@ -440,7 +455,8 @@ static void merge(found_list *fl, char (*failed)[CN_ADDR], size_t nfailed, bool 
         e->seen = (uint32_t)++n;
     }
     for (size_t i = 0; i < nrows; i++) {
-        bool kept = false;
+        /* Made by the console after the pass began: not seen by it yet. */
+        bool kept = rows[i].master[0] && rows[i].touched_ms >= started;
         for (size_t j = 0; j < nfailed && !kept; j++)
             kept = strcmp(rows[i].master, failed[j]) == 0;
         bool added = false;
@@ -468,6 +484,7 @@ static void merge(found_list *fl, char (*failed)[CN_ADDR], size_t nfailed, bool 
 
 static void pass(void)
 {
+    long long started = cn_now_ms();
     char masters[64][CN_ADDR];
     size_t nm = 0;
     const cn_topo *t = fleet_lock();
@@ -480,6 +497,9 @@ static void pass(void)
     for (size_t i = 0; t && i < t->ngroups && nf < 64; i++)
         if (t->groups[i].master_down && t->groups[i].master[0])
             snprintf(failed[nf++], CN_ADDR, "%s", t->groups[i].master);
+    for (size_t i = 0; t && i < t->nnodes && nf < 64; i++)
+        if (t->nodes[i].link == CN_LINK_UNREACHABLE)
+            snprintf(failed[nf++], CN_ADDR, "%s", t->nodes[i].addr);
     fleet_unlock();
     found_list fl = {0};
     bool all_ok = nm > 0;
@@ -500,7 +520,7 @@ static void pass(void)
         free(fl.v);
         return;
     }
-    merge(&fl, failed, nf, all_ok);
+    merge(&fl, failed, nf, all_ok, started);
     free(fl.v);
 }
 
@@ -553,6 +573,14 @@ void catalog_touch(const char *master, const char *name, size_t len, bool gone)
     pthread_mutex_lock(&lock);
     cn_filter *f = catalog_find(name, len);
     if (gone) {
+        free(deleted[deleted_next].name);
+        deleted[deleted_next].name = malloc(len ? len : 1);
+        if (deleted[deleted_next].name) {
+            memcpy(deleted[deleted_next].name, name, len);
+            deleted[deleted_next].len = len;
+            deleted[deleted_next].ms = cn_now_ms();
+            deleted_next = (deleted_next + 1) % DELETED_MAX;
+        }
         if (f) { /* the name leaves the index; the row stays until the next pass */
             hset_entry *e = hset_find(&index_, name, len, hash_of(name, len));
             if (e)
@@ -588,6 +616,7 @@ void catalog_touch(const char *master, const char *name, size_t len, bool gone)
     }
     snprintf(f->master, sizeof(f->master), "%s", master);
     f->updated_ms = 0;
+    f->touched_ms = cn_now_ms();
     pthread_mutex_unlock(&lock);
     char *names[1] = {(char *)name};
     size_t lens[1] = {len};
@@ -618,4 +647,6 @@ void catalog_stop(void)
     hset_free(&index_);
     for (size_t i = 0; i < HIST_FILTERS; i++)
         free(hists[i].name);
+    for (size_t i = 0; i < DELETED_MAX; i++)
+        free(deleted[i].name);
 }

@@ -137,6 +137,7 @@ typedef struct cn_filter {
     long long capacity, items, memory, ttl_ms;
     double fill, fpr, error_rate; /* fpr, error_rate < 0: none */
     long long updated_ms;         /* when the summary was read; 0: never */
+    long long touched_ms;         /* when the console itself made or changed it */
 } cn_filter;
 bool catalog_start(char *err, size_t errlen);
 void catalog_stop(void);

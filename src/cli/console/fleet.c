@@ -354,7 +354,7 @@ static void read_cluster(cn_topo *t, const cn_topo *prev)
 
 /* ---- INFO ---- */
 
-static void read_info(cn_topo *t, cn_node *n, bool nodes_mode)
+static void read_info(cn_topo *t, const cn_topo *prev, cn_node *n, bool nodes_mode)
 {
     char err[160];
     const char *argv[] = {"INFO"};
@@ -363,6 +363,14 @@ static void read_info(cn_topo *t, cn_node *n, bool nodes_mode)
         snprintf(n->error, sizeof(n->error), "%s", v && v->type == '-' ? v->str : err);
         n->link = CN_LINK_UNREACHABLE;
         rc_value_free(v);
+        /* A node gone keeps the role it had: a master that died is shown as
+         * a master down, its filters kept, not as a stranger. */
+        const cn_node *was = nodes_mode ? fleet_node(prev, n->addr) : NULL;
+        if (was) {
+            n->master = was->master;
+            if (!n->master_addr[0])
+                snprintf(n->master_addr, sizeof(n->master_addr), "%s", was->master_addr);
+        }
         return;
     }
     n->used = rc_info_ll(v, "used_memory");
@@ -446,7 +454,7 @@ static cn_topo *build(const cn_topo *prev)
     }
     /* INFO everywhere; in nodes mode the list grows with the replicas found. */
     for (size_t i = 0; i < t->nnodes; i++)
-        read_info(t, &t->nodes[i], nodes_mode);
+        read_info(t, prev, &t->nodes[i], nodes_mode);
     if (nodes_mode) {
         /* A replica's master not given: INFO it too (one level). */
         size_t had = t->nnodes;
@@ -455,7 +463,7 @@ static cn_topo *build(const cn_topo *prev)
                 !fleet_node(t, t->nodes[i].master_addr)) {
                 cn_node *m = add_node(t, t->nodes[i].master_addr);
                 if (m)
-                    read_info(t, m, true);
+                    read_info(t, prev, m, true);
             }
         for (size_t i = 0; i < t->nnodes; i++)
             if (t->nodes[i].master) {
