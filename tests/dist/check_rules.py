@@ -2,7 +2,10 @@
 """dist/prometheus/bloomery.rules.yml: `promtool check rules` accepts it,
 `promtool test rules` passes its unit tests (bloomery.rules.test.yml), and
 the tests can fail: for every alert, a copy of the rules with the alert
-broken must fail them. Each alert is broken three ways: it never fires
+broken must fail them. And every query of dist/grafana/bloomery-dashboard.json,
+its Grafana variables given values, is PromQL that promtool parses (as
+recording rules). tests/server/test_dashboards.py checks that the metrics
+they name are exported. Each alert is broken three ways: it never fires
 (its firing case fails), it has no `for:` (its "for not elapsed" case
 fails), and its threshold is moved ten times lower for `>`, ten times
 higher for `<` (its below-threshold case fails).
@@ -11,6 +14,7 @@ Exit 77 (skipped) without promtool (Debian's prometheus package).
 Usage: check_rules.py SOURCE_DIR
 """
 import copy
+import json
 import os
 import re
 import shutil
@@ -65,6 +69,40 @@ def passing(files, cwd):
     return got
 
 
+# Grafana's variables, as a panel's query has them filled in.
+GRAFANA_VARS = [("$__rate_interval", "1m"), ("$__interval", "1m"), ("$topn", "10"),
+                ("$job", "bloomery"), ("$instance", ".+")]
+
+
+def dashboard_queries(path):
+    with open(path) as f:
+        dash = json.load(f)
+    out = []
+
+    def walk(panels):
+        for p in panels:
+            for t in p.get("targets", []):
+                out.append((p["title"], t["expr"]))
+            walk(p.get("panels", []))
+    walk(dash["panels"])
+    return out
+
+
+def check_dashboard(path, work):
+    queries = dashboard_queries(path)
+    check(len(queries) > 40, "the dashboard has its queries (%d)" % len(queries))
+    rules = []
+    for i, (title, expr) in enumerate(queries):
+        for var, val in GRAFANA_VARS:
+            expr = expr.replace(var, val)
+        check("$" not in expr, "%r: every variable filled in: %s" % (title, expr))
+        rules.append({"record": "dashboard:query_%d" % i, "expr": expr})
+    f = os.path.join(work, "dashboard.rules.yml")
+    write(f, {"groups": [{"name": "dashboard", "rules": rules}]})
+    rc, out = promtool("check", "rules", f)
+    check(rc == 0, "every dashboard query parses\n" + out)
+
+
 def moved(expr):
     """expr with its first numeric threshold moved so that the cases
     below it cross it; None when it has none that moves."""
@@ -97,6 +135,7 @@ def main(src):
     tested = {t["alertname"] for case in tests["tests"] for t in case.get("alert_rule_test", [])}
     work = tempfile.mkdtemp(prefix="bloomery-rules-")
     try:
+        check_dashboard(os.path.join(src, "dist", "grafana", "bloomery-dashboard.json"), work)
         runs = {}  # test file: what it checks, whether it must pass
         for gi, group in enumerate(rules["groups"]):
             for ri, rule in enumerate(group["rules"]):
