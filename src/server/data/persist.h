@@ -88,6 +88,7 @@ bool wal_append_raw(const uint8_t *rec, size_t len, uint64_t lsn);
 typedef struct wal_stats {
     /* appended: the last record taken into the log's buffer */
     uint64_t appended_lsn, written_lsn, durable_lsn, bytes, fsyncs, pending_bytes;
+    uint64_t errors; /* failed writes, fsyncs and file creations since the start */
     int64_t last_fsync_ms;
     bool write_ok;
 } wal_stats;
