@@ -15,8 +15,8 @@
 #include "rcall.h"
 
 typedef struct reb_node {
-    char addr[64]; /* host:port */
-    char id[41];   /* the cluster's node id */
+    char addr[64];                /* host:port */
+    char id[41];                  /* the cluster's node id */
     unsigned long long used;      /* used_memory */
     unsigned long long maxmemory; /* 0: none */
     unsigned long long after;     /* used once the plan is made */
