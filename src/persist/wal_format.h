@@ -64,7 +64,7 @@ enum wal_type {
     WAL_TD_CREATE = 32,    /* key, compression */
     WAL_TD_RESET = 33,     /* key */
     WAL_TD_MERGE = 34,     /* compression, override, n keys: destination, sources */
-    WAL_VALUE_FLAGS = 35,  /* key, u8 flags (WAL_FLAG_*): BF.CONFIG */
+    WAL_VALUE_FLAGS = 36,  /* key, u8 flags (WAL_FLAG_*): BF.CONFIG */
 };
 
 /* WAL_VALUE_FLAGS bits: the value's flags as they are after the command. */
