@@ -133,9 +133,13 @@ def test_every_kind_refuses_adds_and_answers_reads(r, server):
     assert r.execute_command("CF.ADD", "cuckoo", "new") == 1
     assert r.execute_command("BF.DEL", "counting", "new") == 1
     out = server.output()
-    for key in KEYS:
-        assert "BF.CONFIG: filter '%s' is now read-only" % key in out
-        assert "BF.CONFIG: filter '%s' is now writable" % key in out
+    for key in KEYS:  # notice level: Redis's "*" mark
+        assert " * BF.CONFIG: filter '%s' is now read-only\n" % key in out
+        assert " * BF.CONFIG: filter '%s' is now writable\n" % key in out
+    # A key that is not text is written escaped, on one line.
+    r.execute_command("BF.ADD", b"bin\nkey\x00", "x")
+    r.execute_command("BF.CONFIG", b"bin\nkey\x00", "READONLY", "yes")
+    assert " * BF.CONFIG: filter 'bin\\x0akey\\x00' is now read-only\n" in server.output()
 
 
 def write_invocations(c):
