@@ -399,7 +399,7 @@ static int move_slot(rc_conn *conns, const reb_plan *p, const reb_move *m, const
     if (setslot(dst, to->addr, m->slot, "IMPORTING", from->id, err, errlen) != 0)
         return -1;
     if (setslot(src, from->addr, m->slot, "MIGRATING", to->id, err, errlen) != 0) {
-        char ignore[256];
+        char ignore[1024];
         setslot(dst, to->addr, m->slot, "STABLE", NULL, ignore, sizeof ignore);
         return -1;
     }
@@ -407,7 +407,7 @@ static int move_slot(rc_conn *conns, const reb_plan *p, const reb_move *m, const
     if (migrate_keys(src, from, to, m->slot, o, &moved, err, errlen) != 0) {
         if (moved == 0) {
             /* Nothing moved yet: the slot goes back to how it was. */
-            char ignore[256];
+            char ignore[1024];
             setslot(src, from->addr, m->slot, "STABLE", NULL, ignore, sizeof ignore);
             setslot(dst, to->addr, m->slot, "STABLE", NULL, ignore, sizeof ignore);
         } else {
@@ -427,7 +427,7 @@ static int move_slot(rc_conn *conns, const reb_plan *p, const reb_move *m, const
     for (size_t i = 0; i < p->nnodes; i++) {
         if (i == m->from || i == m->to)
             continue;
-        char ignore[256];
+        char ignore[1024];
         setslot(&conns[i], p->nodes[i].addr, m->slot, "NODE", to->id, ignore, sizeof ignore);
     }
     return 0;

@@ -167,3 +167,52 @@ def test_rebalance_by_memory(start_module, monkeypatch):
         max(before.values()) - min(before.values()), (before, after)
     for x in c.values():
         x.close()
+
+
+def test_rebalance_as_acl_user_and_failed_move_rolled_back(start_module, monkeypatch):
+    """--user/--pass reach MIGRATE (AUTH2) on nodes whose default user has a
+    password; a MIGRATE refused (the user may not MIGRATE) stops the run
+    with the slot STABLE again on both nodes and the filter in place."""
+    monkeypatch.setattr(conftest, "free_port", cluster_port)
+    nodes = [start_module("rebalance-acl-%d" % i, "--cluster-enabled", "yes",
+                          "--cluster-node-timeout", "5000") for i in range(3)]
+    monkeypatch.undo()
+    out = subprocess.run(["redis-cli", "--cluster", "create",
+                          *("127.0.0.1:%d" % n.port for n in nodes), "--cluster-replicas", "0",
+                          "--cluster-yes"], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stdout + out.stderr
+    c = {n.port: n.client() for n in nodes}
+    for x in c.values():
+        wait_for(lambda x=x: masters_ok(x, 3), "the cluster did not form")
+    heavy = sorted(c)[0]
+    owner = owner_ports(c[heavy])
+    tag = tags_of(owner, heavy, 1, "acl")[0]
+    key = "{%s}f" % tag
+    slot = key_slot(key.encode())
+    c[heavy].execute_command("BF.RESERVE", key, "0.01", "3000000")
+    c[heavy].execute_command("BF.MADD", key, "a", "b")
+    d = c[heavy].execute_command("DEBUG", "DIGEST-VALUE", key)
+    for x in c.values():
+        # Connections open now stay authenticated as default.
+        x.execute_command("ACL", "SETUSER", "reb", "on", ">pw", "~*", "+@all", "-migrate")
+        x.execute_command("ACL", "SETUSER", "default", "resetpass", ">adminpw")
+
+    out = rebalance(heavy, "--apply", "--user", "reb", "--pass", "pw")
+    assert out.returncode == 1, out.stdout + out.stderr
+    assert "moving slot %d " % slot in out.stdout, out.stdout
+    assert "NOPERM" in out.stderr, out.stderr
+    for p, x in c.items():
+        assert not any(r.startswith("[") for n in nodes_view(x).values() for r in n[3]), p
+    assert owner_ports(c[heavy])[slot] == heavy
+    assert c[heavy].execute_command("DEBUG", "DIGEST-VALUE", key) == d
+
+    for x in c.values():
+        x.execute_command("ACL", "SETUSER", "reb", "+migrate")
+    out = rebalance(heavy, "--apply", "--user", "reb", "--pass", "pw")
+    assert out.returncode == 0, out.stdout + out.stderr
+    to = owner_ports(c[heavy])[slot]
+    assert to != heavy
+    assert c[to].execute_command("DEBUG", "DIGEST-VALUE", key) == d
+    assert c[to].execute_command("BF.MEXISTS", key, "a", "b") == [1, 1]
+    for x in c.values():
+        x.close()
