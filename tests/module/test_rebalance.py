@@ -216,3 +216,21 @@ def test_rebalance_as_acl_user_and_failed_move_rolled_back(start_module, monkeyp
     assert c[to].execute_command("BF.MEXISTS", key, "a", "b") == [1, 1]
     for x in c.values():
         x.close()
+
+
+def test_rebalance_usage_and_errors(module_server):
+    def cli(*args):
+        return subprocess.run([CLI, "rebalance", *args], capture_output=True, text=True,
+                              timeout=60)
+    assert cli().returncode == 2
+    assert "--cluster HOST:PORT is needed" in cli().stderr
+    assert cli("--cluster", "127.0.0.1:1", "--tolerance", "1.5").returncode == 2
+    assert cli("--cluster", "127.0.0.1:1", "--frobnicate").returncode == 2
+    assert cli("--cluster", "127.0.0.1:1", "--user", "u").returncode == 2
+    out = cli("--help")
+    assert out.returncode == 0 and "--apply" in out.stdout and "--tls" in out.stdout
+    # Nothing listens on port 1 of loopback; a server not in cluster mode.
+    out = cli("--cluster", "127.0.0.1:1")
+    assert out.returncode == 1 and "127.0.0.1:1" in out.stderr, out.stderr
+    out = cli("--cluster", "127.0.0.1:%d" % module_server.port)
+    assert out.returncode == 1 and "cluster support disabled" in out.stderr, out.stderr
