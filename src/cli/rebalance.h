@@ -19,7 +19,7 @@ typedef struct reb_node {
     char id[41];   /* the cluster's node id */
     /* The memory the plan evens out: used_memory plus values. bloomery.so
      * allocates its values outside Redis's allocator, so used_memory does
-     * not count them (docs/MODULE.md, "Memory"). */
+     * not count them (docs/MODULE.md, "Rebalancing by memory"). */
     unsigned long long used;
     unsigned long long used_memory; /* INFO memory's */
     unsigned long long values;      /* MEMORY USAGE of its keys of bloomery.so's types */
