@@ -56,11 +56,12 @@ def test_spare_replica_migrates_to_orphaned_master(start_module, monkeypatch):
             keys.append(k)
         if len(keys) == 20:
             break
-    for k in keys:
-        rc.execute_command("BF.RESERVE", k, "0.01", "1000")
-        rc.execute_command("BF.MADD", k, "a-" + k, "b-" + k)
     rc.close()
-    assert c[m1.port].execute_command("WAIT", 1, 5000) == 1
+    # Written on m1's own connection, so that WAIT counts these writes.
+    for k in keys:
+        c[m1.port].execute_command("BF.RESERVE", k, "0.01", "1000")
+        c[m1.port].execute_command("BF.MADD", k, "a-" + k, "b-" + k)
+    assert c[m1.port].execute_command("WAIT", 1, 10000) == 1
 
     lone.proc.send_signal(signal.SIGKILL)
     lone.proc.wait(timeout=30)
