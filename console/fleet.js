@@ -126,14 +126,16 @@ function showProblems() {
 }
 
 // Runs a request for source; its failure goes to the banner, its success
-// clears what that source had put there. Returns null on failure.
-async function load(source, what, path) {
+// clears what that source had put there. Returns null on failure, and when
+// live() says the view it was for is gone (its answer no longer matters).
+async function load(source, what, path, live = () => true) {
   try {
     const body = await api(path);
+    if (!live()) return null;
     solved(source);
     return body;
   } catch (e) {
-    problem(source, what, e);
+    if (live()) problem(source, what, e);
     return null;
   }
 }
@@ -273,7 +275,7 @@ const nodesView = {
   async refresh(live) {
     const [o, nodes] = await Promise.all([
       loadOverview(),
-      load("nodes", "Cannot read the nodes (/api/nodes)", "/api/nodes")]);
+      load("nodes", "Cannot read the nodes (/api/nodes)", "/api/nodes", live)]);
     if (!live()) return;
     if (o) this.renderGroups(o);
     if (nodes) this.renderNodes(nodes);
@@ -373,7 +375,7 @@ const filtersView = {
     if (glob(p.match)) params.match = glob(p.match);
     if (p.type) params.type = p.type;
     const d = await load("filters", "Cannot list the filters (/api/filters)",
-      query("/api/filters", params));
+      query("/api/filters", params), live);
     if (!d || !live()) return;
     const pages = renderPager($("filters-pager"), d.page, d.per_page, d.total,
       (page, per) => this.hash({ ...p, page, per_page: Number(per) }));
@@ -437,7 +439,7 @@ const filterView = {
   async refresh(live) {
     const name = this.name;
     const f = await load("filter", "Cannot read the filter \u201c" + name + "\u201d (/api/filter)",
-      query("/api/filter", { name }));
+      query("/api/filter", { name }), live);
     if (!live()) return;
     if (!f) {
       $("filter-summary").replaceChildren(el("div", {}, el("dd", { class: "error-text" },
@@ -619,7 +621,7 @@ const routingView = {
     const params = { page: p.page, per_page: p.per_page };
     if (glob(p.match)) params.match = glob(p.match);
     const d = await load("routing", "Cannot read the routing table (/api/routing)",
-      query("/api/routing", params));
+      query("/api/routing", params), live);
     if (!d || !live()) return;
     const pages = renderPager($("routing-pager"), p.page, p.per_page, d.total,
       (page, per) => this.hash({ ...p, page, per_page: Number(per) }));
@@ -770,15 +772,15 @@ const rebalanceView = {
     }
     const gen0 = gen;
     const plan = await load("plan", "Cannot read the rebalance plan (/api/rebalance/plan)",
-      "/api/rebalance/plan");
-    if (!plan || gen0 !== gen) return;
+      "/api/rebalance/plan", () => gen0 === gen);
+    if (!plan) return;
     this.plan = plan;
     this.renderPlan(plan);
   },
   async refresh(live) {
     if (me.mode && me.mode !== "cluster") return;
     const s = await load("rebalance", "Cannot read the rebalance's progress (/api/rebalance/status)",
-      "/api/rebalance/status");
+      "/api/rebalance/status", live);
     if (!s || !live()) return;
     const box = $("reb-status");
     const bar = el("div", { class: "progress" }, el("span"));
