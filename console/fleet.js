@@ -213,8 +213,13 @@ function pageParams(p) {
 }
 
 // box: the pager's element; hashFor(page, per_page): the view's URL.
+// Rebuilt only when it changes: a button replaced under the pointer by a
+// refresh would lose the click.
 function renderPager(box, page, perPage, total, hashFor) {
   const pages = Math.max(1, Math.ceil(total / perPage));
+  const key = page + "/" + perPage + "/" + total;
+  if (box.dataset.key === key) return pages;
+  box.dataset.key = key;
   const btn = (label, title, to, off) => el("button", {
     type: "button", title, disabled: off, class: "page-" + title.split(" ")[0].toLowerCase(),
     onclick: () => go(hashFor(to, perPage)) }, label);
@@ -283,8 +288,12 @@ const nodesView = {
   renderGroups(o) {
     const cluster = o.mode === "cluster";
     $("mode").textContent = "\u00b7 " + o.mode;
-    for (const th of document.querySelectorAll("#groups .col-slots"))
+    const sentinel = o.mode === "sentinel";
+    for (const th of document.querySelectorAll("#groups thead .col-slots"))
       th.classList.toggle("hidden", !cluster);
+    for (const th of document.querySelectorAll("#groups thead .col-sentinel"))
+      th.classList.toggle("hidden", !sentinel);
+    const quorumCls = "num col-sentinel" + (sentinel ? "" : " hidden");
     $("groups").tBodies[0].replaceChildren(...o.groups.map((g) => {
       const status = [];
       if (g.master === null) status.push(el("span", { class: "badge critical loud" }, "NO MASTER"));
@@ -300,8 +309,8 @@ const nodesView = {
           g.master === null ? "none" : g.master),
         el("td", { title: replicas, class: g.replicas.length ? null : "err" },
           replicas || "none"),
-        el("td", { class: "num" }, dash(g.quorum)),
-        el("td", { class: "num" }, dash(g.sentinels)),
+        el("td", { class: quorumCls }, dash(g.quorum)),
+        el("td", { class: quorumCls }, dash(g.sentinels)),
         el("td", { class: "status pad" }, ...status.flatMap((s) => [s, " "])),
         el("td", { title: stamp(g.last_failover_ms) }, ago(g.last_failover_ms)),
         el("td", { class: "col-slots" + (cluster ? "" : " hidden"), title: g.slots }, dash(g.slots)));
@@ -377,6 +386,10 @@ const filtersView = {
     const d = await load("filters", "Cannot list the filters (/api/filters)",
       query("/api/filters", params), live);
     if (!d || !live()) return;
+    // The same answer again: the rows stay as they are (and under the pointer).
+    const same = JSON.stringify([params, d]);
+    if (same === this.shown) return;
+    this.shown = same;
     const pages = renderPager($("filters-pager"), d.page, d.per_page, d.total,
       (page, per) => this.hash({ ...p, page, per_page: Number(per) }));
     if (d.total > 0 && p.page > pages) return go(this.hash({ ...p, page: pages }), true);
@@ -623,6 +636,9 @@ const routingView = {
     const d = await load("routing", "Cannot read the routing table (/api/routing)",
       query("/api/routing", params), live);
     if (!d || !live()) return;
+    const same = JSON.stringify([p, d]);
+    if (same === this.shown) return;
+    this.shown = same;
     const pages = renderPager($("routing-pager"), p.page, p.per_page, d.total,
       (page, per) => this.hash({ ...p, page, per_page: Number(per) }));
     if (d.total > 0 && p.page > pages) return go(this.hash({ ...p, page: pages }), true);
@@ -908,8 +924,13 @@ async function run(force) {
   }
 }
 
+let lastMe = 0;
 function tick() {
-  if (!meLoaded) loadMe();
+  if (document.hidden) return; // a tab in the background asks nothing
+  if (!meLoaded && Date.now() - lastMe >= 2000) {
+    lastMe = Date.now();
+    loadMe().then(() => { if (meLoaded) onRoute(); });
+  }
   const v = VIEWS[route.view];
   if (busy !== gen && Date.now() - lastRun >= v.period) run(false);
   if (route.view !== "nodes" && Date.now() - lastOverview >= OVERVIEW_MS) {
@@ -927,6 +948,8 @@ document.addEventListener("DOMContentLoaded", async () => {
     if ($("confirm").returnValue === "ok" && action) await action();
   });
   window.addEventListener("hashchange", onRoute);
+  document.addEventListener("visibilitychange", () => { if (!document.hidden) run(true); });
+  lastMe = Date.now();
   await loadMe();
   lastOverview = Date.now();
   loadOverview();

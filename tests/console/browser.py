@@ -120,6 +120,19 @@ class Browser:
         return self.wait(found, "an element %s%s" % (selector, " shown" if visible else ""),
                          timeout)
 
+    def click(self, selector, timeout=30):
+        """Clicks the first displayed element matching selector, found afresh
+        until the click lands: a page that re-renders may replace the
+        element between finding it and clicking it (a stale element, retried
+        like any other exception of wait)."""
+        def clicked():
+            for e in self.css(selector):
+                if e.is_displayed():
+                    e.click()
+                    return True
+            return False
+        return self.wait(clicked, "a click on " + selector, timeout)
+
     def text(self, selector):
         """The visible text of the first element matching selector ('' when none)."""
         found = self.css(selector)
