@@ -217,7 +217,7 @@ function pageParams(p) {
 // refresh would lose the click.
 function renderPager(box, page, perPage, total, hashFor) {
   const pages = Math.max(1, Math.ceil(total / perPage));
-  const key = page + "/" + perPage + "/" + total;
+  const key = hashFor(page, perPage) + " " + total; // the view's other parameters too
   if (box.dataset.key === key) return pages;
   box.dataset.key = key;
   const btn = (label, title, to, off) => el("button", {
@@ -392,7 +392,7 @@ const filtersView = {
     this.shown = same;
     const pages = renderPager($("filters-pager"), d.page, d.per_page, d.total,
       (page, per) => this.hash({ ...p, page, per_page: Number(per) }));
-    if (d.total > 0 && p.page > pages) return go(this.hash({ ...p, page: pages }), true);
+    if (p.page > pages) return go(this.hash({ ...p, page: pages }), true);
     $("filters-total").textContent = count(d.total) + (d.total === 1 ? " filter" : " filters") +
       (params.match ? " matching " + params.match : "");
     $("filters-note").textContent = d.complete ? ""
@@ -641,7 +641,7 @@ const routingView = {
     this.shown = same;
     const pages = renderPager($("routing-pager"), p.page, p.per_page, d.total,
       (page, per) => this.hash({ ...p, page, per_page: Number(per) }));
-    if (d.total > 0 && p.page > pages) return go(this.hash({ ...p, page: pages }), true);
+    if (p.page > pages) return go(this.hash({ ...p, page: pages }), true);
     $("routing-total").textContent = count(d.total) + (d.total === 1 ? " filter" : " filters") +
       (params.match ? " matching " + params.match : "");
     const badge = { ok: "ok", degraded: "warning", down: "critical" };
