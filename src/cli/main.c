@@ -18,6 +18,8 @@ static const struct {
     {"check", cmd_check, "ask a server which keys may exist (BF.MEXISTS)"},
     {"check-data", cmd_check_data,
      "verify a bloomeryd data directory (--fix drops a torn log tail)"},
+    {"rebalance", cmd_rebalance,
+     "even out a Redis Cluster's masters by memory, moving slots (--apply)"},
     {"console", cmd_console,
      "serve a console of a whole deployment (Sentinel, Cluster or nodes) over HTTP"},
 };

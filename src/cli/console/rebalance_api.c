@@ -19,7 +19,7 @@ static bool have_plan;
 static reb_plan running_plan; /* the plan being made, owned by the thread */
 static bool running;
 static size_t done_moves, total_moves;
-static char current[128], error_text[256];
+static char current[192], error_text[256];
 static long long finished_ms = -1;
 /* The credentials the moves run with, copied: the thread outlives the
  * request. */
