@@ -216,9 +216,7 @@ int placement_for(const char *name, size_t len, const char *want_group, char *ma
 /* The master a key lives on now ("" when none is up), its group's index. */
 bool api_key_master(const char *key, size_t len, char *addr, int *group);
 
-/* ---- rebalance_api.c: built with src/cli/rebalance.c; absent, these
- * routes answer 404 ---- */
-int api_rebalance(const char *method, const char *url, const cn_who *w, textbuf *b)
-    __attribute__((weak));
+/* ---- rebalance_api.c: /api/rebalance/plan, start, status ---- */
+int api_rebalance(const char *method, const char *url, const cn_who *w, textbuf *b);
 
 #endif

@@ -2,8 +2,7 @@
  * memory through src/cli/rebalance.h. GET /api/rebalance/plan makes a plan
  * and keeps it; POST /api/rebalance/start makes that plan's moves on a
  * thread of its own, as the signed-in user; GET /api/rebalance/status
- * follows it. Built only with src/cli/rebalance.c (CMakeLists.txt): without
- * it, api_rebalance is absent and the routes answer 404. */
+ * follows it. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -167,7 +167,7 @@ static int route_get(const char *url, struct MHD_Connection *conn, const cn_who 
         return api_placement(&q, b);
     if (strcmp(url, "/api/calc") == 0)
         return api_calc_get(&q, b);
-    if (strncmp(url, "/api/rebalance/", 15) == 0 && api_rebalance)
+    if (strncmp(url, "/api/rebalance/", 15) == 0)
         return api_rebalance("GET", url, w, b);
     return api_error(b, 404, "not found");
 }
@@ -192,7 +192,7 @@ static int route_post(const char *url, req *st, textbuf *b)
         return ops_key(w, &f, "delete", b);
     if (strcmp(url, "/api/filter/readonly") == 0)
         return ops_key(w, &f, "readonly", b);
-    if (strncmp(url, "/api/rebalance/", 15) == 0 && api_rebalance)
+    if (strncmp(url, "/api/rebalance/", 15) == 0)
         return api_rebalance("POST", url, w, b);
     return api_error(b, 404, "not found");
 }
