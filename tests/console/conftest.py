@@ -8,6 +8,10 @@ sys.path.insert(0, os.path.dirname(__file__))
 from consolehelp import Console, Proc  # noqa: E402
 
 
+def pytest_configure(config):
+    config.addinivalue_line("markers", "report: prints figures (-s shows them), asserts none")
+
+
 @pytest.fixture
 def procs():
     """start(argv, name) -> Proc; console(args) -> Console; all stopped at

@@ -4,11 +4,14 @@ contents are checked. bench/console/api measures 100,000 filters across
 six nodes and the nodes' CPU (docs/BENCHMARKS.md, "Fleet console")."""
 import time
 
+import pytest
+
 from consolehelp import QUICK, bloomeryd, wait_for
 
 N = 2000 if QUICK else 20000
 
 
+@pytest.mark.report
 def test_filters_api_report(procs):
     nodes = [procs.start(bloomeryd(), "node") for _ in range(2)]
     for i, n in enumerate(nodes):
