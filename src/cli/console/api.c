@@ -324,6 +324,7 @@ static const char *const sort_names[] = {"name",   "node", "type", "capacity", "
 
 typedef struct sorter {
     const cn_filter *rows;
+    size_t sorted; /* rows below this index are in name order */
     int col;
     int dir;
 } sorter;
@@ -348,10 +349,8 @@ static int cmp_rows(const void *pa, const void *pb, void *arg)
     default: break;
     }
     if (c == 0) { /* the name breaks ties, so pages never overlap */
-        size_t n = a->len < b->len ? a->len : b->len;
-        c = memcmp(a->name, b->name, n);
-        if (c == 0)
-            c = a->len < b->len ? -1 : a->len > b->len;
+        uint32_t ia = *(const uint32_t *)pa, ib = *(const uint32_t *)pb;
+        c = ia < s->sorted && ib < s->sorted ? (ia > ib) - (ia < ib) : catalog_name_cmp(a, b);
     }
     return c * s->dir;
 }
@@ -381,11 +380,20 @@ static uint32_t *select_rows(const cn_form *q, const cn_filter *rows, size_t n, 
             continue;
         idx[k++] = (uint32_t)i;
     }
-    sorter s = {rows, S_NAME, order && strcmp(order, "desc") == 0 ? -1 : 1};
+    sorter s = {rows, catalog_name_sorted(), S_NAME, order && strcmp(order, "desc") == 0 ? -1 : 1};
     for (int i = 0; sort && sort_names[i]; i++)
         if (strcmp(sort, sort_names[i]) == 0)
             s.col = i;
-    qsort_r(idx, k, sizeof(uint32_t), cmp_rows, &s);
+    if (s.col == S_NAME && s.sorted == n) {
+        /* Already in name order: the index order, or its reverse. */
+        for (size_t i = 0; s.dir < 0 && i < k / 2; i++) {
+            uint32_t t = idx[i];
+            idx[i] = idx[k - 1 - i];
+            idx[k - 1 - i] = t;
+        }
+    } else {
+        qsort_r(idx, k, sizeof(uint32_t), cmp_rows, &s);
+    }
     *count = k;
     return idx;
 }

@@ -29,6 +29,7 @@ static cn_filter *rows;
 static size_t nrows;
 static hset index_; /* name -> row index + 1 (its entry's "seen") */
 static bool complete;
+static size_t name_sorted; /* rows[0, name_sorted) are in name order */
 static pthread_t thread;
 static bool running;
 static size_t cursor; /* where the background summaries go on from */
@@ -72,6 +73,17 @@ cn_filter *catalog_rows(size_t *n, bool *done)
         *done = complete;
     return rows;
 }
+
+size_t catalog_name_sorted(void) { return name_sorted; }
+
+int catalog_name_cmp(const cn_filter *a, const cn_filter *b)
+{
+    size_t n = a->len < b->len ? a->len : b->len;
+    int c = memcmp(a->name, b->name, n);
+    return c ? c : a->len < b->len ? -1 : a->len > b->len;
+}
+
+static int by_name(const void *a, const void *b) { return catalog_name_cmp(a, b); }
 
 static uint64_t hash_of(const char *s, size_t n) { return XXH3_64bits(s, n); }
 
@@ -470,10 +482,19 @@ static void merge(found_list *fl, char (*failed)[CN_ADDR], size_t nfailed, bool 
             free(rows[i].name);
         }
     }
+    /* In name order, so that the table's default order needs no sort and
+     * other orders break ties by position. */
+    qsort(nr, n, sizeof(cn_filter), by_name);
+    for (size_t i = 0; i < n; i++) {
+        hset_entry *e = hset_find(&ni, nr[i].name, nr[i].len, hash_of(nr[i].name, nr[i].len));
+        if (e)
+            e->seen = (uint32_t)(i + 1);
+    }
     free(rows);
     hset_free(&index_);
     rows = nr;
     nrows = n;
+    name_sorted = n;
     index_ = ni;
     if (all_ok)
         complete = true;

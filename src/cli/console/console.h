@@ -147,6 +147,10 @@ void catalog_unlock(void);
 /* All filters, and whether every master's SCAN completed once. */
 cn_filter *catalog_rows(size_t *n, bool *complete);
 cn_filter *catalog_find(const char *name, size_t len);
+/* How many rows from the first are in name order (those of the last pass;
+ * rows the console added since follow unsorted). */
+size_t catalog_name_sorted(void);
+int catalog_name_cmp(const cn_filter *a, const cn_filter *b);
 size_t catalog_count_on(const char *master);
 /* A filter added or changed by the console: its row (re)read now, so the
  * table shows it at once. gone: removed. */
