@@ -58,10 +58,8 @@ double bloomery_model_fpr_split(double bits_per_key, unsigned b, unsigned lane_b
     return pow(sum, (double)b);
 }
 
-double bloomery_bits_per_key_split(double target, unsigned b, unsigned lane_bits)
+static double split_search(double target, unsigned b, unsigned lane_bits)
 {
-    if (!(target > 0 && target < 1))
-        return NAN;
     double lo = 0.25, hi = 1.0;
     while (bloomery_model_fpr_split(hi, b, lane_bits) > target) {
         lo = hi;
@@ -77,6 +75,35 @@ double bloomery_bits_per_key_split(double target, unsigned b, unsigned lane_bits
             hi = mid;
     }
     return hi;
+}
+
+/* The search above evaluates the model some 40 times, and sizing one
+ * filter searches up to five times (once per blocks-per-key choice): a few
+ * milliseconds for each BF.RESERVE and each new link. The same rates come
+ * back again and again (a service's filters share their error rate, links
+ * follow a fixed schedule), so each thread keeps its last answers, which
+ * are the search's own to the bit. */
+#define SPLIT_MEMO 32
+static _Thread_local struct split_memo {
+    double target;
+    unsigned b, lane_bits; /* b 0: an empty slot */
+    double c;
+} split_memo[SPLIT_MEMO];
+static _Thread_local unsigned split_memo_next;
+
+double bloomery_bits_per_key_split(double target, unsigned b, unsigned lane_bits)
+{
+    if (!(target > 0 && target < 1))
+        return NAN;
+    for (unsigned i = 0; i < SPLIT_MEMO; i++) {
+        const struct split_memo *m = &split_memo[i];
+        if (m->b == b && m->lane_bits == lane_bits && m->target == target && b != 0)
+            return m->c;
+    }
+    double c = split_search(target, b, lane_bits);
+    split_memo[split_memo_next] = (struct split_memo){target, b, lane_bits, c};
+    split_memo_next = (split_memo_next + 1) % SPLIT_MEMO;
+    return c;
 }
 
 uint64_t bloomery_blocked_nblocks(uint64_t n, double p, unsigned b)
