@@ -17,6 +17,7 @@ import time
 import pytest
 
 from clihelp import CLI, bind_failed, free_port, listening, run
+from tlscerts import make_pki
 
 REDIS_SERVER = os.environ.get("REDIS_SERVER", "/usr/bin/redis-server")
 MODULE = os.path.abspath(os.environ.get("BLOOMERY_MODULE") or
@@ -28,34 +29,10 @@ pytestmark = pytest.mark.skipif(
     reason="needs redis-server, openssl and bloomery.so")
 
 
-def openssl(*args, cwd):
-    subprocess.run(["openssl", *args], cwd=cwd, check=True, capture_output=True)
-
-
-def make_cert(d, name, cn, ca, ext=None):
-    """name.key and name.crt, signed by ca (or self-signed when ca is None)."""
-    key = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
-           "-keyout", name + ".key", "-subj", "/CN=" + cn]
-    if ca is None:
-        openssl("req", "-x509", *key, "-out", name + ".crt", "-days", "2", cwd=d)
-        return
-    openssl("req", *key, "-out", name + ".csr", cwd=d)
-    extra = []
-    if ext:
-        with open(os.path.join(d, name + ".ext"), "w") as f:
-            f.write(ext + "\n")
-        extra = ["-extfile", name + ".ext"]
-    openssl("x509", "-req", "-in", name + ".csr", "-CA", ca + ".crt", "-CAkey", ca + ".key",
-            "-CAcreateserial", "-out", name + ".crt", "-days", "2", *extra, cwd=d)
-
-
 @pytest.fixture(scope="module")
 def certs():
     d = tempfile.mkdtemp(prefix="bloomery-cli-tls-")
-    make_cert(d, "ca", "Bloomery test CA", None)
-    make_cert(d, "server", "localhost", "ca", "subjectAltName=IP:127.0.0.1,DNS:localhost")
-    make_cert(d, "client", "loader", "ca", "extendedKeyUsage=clientAuth")
-    make_cert(d, "other-ca", "Another CA", None)
+    make_pki(d)
     yield d
     shutil.rmtree(d, ignore_errors=True)
 
