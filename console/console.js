@@ -42,14 +42,38 @@ function duration(s) {
   return (s / 86400).toFixed(1) + " d";
 }
 
+// A page opened as http://user:pass@host/ keeps the credentials in its base
+// URL, and fetch() refuses any URL that carries them: requests are built on
+// the origin, which never has them (the browser still sends the password).
+function apiUrl(path) { return new URL(path, location.origin).href; }
+
+// A count as typed ("1e6", "2,000,000") in digits, as BF.RESERVE wants them;
+// anything else unchanged, for the server to refuse in its own words.
+function digits(s) {
+  const t = String(s).trim().replace(/[,_\s]/g, "");
+  if (!/^\d+(\.\d*)?(e\+?\d+)?$/i.test(t)) return s;
+  const n = Number(t);
+  return Number.isSafeInteger(n) ? String(n) : s;
+}
+
 async function api(path, form) {
   const opts = form
     ? { method: "POST", body: new URLSearchParams(form),
         headers: { "X-Bloomery-Console": "1" } }
     : {};
-  const resp = await fetch(path, opts);
-  const body = await resp.json();
-  if (!resp.ok) throw new Error(body.error || resp.statusText);
+  let resp;
+  try {
+    resp = await fetch(apiUrl(path), opts);
+  } catch (e) {
+    throw new Error("cannot reach the server (" + e.message + ")");
+  }
+  const text = await resp.text();
+  let body = null;
+  try { body = JSON.parse(text); } catch (e) { /* a proxy's page, not the API's answer */ }
+  if (!resp.ok)
+    throw new Error((body && body.error) || (resp.status + " " + resp.statusText + ": " +
+                                             text.slice(0, 200)).trim());
+  if (body === null) throw new Error("the server's answer to " + path + " is not JSON");
   return body;
 }
 
@@ -187,7 +211,7 @@ async function refresh() {
       ? await api("/api/history?" + new URLSearchParams({ name: selected })) : null;
     renderFilters(filters, history);
   } catch (e) {
-    $("node-summary").textContent = "cannot reach the server: " + e.message;
+    $("node-summary").textContent = e.message;
   }
 }
 
@@ -202,7 +226,7 @@ function updateSizing() {
   }
   sizingTimer = setTimeout(async () => {
     const q = new URLSearchParams({
-      capacity: $("f-capacity").value, error_rate: $("f-error").value,
+      capacity: digits($("f-capacity").value), error_rate: $("f-error").value,
       layout: $("f-layout").value, window: $("f-window").value, slices: $("f-slices").value });
     const out = $("sizing");
     try {
@@ -228,6 +252,7 @@ document.addEventListener("DOMContentLoaded", () => {
     ev.preventDefault();
     const result = $("create-result");
     const form = Object.fromEntries(new FormData(ev.target));
+    form.capacity = digits(form.capacity);
     try {
       await api("/api/filters", form);
       result.className = "ok";

@@ -522,6 +522,57 @@ static void test_index_every_flip_and_truncation(void **state)
     free(buf);
 }
 
+/* A read-only value (BF.CONFIG): its log record, and the flag bit of its
+ * snapshot entry's kind, which only such values set. */
+static void test_value_flags(void **state)
+{
+    (void)state;
+    pbuf p = {0};
+    wal_enc_value_flags(&p, "bf", 2, WAL_FLAG_READONLY);
+    assert_false(p.failed);
+    wal_op op;
+    char err[128];
+    assert_true(wal_op_parse(WAL_VALUE_FLAGS, p.p, p.len, &op, err, sizeof(err)));
+    assert_memory_equal(op.key, "bf", 2);
+    assert_int_equal(op.value_flags, WAL_FLAG_READONLY);
+    assert_string_equal(wal_type_name(WAL_VALUE_FLAGS), "value-flags");
+    p.p[p.len - 1] = 0x02; /* a flag this version does not know */
+    assert_false(wal_op_parse(WAL_VALUE_FLAGS, p.p, p.len, &op, err, sizeof(err)));
+    assert_non_null(strstr(err, "unknown value flags"));
+    assert_false(wal_op_parse(WAL_VALUE_FLAGS, p.p, p.len - 1, &op, err, sizeof(err)));
+    free(p.p);
+
+    const uint8_t hdr[8] = "header!";
+    snap_chunk c = {SNAP_CHUNK_FILE, 100, 0x1111, {1, 2}, NULL, 0, 0};
+    pbuf b = {0};
+    snap_index_begin(&b, 1, 1000, 1700000000000LL, 2);
+    snap_index_entry(&b, "ro", 2, SNAP_KIND_BLOOM | SNAP_KIND_READONLY, 0, hdr, 8, 1);
+    snap_index_chunk(&b, &c);
+    snap_index_entry(&b, "rw", 2, SNAP_KIND_CUCKOO, 0, hdr, 8, 1);
+    snap_index_chunk(&b, &c);
+    snap_index_finish(&b);
+    snap_index ix;
+    size_t off;
+    assert_true(snap_index_parse(b.p, b.len, &ix, err, sizeof(err), &off));
+    assert_int_equal(ix.entries[0].kind, SNAP_KIND_BLOOM);
+    assert_true(ix.entries[0].readonly);
+    assert_int_equal(ix.entries[1].kind, SNAP_KIND_CUCKOO);
+    assert_false(ix.entries[1].readonly);
+    snap_index_free(&ix);
+    free(b.p);
+
+    /* A restore in progress has no flag to keep: refused, not misread. */
+    b = (pbuf){0};
+    uint8_t lsn[8];
+    le_store(lsn, 5, 8);
+    snap_index_begin(&b, 1, 1000, 1700000000000LL, 1);
+    snap_index_entry(&b, "r", 1, SNAP_KIND_RESTORE | SNAP_KIND_READONLY, 0, lsn, 8, 0);
+    snap_index_finish(&b);
+    assert_false(snap_index_parse(b.p, b.len, &ix, err, sizeof(err), &off));
+    assert_non_null(strstr(err, "read-only restore"));
+    free(b.p);
+}
+
 /* ---- chunk files ---- */
 
 static uint8_t *make_chunk_file(size_t *len, chunk_hash *h)
@@ -589,6 +640,7 @@ int main(void)
         cmocka_unit_test(test_log_cms_topk),
         cmocka_unit_test(test_index_round_trip),
         cmocka_unit_test(test_index_every_flip_and_truncation),
+        cmocka_unit_test(test_value_flags),
         cmocka_unit_test(test_chunk_file),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -13,6 +13,7 @@ int cmd_load(int argc, char **argv);
 int cmd_check(int argc, char **argv);
 int cmd_check_data(int argc, char **argv);
 int cmd_console(int argc, char **argv);
+int cmd_rebalance(int argc, char **argv);
 
 /* Parses a count given as an integer or in scientific notation ("1e9"). */
 int cli_parse_count(const char *s, unsigned long long *out);

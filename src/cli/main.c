@@ -20,6 +20,8 @@ static const struct {
      "verify a bloomeryd data directory (--fix drops a torn log tail)"},
     {"console", cmd_console,
      "serve a console of a whole deployment (Sentinel, Cluster or nodes) over HTTP"},
+    {"rebalance", cmd_rebalance,
+     "even out a Redis Cluster's masters by memory, moving slots (--apply)"},
 };
 
 static void usage(FILE *f)

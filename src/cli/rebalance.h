@@ -17,10 +17,15 @@
 typedef struct reb_node {
     char addr[64]; /* host:port */
     char id[41];   /* the cluster's node id */
-    unsigned long long used;      /* used_memory */
-    unsigned long long maxmemory; /* 0: none */
-    unsigned long long after;     /* used once the plan is made */
-    size_t slots;                 /* slots it serves */
+    /* The memory the plan evens out: used_memory plus values. bloomery.so
+     * allocates its values outside Redis's allocator, so used_memory does
+     * not count them (docs/MODULE.md, "Rebalancing by memory"). */
+    unsigned long long used;
+    unsigned long long used_memory; /* INFO memory's */
+    unsigned long long values;      /* MEMORY USAGE of its keys of bloomery.so's types */
+    unsigned long long maxmemory;   /* 0: none */
+    unsigned long long after;       /* used once the plan is made */
+    size_t slots;                   /* slots it serves */
 } reb_node;
 
 typedef struct reb_move {

@@ -12,7 +12,8 @@
  * fails, with a log line saying to keep aof-use-rdb-preamble yes (Redis's
  * default, which writes values as RDB). Redis 7.0 gives the callback no
  * way to fail but an error of the command it emits, so it emits a name no
- * command has.
+ * command has. A read-only value ends with BF.CONFIG key READONLY yes,
+ * after its chunks.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -56,4 +57,6 @@ void mh_aof_rewrite(RedisModuleIO *io, RedisModuleString *key, void *value)
     }
     free(buf);
     bloomery_image_free(img);
+    if (o->readonly)
+        rm.EmitAOF(io, "BF.CONFIG", "scc", key, "READONLY", "yes");
 }

@@ -75,6 +75,8 @@ static const declaration declarations[] = {
     /* Ours: as CF.DEL and a merge. */
     {"bf.del", "write fast", "write", "bloom", KEYS_ONE, RW_DELETE},
     {"bf.merge", ADD, "bloom", KEYS_REST, RW_UPDATE},
+    /* Ours: sets (or shows) a flag of the filter, which must exist. */
+    {"bf.config", "write", "write", "bloom", KEYS_ONE, RW_UPDATE},
     {"cf.reserve", CREATE, "cuckoo", KEYS_ONE, RW_INSERT},
     {"cf.add", ADD, "cuckoo", KEYS_ONE, RW_INSERT},
     {"cf.addnx", ADD, "cuckoo", KEYS_ONE, RW_INSERT},

@@ -72,6 +72,12 @@ uint64_t wal_log_loadchunk(const char *key, size_t klen, long long iter, const v
     return 0;
 }
 
+void wal_log_value_flags(const char *key, size_t klen, uint8_t flags)
+{
+    (void)key, (void)klen, (void)flags;
+    changed();
+}
+
 void wal_log_win_create(const char *key, size_t klen, const wal_window *w)
 {
     (void)key, (void)klen, (void)w;

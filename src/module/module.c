@@ -15,6 +15,7 @@
 #include "cmd.h"
 #include "config.h"
 #include "host.h"
+#include "log.h"
 #include "util.h"
 #include "value_commands.h"
 
@@ -128,6 +129,14 @@ static void read_maxmemory(RedisModuleCtx *ctx)
     rm.FreeCallReply(r);
 }
 
+/* server_log's lines go to Redis's log, which filters them by its own
+ * loglevel. */
+static void log_to_redis(int level, const char *msg)
+{
+    static const char *const levels[] = {"debug", "verbose", "notice", "warning"};
+    rm.Log(mh_ctx(), levels[level >= 0 && level <= 3 ? level : 3], "%s", msg);
+}
+
 static void on_config_change(RedisModuleCtx *ctx, rm_event event, uint64_t subevent, void *data)
 {
     (void)event;
@@ -183,6 +192,7 @@ int RedisModule_OnLoad(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
     /* A damaged value fails the load cleanly (rdb.c returns NULL). */
     rm.SetModuleOptions(ctx, RM_OPTIONS_HANDLE_IO_ERRORS);
     config_init();
+    log_set_sink(log_to_redis);
     read_maxmemory(ctx);
     if (!apply_arguments(ctx, argv, argc))
         return RM_ERR;

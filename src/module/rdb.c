@@ -11,6 +11,11 @@
  * value is used. A dump still being restored (LOADCHUNK) has no image yet:
  * it is saved as kind 0 and loads as lost_restore_type (docs/MODULE.md).
  * COPY goes through the same image, as one blob.
+ *
+ * A read-only value (BF.CONFIG key READONLY yes) saves its kind with
+ * RDB_KIND_READONLY added. Only those do, so values that are not
+ * read-only are saved exactly as before; a module without the flag
+ * refuses such a value as an unknown kind rather than making it writable.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -19,6 +24,8 @@
 #include "snapshot_index.h"
 
 #define ENCODING_VERSION 1
+/* Added to the saved kind of a read-only value (kinds are below 256). */
+#define RDB_KIND_READONLY 0x100
 
 /* The families, in registry order of their first type. */
 #define MAX_FAMILIES 8
@@ -72,7 +79,7 @@ static void save(RedisModuleIO *io, void *value)
         rm.SaveUnsigned(io, 0);
         return;
     }
-    rm.SaveUnsigned(io, o->type->snap_kind);
+    rm.SaveUnsigned(io, o->type->snap_kind | (o->readonly ? RDB_KIND_READONLY : 0));
     size_t len;
     const uint8_t *h = bloomery_image_header(img, &len);
     rm.SaveStringBuffer(io, (const char *)h, len);
@@ -96,7 +103,9 @@ static void *load(RedisModuleIO *io, int encver, const family *fam)
     uint64_t kind = rm.LoadUnsigned(io);
     if (rm.IsIOError(io))
         return NULL;
-    if (kind == 0) {
+    bool readonly = kind & RDB_KIND_READONLY;
+    kind &= ~(uint64_t)RDB_KIND_READONLY;
+    if (kind == 0 && !readonly) {
         kv_obj *o = kv_obj_new(&lost_restore_type, NULL);
         if (o)
             ks_mem_add((int64_t)ks_entry_overhead(0));
@@ -104,7 +113,8 @@ static void *load(RedisModuleIO *io, int encver, const family *fam)
     }
     const value_type *t = kind <= UINT8_MAX ? type_by_snap_kind((uint8_t)kind) : NULL;
     if (t == NULL || t->image == 0 || mh_module_type(t) != fam->mt) {
-        rm.LogIOError(io, "warning", "bloomery: unknown value kind %llu", (unsigned long long)kind);
+        rm.LogIOError(io, "warning", "bloomery: unknown value kind %llu",
+                      (unsigned long long)kind | (readonly ? RDB_KIND_READONLY : 0));
         return NULL;
     }
     bloomery_loader *l = NULL;
@@ -140,6 +150,8 @@ static void *load(RedisModuleIO *io, int encver, const family *fam)
     if (o == NULL) {
         bloomery_object_free(&obj);
         rm.LogIOError(io, "warning", "bloomery: no memory to load a %s", t->name);
+    } else {
+        o->readonly = readonly;
     }
     return o;
 fail:
@@ -211,6 +223,7 @@ static void *copy_value(RedisModuleString *from, RedisModuleString *to, const vo
     uint64_t bytes = src->type->adopt(o);
     atomic_store(&o->value_bytes, bytes);
     ks_mem_add((int64_t)(bytes + ks_entry_overhead(0)));
+    o->readonly = src->readonly; /* a copy is the same filter */
     return o;
 }
 

@@ -76,6 +76,8 @@ bool snap_index_parse(const uint8_t *buf, size_t len, snap_index *out, char *err
         size_t n;
         rdr_str(&r, &p, &n);
         uint8_t kind = rdr_u8(&r);
+        bool readonly = kind & SNAP_KIND_READONLY;
+        kind &= (uint8_t)~SNAP_KIND_READONLY;
         int64_t exp = (int64_t)rdr_u64(&r);
         rdr_str(&r, &p, &n);
         uint64_t nc = rdr_u64(&r);
@@ -87,6 +89,8 @@ bool snap_index_parse(const uint8_t *buf, size_t len, snap_index *out, char *err
             why = "negative expiry";
         else if (n == 0)
             why = "empty image header";
+        else if (kind == SNAP_KIND_RESTORE && readonly)
+            why = "read-only restore entry";
         else if (kind == SNAP_KIND_RESTORE) {
             if (n % 8 != 0)
                 why = "bad restore record list";
@@ -142,6 +146,8 @@ bool snap_index_parse(const uint8_t *buf, size_t len, snap_index *out, char *err
         e->off = r.off;
         rdr_str(&r, &e->key, &e->klen);
         e->kind = rdr_u8(&r);
+        e->readonly = e->kind & SNAP_KIND_READONLY;
+        e->kind &= (uint8_t)~SNAP_KIND_READONLY;
         e->expire_ms = (int64_t)rdr_u64(&r);
         rdr_str(&r, &e->header, &e->hlen);
         e->nchunks = rdr_u64(&r);

@@ -6,7 +6,8 @@
  *     "BLMRYSNP" | u16 version | u16 0 | u32 header size (48) |
  *     u64 sequence | u64 start LSN | i64 creation time (ms) | u64 keys
  *   per key
- *     u32 key length, key | u8 kind | i64 absolute expiry (ms, 0: none) |
+ *     u32 key length, key | u8 kind (bit 7: read-only) |
+ *     i64 absolute expiry (ms, 0: none) |
  *     u32 image header length, serial.h image header | u64 chunks |
  *     per chunk: u8 where (0 file, 1 inline) | u32 raw length |
  *                u64 image checksum (serial.h, for the loader) |
@@ -46,6 +47,10 @@
 #define SNAP_KIND_TOPK 8    /* top-k */
 #define SNAP_KIND_TDIGEST 9 /* t-digest */
 #define SNAP_KIND_MAX 9
+/* Or'ed into an entry's kind byte: the value is read-only (BF.CONFIG key
+ * READONLY yes). Only such values set it, so a snapshot of values that are
+ * not read-only is byte for byte what it was before the flag existed. */
+#define SNAP_KIND_READONLY 0x80
 
 #define SNAP_CHUNK_FILE 0
 #define SNAP_CHUNK_INLINE 1
@@ -63,7 +68,8 @@ typedef struct snap_chunk {
 typedef struct snap_entry {
     const uint8_t *key;
     size_t klen;
-    uint8_t kind;
+    uint8_t kind;  /* SNAP_KIND_*, the flag bit cleared */
+    bool readonly; /* the kind byte had SNAP_KIND_READONLY */
     int64_t expire_ms;
     const uint8_t *header; /* serial.h image header */
     size_t hlen;

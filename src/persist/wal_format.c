@@ -50,6 +50,7 @@ const char *wal_type_name(unsigned type)
     case WAL_TD_CREATE: return "tdigest-create";
     case WAL_TD_RESET: return "tdigest-reset";
     case WAL_TD_MERGE: return "tdigest-merge";
+    case WAL_VALUE_FLAGS: return "value-flags";
     }
     return NULL;
 }
@@ -306,6 +307,14 @@ bool wal_op_parse(uint8_t type, const uint8_t *p, size_t len, wal_op *op, char *
         break;
     case WAL_RENAME:
         ok = rdr_str(&r, &op->key, &op->klen) && rdr_str(&r, &op->key2, &op->klen2);
+        break;
+    case WAL_VALUE_FLAGS:
+        ok = rdr_str(&r, &op->key, &op->klen);
+        op->value_flags = rdr_u8(&r);
+        if (!r.bad && (op->value_flags & ~WAL_FLAGS_KNOWN)) {
+            setf(err, errlen, "unknown value flags 0x%x", op->value_flags);
+            return false;
+        }
         break;
     case WAL_FLUSH: break;
     case WAL_BF_MERGE:
@@ -603,6 +612,12 @@ void wal_enc_expire(pbuf *b, const void *key, size_t klen, int64_t when_ms)
 {
     pbuf_str(b, key, klen);
     pbuf_u64(b, (uint64_t)when_ms);
+}
+
+void wal_enc_value_flags(pbuf *b, const void *key, size_t klen, uint8_t flags)
+{
+    pbuf_str(b, key, klen);
+    pbuf_u8(b, flags);
 }
 
 void wal_enc_rename(pbuf *b, const void *src, size_t slen, const void *dst, size_t dlen)

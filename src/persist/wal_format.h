@@ -64,7 +64,12 @@ enum wal_type {
     WAL_TD_CREATE = 32,    /* key, compression */
     WAL_TD_RESET = 33,     /* key */
     WAL_TD_MERGE = 34,     /* compression, override, n keys: destination, sources */
+    WAL_VALUE_FLAGS = 36,  /* key, u8 flags (WAL_FLAG_*): BF.CONFIG */
 };
+
+/* WAL_VALUE_FLAGS bits: the value's flags as they are after the command. */
+#define WAL_FLAG_READONLY 0x01
+#define WAL_FLAGS_KNOWN WAL_FLAG_READONLY
 
 /* WAL_CF_OP operations. */
 #define WAL_CF_ADD 0
@@ -160,6 +165,7 @@ typedef struct wal_op {
     wal_create create;
     int64_t when_ms;        /* WAL_EXPIRE; WAL_WIN_ADD: the clock; WAL_WIN_ROTATE: start */
     bool early;             /* WAL_WIN_ROTATE: the slice filled before its time */
+    uint8_t value_flags;    /* WAL_VALUE_FLAGS: WAL_FLAG_* */
     uint8_t cf_op;          /* WAL_CF_OP: WAL_CF_* */
     uint32_t max_filters;   /* WAL_CF_OP: the sub-filter limit the command applied */
     wal_window win;         /* WAL_WIN_CREATE */
@@ -209,6 +215,7 @@ void wal_enc_create(pbuf *b, const void *key, size_t klen, const wal_create *c);
 void wal_enc_keys(pbuf *b, int created, const char *const *keys, const size_t *lens, uint32_t n);
 void wal_enc_expire(pbuf *b, const void *key, size_t klen, int64_t when_ms);
 void wal_enc_rename(pbuf *b, const void *src, size_t slen, const void *dst, size_t dlen);
+void wal_enc_value_flags(pbuf *b, const void *key, size_t klen, uint8_t flags);
 void wal_enc_loadchunk(pbuf *b, const void *key, size_t klen, int64_t iter, const void *data,
                        size_t dlen);
 

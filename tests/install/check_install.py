@@ -89,6 +89,9 @@ def run(build, prefix, root, override):
         "share/man/man5/bloomery.conf.5": False,
         "lib/systemd/system/bloomeryd.service": False,
         "lib/sysusers.d/bloomery.conf": False,
+        "share/bloomery/prometheus/bloomery.rules.yml": False,
+        "share/bloomery/prometheus/bloomery.rules.test.yml": False,
+        "share/bloomery/grafana/bloomery-dashboard.json": False,
     }
     for rel, exe in expect.items():
         path = os.path.join(p, rel)

@@ -35,6 +35,7 @@ EXPECTED = {
     "bf.debug": ("readonly fast", RO),
     "bf.del": ("write fast", DEL),
     "bf.merge": ("write denyoom", UPD),
+    "bf.config": ("write", UPD),
     "cf.reserve": ("write denyoom", INS),
     "cf.add": ("write denyoom", INS),
     "cf.addnx": ("write denyoom", INS),

@@ -22,8 +22,7 @@ from redis.cluster import RedisCluster
 from redis.crc import key_slot
 
 import conftest
-import freeport
-from conftest import redis_with_module
+from clusterutil import cluster_port, masters_ok, nodes_view, owner_ports, wait_for
 
 BIG_MB = int(os.environ.get("BLOOMERY_CLUSTER_BIG_MB", "64"))
 # A node busy with one large value (its digest, its MIGRATE) answers no
@@ -31,47 +30,6 @@ BIG_MB = int(os.environ.get("BLOOMERY_CLUSTER_BIG_MB", "64"))
 # node is failed over while it works.
 NODE_TIMEOUT_MS = 2000 if BIG_MB <= 128 else 20000
 FILTERS = 1000
-
-
-def cluster_port():
-    """A free port whose cluster bus port (port + 10000) is free too, both
-    held from the other suites (freeport)."""
-    while True:
-        port = random.randrange(freeport.LOWEST, freeport.ephemeral_low() - 10000)
-        if freeport.reserve(port) and freeport.reserve(port + 10000):
-            return port
-
-
-def wait_for(cond, what, timeout=60):
-    deadline = time.time() + timeout
-    while True:
-        try:
-            if cond():
-                return
-        except redis.RedisError:
-            pass
-        assert time.time() < deadline, what
-        time.sleep(0.05)
-
-
-def nodes_view(c):
-    """CLUSTER NODES as {port: (id, flags, master id, slot ranges)}."""
-    out = {}
-    raw = c.execute_command("CLUSTER", "NODES")
-    raw = raw.decode() if isinstance(raw, bytes) else raw
-    for line in raw.splitlines():
-        f = line.split()
-        port = int(f[1].split("@")[0].split(":")[1])
-        out[port] = (f[0], f[2].split(","), f[3], f[8:])
-    return out
-
-
-def masters_ok(c, count):
-    v = nodes_view(c)
-    live = [p for p, n in v.items() if "master" in n[1] and "fail" not in n[1] and n[3]]
-    info = c.execute_command("CLUSTER", "INFO")
-    info = info.decode() if isinstance(info, bytes) else info
-    return "cluster_state:ok" in info and len(live) == count
 
 
 def start_cluster(start_module):
@@ -103,15 +61,6 @@ def start_cluster(start_module):
             wait_for(lambda c=c: c.info("replication")["master_link_status"] == "up",
                      "a replica did not sync")
     return nodes, clients
-
-
-def owner_ports(c):
-    """slot -> port of its master."""
-    owner = {}
-    for rng in c.execute_command("CLUSTER", "SLOTS"):
-        for s in range(rng[0], rng[1] + 1):
-            owner[s] = rng[2][1]
-    return owner
 
 
 def add_acked(client, pairs):

@@ -414,3 +414,37 @@ def test_console_in_chromium(start_server):
     finally:
         drv.quit()
         c.close()
+
+
+def test_console_opened_with_credentials_in_the_url(start_server):
+    """A page opened as http://user:pass@host/ keeps the credentials in its
+    base URL, where fetch() refuses any URL that carries them: the console
+    must still load its data. And a capacity in exponent form, which the
+    sizing calculator accepts, must create the filter too (BF.RESERVE wants
+    digits)."""
+    drv = browser()
+    if drv is None:
+        pytest.skip("chromium, chromedriver or python3-selenium is not installed")
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+    s = http_server(start_server, "--requirepass", "pw")
+    c = s.client(password="pw")
+    c.execute_command("BF.RESERVE", "emails", 0.01, 20000)
+    try:
+        wait = WebDriverWait(drv, 30, poll_frequency=0.05)
+        drv.get(s.http.replace("http://", "http://default:pw@") + "/")
+        wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, 'tr[data-name="emails"]'))
+        drv.find_element(By.ID, "f-name").send_keys("big")
+        cap = drv.find_element(By.ID, "f-capacity")
+        cap.clear()
+        cap.send_keys("1e6")
+        wait.until(lambda d: "bits per key" in d.find_element(By.ID, "sizing").text)
+        drv.find_element(By.ID, "f-submit").click()
+        wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, 'tr[data-name="big"]'))
+        info = c.execute_command("BF.INFO", "big", "CAPACITY")
+        assert info == [1000000]
+        logs = [e for e in drv.get_log("browser") if e["level"] == "SEVERE"]
+        assert not logs, logs
+    finally:
+        drv.quit()
+        c.close()

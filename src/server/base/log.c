@@ -10,6 +10,9 @@
 
 static FILE *logfp;
 static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
+static void (*_Atomic log_sink)(int level, const char *msg);
+
+void log_set_sink(void (*sink)(int level, const char *msg)) { atomic_store(&log_sink, sink); }
 
 bool log_open(const char *path)
 {
@@ -33,13 +36,18 @@ void log_close(void)
 
 void server_log(int level, const char *fmt, ...)
 {
-    if (level < atomic_load_explicit(&cfg.loglevel, memory_order_relaxed))
+    void (*sink)(int, const char *) = atomic_load(&log_sink);
+    if (sink == NULL && level < atomic_load_explicit(&cfg.loglevel, memory_order_relaxed))
         return;
     char msg[1024];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(msg, sizeof(msg), fmt, ap);
     va_end(ap);
+    if (sink) {
+        sink(level, msg);
+        return;
+    }
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     struct tm tm;

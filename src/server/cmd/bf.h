@@ -9,6 +9,8 @@
  *   bf_del.c     BF.DEL (counting filters)
  *   bf_merge.c   BF.MERGE
  *   bf_dump.c    BF.SCANDUMP, BF.LOADCHUNK
+ *   bf_config.c  BF.CONFIG key READONLY: a filter's read-only flag (Bloom
+ *                and cuckoo), which cmdkit.h's ck_refuse_readonly enforces
  *   t_window.c   windowed filters, behind all of them
  *
  * Replies and errors are RedisBloom's, quirks included (docs/COMMANDS.md):

@@ -10,7 +10,8 @@
 bool bfDelCommand(cmd_ctx *c)
 {
     ks_ref ref;
-    kv_entry *e = bfc_open_filter(c, &ref);
+    kv_entry *e;
+    ck_open(c, &ref, c->argv[1], c->argvlen[1], &bfc_kind, CK_MUST_EXIST | CK_CHANGE, &e);
     bool ok = e && e->obj->type == &counting_type;
     if (e && !ok)
         reply_error(&c->out, "ERR BF.DEL needs a counting filter (BF.RESERVE ... COUNTING)");

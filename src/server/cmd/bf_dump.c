@@ -161,6 +161,11 @@ bool bfLoadchunkCommand(cmd_ctx *c)
     size_t len = c->argvlen[3];
     ks_ref ref;
     kv_entry *e = ks_open(&ref, c->argv[1], c->argvlen[1], true);
+    /* A chunk changes the filter it lands in. */
+    if (e && ck_is(&bfc_kind, e->obj) && ck_refuse_readonly(c, e->obj)) {
+        ks_close(&ref);
+        return false;
+    }
     const char *detail;
     value_status st = restore_bf_chunk(&ref, e, iter, data, len, &detail);
     switch (st) {

@@ -16,6 +16,13 @@ bool bfMergeCommand(cmd_ctx *c)
     size_t n = (size_t)c->argc - 1;
     ks_multi m;
     ks_lock_many(&m, c->argv + 1, c->argvlen + 1, n, true);
+    /* The destination is the filter that changes. */
+    ks_ref dst;
+    kv_entry *d = ks_find_locked(c->argv[1], c->argvlen[1], &dst, true);
+    if (d && ck_is(&bfc_kind, d->obj) && ck_refuse_readonly(c, d->obj)) {
+        ks_unlock_many(&m);
+        return false;
+    }
     bool created;
     value_status st = bloom_merge(c->argv + 1, c->argvlen + 1, n, &created);
     switch (st) {

@@ -159,6 +159,7 @@ bool bfLoadchunkCommand(cmd_ctx *c);
 bool bfDelCommand(cmd_ctx *c);
 bool bfMergeCommand(cmd_ctx *c);
 bool bfDebugCommand(cmd_ctx *c);
+bool bfConfigCommand(cmd_ctx *c);
 size_t bfAddBatch(cmd_ctx *c, const char *key, size_t klen, const char **items, const size_t *lens,
                   size_t n);
 size_t bfExistsBatch(cmd_ctx *c, const char *key, size_t klen, const char **items,

@@ -28,6 +28,14 @@ static bool reply_type(cmd_ctx *c, const ck_kind *k, const kv_obj *o)
     return true;
 }
 
+bool ck_refuse_readonly(cmd_ctx *c, const kv_obj *o)
+{
+    if (!o->readonly)
+        return false;
+    reply_error(&c->out, CK_READONLY_ERR);
+    return true;
+}
+
 bool ck_open(cmd_ctx *c, ks_ref *ref, const char *key, size_t klen, const ck_kind *k,
              unsigned flags, kv_entry **e)
 {
@@ -41,7 +49,7 @@ bool ck_open(cmd_ctx *c, ks_ref *ref, const char *key, size_t klen, const ck_kin
         reply_error(&c->out, k->not_found);
         return false;
     }
-    if (!reply_type(c, k, (*e)->obj))
+    if (!reply_type(c, k, (*e)->obj) && !((flags & CK_CHANGE) && ck_refuse_readonly(c, (*e)->obj)))
         return true;
     *e = NULL;
     return false;
@@ -65,7 +73,7 @@ kv_entry *ck_open_or_create(cmd_ctx *c, ks_ref *ref, const char *key, size_t kle
                 return NULL;
         }
     }
-    return reply_type(c, k, e->obj) ? NULL : e;
+    return reply_type(c, k, e->obj) || ck_refuse_readonly(c, e->obj) ? NULL : e;
 }
 
 void ck_reply_status(cmd_ctx *c, const ck_kind *k, value_status st)

@@ -48,6 +48,17 @@ bool ck_is(const ck_kind *k, const kv_obj *o);
 #define CK_MUST_EXIST (1u << 1) /* a missing key answers k->not_found */
 #define CK_COUNT_HIT (1u << 2)  /* count a keyspace hit or miss */
 #define CK_EXCLUSIVE (1u << 3)  /* read with no change overlapping (ks_open_exclusive) */
+#define CK_CHANGE (1u << 4)     /* the command changes the value: a read-only one is refused */
+
+/* What a command that would change a read-only value answers. */
+#define CK_READONLY_ERR "ERR filter is read-only (BF.CONFIG key READONLY no allows writes)"
+
+/* A value marked read-only (BF.CONFIG): answered with CK_READONLY_ERR,
+ * true. Every path that opens a value to change it calls this with the
+ * key still locked: ck_open with CK_CHANGE and ck_open_or_create do, so
+ * only commands that open their keys otherwise (merges, restores) call
+ * it themselves. */
+bool ck_refuse_readonly(cmd_ctx *c, const kv_obj *o);
 
 /* Open key expecting k. True with *e its entry, or NULL when the key is
  * missing (without CK_MUST_EXIST); false after replying. ref is open
@@ -61,7 +72,8 @@ typedef kv_entry *(*ck_create_fn)(cmd_ctx *c, ks_ref *ref, const void *arg);
 
 /* Open key for a change: shared lock, or exclusive while a missing key is
  * created with create(c, ref, arg) (create NULL: k->not_found). Returns
- * its entry, or NULL after replying; ref is open either way. */
+ * its entry, or NULL after replying (a read-only value refused too); ref
+ * is open either way. */
 kv_entry *ck_open_or_create(cmd_ctx *c, ks_ref *ref, const char *key, size_t klen, const ck_kind *k,
                             ck_create_fn create, const void *arg);
 

@@ -391,7 +391,7 @@ bool cfDelCommand(cmd_ctx *c)
     }
     ks_ref ref;
     kv_entry *e;
-    bool ok = open_read(c, &ref, false, &e);
+    bool ok = ck_open(c, &ref, c->argv[1], c->argvlen[1], &cf_kind, CK_COUNT_HIT | CK_CHANGE, &e);
     if (ok && e == NULL) {
         reply_error(&c->out, "Not found"); /* RedisBloom's, no ERR */
         ok = false;
@@ -556,6 +556,11 @@ bool cfLoadchunkCommand(cmd_ctx *c)
     if (iter == 1 && e && (e->obj->type == &cuckoo_type || e->obj->type == &cf_loading_type)) {
         ks_close(&ref);
         reply_error(&c->out, "ERR item exists");
+        return false;
+    }
+    /* A chunk changes the filter it lands in. */
+    if (e && e->obj->type == &cuckoo_type && ck_refuse_readonly(c, e->obj)) {
+        ks_close(&ref);
         return false;
     }
     value_status st = restore_cf_chunk(&ref, e, iter, data, len);

@@ -183,7 +183,7 @@ kv_entry *window_open_for_add(cmd_ctx *c, ks_ref *ref, kv_entry *e, int64_t *now
     size_t klen = ref->klen;
     ks_close(ref);
     /* Deleted or replaced meanwhile: not found, or WRONGTYPE. */
-    if (!ck_open(c, ref, key, klen, &window_kind, CK_WRITE | CK_MUST_EXIST, &e))
+    if (!ck_open(c, ref, key, klen, &window_kind, CK_WRITE | CK_MUST_EXIST | CK_CHANGE, &e))
         return NULL;
     *now = window_now();
     rot_ctx rc = {key, klen};

@@ -14,7 +14,9 @@
 /* RedisBloom checks arity in its handlers; so do we, with -2. Count-min
  * and top-k flags are RedisBloom's ("fast" is only an ACL category of
  * theirs); t-digest arities are RedisBloom's commands.json, CREATE checks
- * the rest in its handler. */
+ * the rest in its handler. BF.CONFIG is ours: a write, as it sets a
+ * filter's flag, so reading the flag through it needs write permission
+ * too (one ACL decision per command). */
 #define VALUE_COMMANDS(X)                                                                          \
     X("bf.reserve", bfReserveCommand, -2, CMD_WRITE | CMD_DENYOOM, 1, 1, 1, "bloom", NULL)         \
     X("bf.add", bfAddCommand, -2, CMD_WRITE | CMD_DENYOOM, 1, 1, 1, "bloom", bfAddBatch)           \
@@ -29,6 +31,7 @@
     X("bf.debug", bfDebugCommand, -2, CMD_READONLY | CMD_FAST, 1, 1, 1, "bloom", NULL)             \
     X("bf.del", bfDelCommand, 3, CMD_WRITE | CMD_FAST, 1, 1, 1, "bloom", NULL)                     \
     X("bf.merge", bfMergeCommand, -3, CMD_WRITE | CMD_DENYOOM, 1, -1, 1, "bloom", NULL)            \
+    X("bf.config", bfConfigCommand, -3, CMD_WRITE, 1, 1, 1, "bloom", NULL)                         \
     X("cf.reserve", cfReserveCommand, -2, CMD_WRITE | CMD_DENYOOM, 1, 1, 1, "cuckoo", NULL)        \
     X("cf.add", cfAddCommand, -2, CMD_WRITE | CMD_DENYOOM | CMD_FAST, 1, 1, 1, "cuckoo", NULL)     \
     X("cf.addnx", cfAddnxCommand, -2, CMD_WRITE | CMD_DENYOOM | CMD_FAST, 1, 1, 1, "cuckoo", NULL) \

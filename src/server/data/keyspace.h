@@ -46,6 +46,12 @@ typedef struct kv_obj {
     uint64_t *restore_lsns;
     size_t nrestore, restore_cap;
     bool restore_lost; /* a LSN could not be kept (out of memory) */
+    /* BF.CONFIG key READONLY yes: commands that would change the value's
+     * content are refused (cmdkit.h's ck_refuse_readonly). A property of
+     * the value, not of the key: it moves with RENAME and survives expiry
+     * changes. Set under the key's exclusive lock, read under its shared
+     * one, so no write runs across a change of it. */
+    bool readonly;
     /* Owners: the entry, plus a snapshot being written (kv_obj_retain);
      * kv_obj_free drops one and frees at zero. */
     _Atomic unsigned refs;

@@ -88,6 +88,7 @@ bool wal_append_raw(const uint8_t *rec, size_t len, uint64_t lsn);
 typedef struct wal_stats {
     /* appended: the last record taken into the log's buffer */
     uint64_t appended_lsn, written_lsn, durable_lsn, bytes, fsyncs, pending_bytes;
+    uint64_t errors; /* failed writes, fsyncs and file creations since the start */
     int64_t last_fsync_ms;
     bool write_ok;
 } wal_stats;
@@ -134,6 +135,8 @@ void wal_log_expire(const char *key, size_t klen, int64_t when_ms);
  * (which never expires keys by its own clock) removes it too. */
 void wal_log_expired(const char *key, size_t klen);
 void wal_log_rename(const char *src, size_t slen, const char *dst, size_t dlen);
+/* BF.CONFIG: the value's flags (WAL_FLAG_*) as they are now. */
+void wal_log_value_flags(const char *key, size_t klen, uint8_t flags);
 void wal_log_flush(void);
 /* WAL_BF_MERGE or WAL_PF_MERGE: keys[0] is the destination. */
 void wal_log_merge(uint8_t type, bool created, const char *const *keys, const size_t *lens,

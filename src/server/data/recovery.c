@@ -241,6 +241,7 @@ static bool install_entry(load_job *j, uint64_t k)
         return false;
     }
     atomic_store(&o->value_bytes, bytes);
+    o->readonly = e->readonly;
     ks_mem_add((int64_t)bytes);
     ks_ref ref;
     bool dup = ks_open(&ref, (const char *)e->key, e->klen, true) != NULL;

@@ -92,6 +92,16 @@ void replay_apply(const wal_record *rec, const wal_op *op)
         ks_close(&ref);
         return;
     }
+    case WAL_VALUE_FLAGS: {
+        ks_ref ref;
+        kv_entry *e = ks_open(&ref, (const char *)op->key, op->klen, true);
+        if (e)
+            e->obj->readonly = op->value_flags & WAL_FLAG_READONLY;
+        else
+            skip(rec, "key is missing");
+        ks_close(&ref);
+        return;
+    }
     case WAL_RENAME: apply_rename(op); return;
     case WAL_FLUSH: ks_flush(); return;
     }

@@ -433,7 +433,7 @@ static bool capture_key(snapshot *s, const kv_entry *e)
     k->klen = e->klen;
     memcpy(k->header, h, hlen);
     k->hlen = hlen;
-    k->kind = kind;
+    k->kind = kind | (o->readonly ? SNAP_KIND_READONLY : 0);
     k->expire_ms = e->expire_ms;
     size_t total = 0;
     for (uint64_t i = 0; i < k->nchunks; i++) {

@@ -286,6 +286,7 @@ static void stats(const kv_obj *o, value_stats *s)
     s->bytes = sbf_bytes(f);
     s->parts = sbf_nlinks(f);
     s->fpr = -1;
+    s->error_rate = sbf_error_rate(f);
 }
 
 static double fpr(const kv_obj *o) { return sbf_fpr_estimate(o->v); }

@@ -71,6 +71,7 @@ static void stats(const kv_obj *o, value_stats *s)
     s->bytes = cntbf_bytes(o->v);
     s->parts = 1;
     s->fpr = -1;
+    s->error_rate = cntbf_error_rate(o->v);
 }
 
 static double fpr(const kv_obj *o) { return cntbf_fpr_estimate(o->v); }

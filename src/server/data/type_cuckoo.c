@@ -98,6 +98,7 @@ static void stats(const kv_obj *o, value_stats *s)
     s->items = cf_items(c);
     s->bytes = cf_bytes(c);
     s->fpr = -1;
+    s->error_rate = -1; /* sized by fingerprint bits, not by a rate asked for */
 }
 
 static double fpr(const kv_obj *o)

@@ -76,6 +76,7 @@ static void stats(const kv_obj *o, value_stats *s)
     s->bytes = win_bytes(o->v);
     s->parts = win_slices(o->v);
     s->fpr = -1; /* the library keeps no estimate for a ring of slices */
+    s->error_rate = win_error_rate(o->v);
 }
 
 static bool always_monotone(const void *v)

@@ -31,8 +31,9 @@ typedef void (*value_write_hook)(void *ctx, uint32_t region, uint64_t offset, ui
 typedef struct value_stats {
     const char *layout; /* blocked, classic, counting, window, cuckoo */
     uint64_t capacity, items, bytes;
-    uint64_t parts; /* links of a chain, slices of a window, sub-filters of a cuckoo filter */
-    double fpr;     /* estimated false-positive rate now (value_type.fpr); < 0: none */
+    uint64_t parts;    /* links of a chain, slices of a window, sub-filters of a cuckoo filter */
+    double fpr;        /* estimated false-positive rate now (value_type.fpr); < 0: none */
+    double error_rate; /* the rate asked for at creation; < 0: none (cuckoo) */
 } value_stats;
 
 typedef struct value_type {

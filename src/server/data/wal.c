@@ -93,6 +93,7 @@ static struct {
     _Atomic int64_t last_fsync_ms;
     _Atomic bool write_ok;
     _Atomic int last_errno;
+    _Atomic uint64_t errors; /* failed writes, fsyncs and file creations */
     void (*_Atomic on_durable)(void);
     void (*_Atomic on_written)(void);
 } W = {.lock = PTHREAD_MUTEX_INITIALIZER,
@@ -207,6 +208,14 @@ static bool sync_out(void)
     return true;
 }
 
+/* Every failed attempt is counted: a fault repaired between two scrapes
+ * still shows in /metrics. */
+static void note_error(int e)
+{
+    atomic_store(&W.last_errno, e);
+    atomic_fetch_add(&W.errors, 1);
+}
+
 /* A write or fsync failed (errno). Under always: exit before any reply
  * that waits for this data leaves. Otherwise refuse writes, then once a
  * second put the file back to good_size, write everything since again
@@ -215,7 +224,7 @@ static bool sync_out(void)
 static void failed(const char *what, const uint8_t *rest, size_t n)
 {
     int e = errno;
-    atomic_store(&W.last_errno, e);
+    note_error(e);
     if (policy_now() == FSYNC_ALWAYS) {
         server_log(LOG_WARNING,
                    "Can't persist the log (%s error: %s) under appendfsync always. "
@@ -242,7 +251,7 @@ static void failed(const char *what, const uint8_t *rest, size_t n)
             atomic_store(&W.write_ok, true);
             return;
         }
-        atomic_store(&W.last_errno, errno);
+        note_error(errno);
     }
     server_log(LOG_WARNING,
                "Stopping with the log not written: records after LSN %" PRIu64 " are lost",
@@ -343,7 +352,7 @@ static void *wal_thread(void *arg)
             char err[4400];
             int fd;
             while ((fd = create_file(rotate_lsn, err, sizeof(err))) < 0) {
-                atomic_store(&W.last_errno, errno);
+                note_error(errno);
                 if (policy_now() == FSYNC_ALWAYS) {
                     server_log(LOG_WARNING,
                                "Can't persist the log (%s) under appendfsync always. "
@@ -630,6 +639,7 @@ void wal_get_stats(wal_stats *s)
     s->durable_lsn = atomic_load(&W.durable_lsn);
     s->bytes = atomic_load(&W.bytes);
     s->fsyncs = atomic_load(&W.fsyncs);
+    s->errors = atomic_load(&W.errors);
     s->last_fsync_ms = atomic_load(&W.last_fsync_ms);
     s->write_ok = !W.open || atomic_load(&W.write_ok);
     pthread_mutex_lock(&W.lock);

@@ -133,6 +133,15 @@ void wal_log_expire(const char *key, size_t klen, int64_t when_ms)
     wal_record_close(WAL_EXPIRE);
 }
 
+void wal_log_value_flags(const char *key, size_t klen, uint8_t flags)
+{
+    if (!begin(1))
+        return;
+    pbuf *b = wal_record_open();
+    wal_enc_value_flags(b, key, klen, flags);
+    wal_record_close(WAL_VALUE_FLAGS);
+}
+
 void wal_log_rename(const char *src, size_t slen, const char *dst, size_t dlen)
 {
     if (!begin(1))

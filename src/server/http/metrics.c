@@ -138,6 +138,8 @@ static void persistence_series(textbuf *b)
           (double)ws.pending_bytes);
     counter(b, "bloomery_log_written_bytes_total", "Bytes written to the log.", ws.bytes);
     counter(b, "bloomery_log_fsyncs_total", "fsyncs of the log.", ws.fsyncs);
+    counter(b, "bloomery_log_write_errors_total",
+            "Failed writes, fsyncs and file creations of the log, retries included.", ws.errors);
     gauge(b, "bloomery_log_written_lsn", "Last log record written.", (double)ws.written_lsn);
     gauge(b, "bloomery_log_durable_lsn", "Last log record known durable.", (double)ws.durable_lsn);
     snapshot_stats ss;
@@ -163,10 +165,29 @@ static void replication_series(textbuf *b)
     tb_printf(b, "bloomery_replication_role{role=\"master\"} %d\n", rs.replica ? 0 : 1);
     tb_printf(b, "bloomery_replication_role{role=\"replica\"} %d\n", rs.replica ? 1 : 0);
     gauge(b, "bloomery_replication_offset", "Last LSN applied or appended.", (double)rs.offset);
-    if (rs.replica)
+    if (rs.replica) {
         gauge(b, "bloomery_master_link_up", "1 while the link to the master is up.",
               rs.link == REPL_LINK_CONNECTED ? 1 : 0);
+        /* INFO's master_last_io_seconds_ago: how stale a replica's data may be. */
+        gauge(b, "bloomery_master_last_io_seconds",
+              "Seconds since the last data from the master (-1: none yet).",
+              rs.last_io_ms ? (double)(now_ms() - rs.last_io_ms) / 1000.0 : -1);
+        gauge(b, "bloomery_master_sync_in_progress", "1 while a sync from the master runs.",
+              rs.sync_in_progress ? 1 : 0);
+    }
     gauge(b, "bloomery_connected_replicas", "Replicas served.", (double)rs.nreplicas);
+    /* The replicas a master is configured to need: what an alert compares
+     * bloomery_connected_replicas with. */
+    gauge(b, "bloomery_min_replicas_to_write", "min-replicas-to-write (0: writes never wait).",
+          (double)atomic_load_explicit(&cfg.min_replicas_to_write, memory_order_relaxed));
+    counter(b, "bloomery_replication_full_syncs_total", "Full syncs served to replicas.",
+            rs.full_syncs);
+    help(b, "bloomery_replication_partial_syncs_total", "counter",
+         "Partial syncs asked for by replicas: accepted (ok) or refused (err).");
+    tb_printf(b, "bloomery_replication_partial_syncs_total{result=\"ok\"} %llu\n",
+              (unsigned long long)rs.partial_syncs_ok);
+    tb_printf(b, "bloomery_replication_partial_syncs_total{result=\"err\"} %llu\n",
+              (unsigned long long)rs.partial_syncs_err);
     help(b, "bloomery_replica_lag_seconds", "gauge",
          "Seconds since a replica's last acknowledgement.");
     help(b, "bloomery_replica_lag_records", "gauge",
@@ -212,6 +233,8 @@ static void key_series(textbuf *b, const filter_row *r)
     tb_printf(b, "bloomery_filter_fill_ratio%s %.17g\n", lbl.p, r->fill);
     if (s->fpr >= 0 && isfinite(s->fpr))
         tb_printf(b, "bloomery_filter_fpr_estimate%s %.17g\n", lbl.p, s->fpr);
+    if (s->error_rate > 0)
+        tb_printf(b, "bloomery_filter_error_rate%s %.17g\n", lbl.p, s->error_rate);
     tb_printf(b, "bloomery_filter_ttl_seconds%s %.3f\n", lbl.p, r->ttl_s);
     tb_free(&lbl);
 }
@@ -238,6 +261,7 @@ static void keys_series(const http_who *who, textbuf *b)
     help(b, "bloomery_filter_fill_ratio", "gauge", "Items over capacity.");
     help(b, "bloomery_filter_fpr_estimate", "gauge",
          "False-positive rate estimated from the filter's bits now.");
+    help(b, "bloomery_filter_error_rate", "gauge", "False-positive rate asked for at creation.");
     help(b, "bloomery_filter_ttl_seconds", "gauge", "Seconds until the key expires (-1: never).");
     if (fl.failed)
         b->failed = true;
