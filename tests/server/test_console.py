@@ -448,3 +448,222 @@ def test_console_opened_with_credentials_in_the_url(start_server):
     finally:
         drv.quit()
         c.close()
+
+
+# ---- search, sort and paging; the filter's own actions ----
+
+def page(s, headers=None, **q):
+    st, body = get_json(s, "/api/filters?" + urllib.parse.urlencode(q), headers)
+    assert st == 200, body
+    return body
+
+
+def many_filters(c, n=400):
+    """n filters of every family with varied capacities, items, layouts and
+    TTLs (absolute expiry times, so equal TTLs are exactly equal), named in
+    groups: g0:0000 .. g3:0399, the last ones sorting past any first page."""
+    base = int(time.time() * 1000) + 3600 * 1000
+    p = c.pipeline(transaction=False)
+    names = []
+    for i in range(n):
+        name = "g%d:%04d" % (i % 4, i)
+        names.append(name)
+        if i % 10 == 3:
+            p.execute_command("CF.RESERVE", name, 64 + (i % 5) * 64)
+        elif i % 10 == 7:
+            p.execute_command("BF.RESERVE", name, 0.01, 100 + (i * 37) % 900, "LAYOUT",
+                              "classic")
+        else:
+            p.execute_command("BF.RESERVE", name, 0.01, 100 + (i * 53) % 900)
+        if i % 3 and i % 11:
+            add = "CF.INSERT" if i % 10 == 3 else "BF.INSERT"
+            p.execute_command(add, name, "ITEMS", *["%s-%d" % (name, k) for k in range(i % 11)])
+        if i % 5 == 0:
+            p.pexpireat(name, base + (i % 7) * 1000000)
+    p.execute()
+    return sorted(names)
+
+
+def all_rows(s, headers=None, **q):
+    rows, n = [], 1
+    while True:
+        body = page(s, headers, page=n, **q)
+        rows += body["filters"]
+        if n * body["per_page"] >= body["total"]:
+            return body["total"], rows
+        n += 1
+
+
+def test_paging_reaches_every_filter(start_server):
+    s = http_server(start_server, "--metrics-max-key-series", 100)
+    c = s.client()
+    names = many_filters(c)
+    # No parameters: today's answer, the first metrics-max-key-series
+    # filters in key order, with the total and page added.
+    body = page(s)
+    assert [f["name"] for f in body["filters"]] == names[:100]
+    assert body["truncated"] is True and body["total"] == 400
+    assert (body["page"], body["per_page"]) == (1, 100)
+    # Pages of 37: every filter once, in key order.
+    total, rows = all_rows(s, per_page=37)
+    assert total == 400 and [f["name"] for f in rows] == names
+    last = page(s, page=11, per_page=37)
+    assert len(last["filters"]) == 400 - 370 and last["truncated"] is True
+    assert page(s, page=12, per_page=37)["filters"] == []
+    assert page(s, page=10 ** 14, per_page=1000)["filters"] == []
+    # A filter past metrics-max-key-series is reachable, its FPR read.
+    beyond = page(s, match=names[-1])["filters"]
+    assert [f["name"] for f in beyond] == [names[-1]]
+    assert beyond[0]["fpr"] is not None
+    assert page(s, page=400, per_page=1)["filters"][0]["name"] == names[-1]
+    assert not page(s, per_page=1000)["truncated"]
+
+
+def test_match_is_a_glob_on_the_name(start_server):
+    s = http_server(start_server)
+    c = s.client()
+    names = many_filters(c)
+    for pat in ("g1:*", "g?:001*", "g[02]:03*", "*:0399", "g3:0\\3*", "nothing*", "*"):
+        import fnmatch
+        want = [n for n in names if fnmatch.fnmatchcase(n, pat.replace("\\3", "3"))]
+        total, rows = all_rows(s, match=pat, per_page=50)
+        assert total == len(want) and [f["name"] for f in rows] == want, pat
+    c.execute_command("BF.ADD", "star*name", "x")
+    assert [f["name"] for f in page(s, match="star\\*name")["filters"]] == ["star*name"]
+    # Not a filter: not counted.
+    c.execute_command("PFADD", "g1:plain", "x")
+    assert page(s, match="g1:*")["total"] == 100
+
+
+def sort_key(col):
+    if col == "ttl":
+        return lambda f: float("inf") if f["ttl"] < 0 else f["ttl"]
+    if col == "fpr":
+        return lambda f: -1 if f["fpr"] is None else f["fpr"]
+    return lambda f: f[col]
+
+
+def test_sort_by_every_column(start_server):
+    s = http_server(start_server)
+    c = s.client()
+    many_filters(c)
+    _, rows = all_rows(s, per_page=1000)
+    for col in ("name", "type", "layout", "capacity", "items", "fill", "fpr", "bytes", "parts",
+                "ttl"):
+        for order in ("asc", "desc"):
+            # Ties are by name, ascending or descending with the column.
+            want = sorted(rows, key=lambda f: (sort_key(col)(f), f["name"]),
+                          reverse=order == "desc")
+            total, got = all_rows(s, sort=col, order=order, per_page=64)
+            assert total == 400
+            assert [f["name"] for f in got] == [f["name"] for f in want], (col, order)
+    # "memory" is the bytes column.
+    names = lambda b: [f["name"] for f in b["filters"]]  # noqa: E731
+    assert names(page(s, sort="memory", order="desc", per_page=50)) == \
+        names(page(s, sort="bytes", order="desc", per_page=50))
+    for bad in ("sort=bogus", "order=up", "page=0", "page=x", "page=-1", "per_page=0",
+                "per_page=1001", "per_page=1e2"):
+        st, body = get_json(s, "/api/filters?" + bad)
+        assert st == 400 and body["error"], bad
+
+
+def test_sort_by_fpr_is_bounded(start_server):
+    """Sorting by FPR reads every matching filter's bits: more than a page's
+    bound of them is refused, a match that narrows them is answered."""
+    s = http_server(start_server)
+    c = s.client()
+    p = c.pipeline(transaction=False)
+    for i in range(1001):
+        p.execute_command("BF.RESERVE", "f%04d" % i, 0.01, 100)
+    p.execute()
+    st, body = get_json(s, "/api/filters?sort=fpr")
+    assert st == 400 and "narrow" in body["error"], body
+    assert page(s, sort="fpr", match="f0*")["total"] == 1000
+
+
+def test_check_add_persist_and_read_only(start_server):
+    s = http_server(start_server)
+    c = s.client()
+    c.execute_command("BF.RESERVE", "bf", 0.001, 1000)
+    c.execute_command("CF.RESERVE", "cf", 1000)
+    c.expire("bf", 1000)
+    for name in ("bf", "cf"):
+        st, body = post(s, "/api/filters/check", {"name": name, "items": "a\nb\r\n\nc\n"})
+        assert (st, body) == (200, {"reply": [0, 0, 0]}), name
+        st, body = post(s, "/api/filters/add", {"name": name, "items": "a\r\nb\n"})
+        assert (st, body) == (200, {"reply": [1, 1]}), name
+        st, body = post(s, "/api/filters/check", {"name": name, "items": "a\nb\nc"})
+        assert (st, body) == (200, {"reply": [1, 1, 0]}), name
+    assert c.execute_command("BF.EXISTS", "bf", "b") == 1
+    assert c.execute_command("CF.EXISTS", "cf", "a") == 1
+    assert post(s, "/api/filters/add", {"name": "bf", "items": "a"}) == (200, {"reply": [0]})
+    # No filter: not created.
+    st, body = post(s, "/api/filters/add", {"name": "missing", "items": "a"})
+    assert (st, body) == (400, {"error": "ERR not found"})
+    assert c.exists("missing") == 0
+    st, body = post(s, "/api/filters/check", {"name": "bf", "items": "\n\n"})
+    assert st == 400 and "items" in body["error"]
+    c.execute_command("PFADD", "str", "x")
+    st, body = post(s, "/api/filters/add", {"name": "str", "items": "a"})
+    assert st == 400 and body["error"].startswith("WRONGTYPE")
+    # Items up to the body's size, each a line.
+    many = ["item-%05d" % i for i in range(4000)]
+    st, body = post(s, "/api/filters/add", {"name": "cf", "items": "\n".join(many)})
+    assert st == 200 and len(body["reply"]) == 4000
+
+    # Persist removes the TTL.
+    assert page(s, match="bf")["filters"][0]["ttl"] > 0
+    assert post(s, "/api/filters/persist", {"name": "bf"}) == (200, {"reply": 1})
+    assert c.ttl("bf") == -1 and page(s, match="bf")["filters"][0]["ttl"] == -1
+    assert post(s, "/api/filters/persist", {"name": "bf"}) == (200, {"reply": 0})
+
+    # Read-only: adds refused, checks answered; shown in the row.
+    assert post(s, "/api/filters/readonly", {"name": "bf", "readonly": "yes"}) == \
+        (200, {"reply": "OK"})
+    row = page(s, match="bf")["filters"][0]
+    assert row["read_only"] is True and row["can"]["add"] is False
+    assert row["can"]["check"] is True and row["can"]["readonly"] is True
+    st, body = post(s, "/api/filters/add", {"name": "bf", "items": "z"})
+    assert st == 400 and "read-only" in body["error"], body
+    assert post(s, "/api/filters/check", {"name": "bf", "items": "a\nz"}) == \
+        (200, {"reply": [1, 0]})
+    assert c.execute_command("BF.CONFIG", "bf", "READONLY") == b"yes"
+    assert post(s, "/api/filters/readonly", {"name": "bf", "readonly": "no"})[0] == 200
+    assert page(s, match="bf")["filters"][0]["read_only"] is False
+    assert post(s, "/api/filters/add", {"name": "bf", "items": "z"}) == (200, {"reply": [1]})
+    st, body = post(s, "/api/filters/readonly", {"name": "bf", "readonly": "maybe"})
+    assert st == 400 and "yes or no" in body["error"]
+    c.close()
+
+
+def test_replica_offers_and_takes_no_writes(start_server):
+    s = http_server(start_server)
+    c = s.client()
+    c.execute_command("BF.RESERVE", "bf", 0.01, 1000)
+    c.execute_command("BF.ADD", "bf", "a")
+    c.expire("bf", 5000)
+    replica = http_server(start_server, "--replicaof", "127.0.0.1 %d" % s.port)
+    wait_for(lambda: page(replica)["total"] == 1, "the filter on the replica")
+    body = page(replica)
+    assert body["role"] == "replica"
+    assert not any(body["can"].values()), body["can"]
+    row = body["filters"][0]
+    assert row["can"] == {"delete": False, "expire": False, "persist": False, "check": True,
+                          "add": False, "readonly": False}
+    for path, fields in (("/api/filters", {"name": "x", "capacity": 10, "error_rate": 0.1}),
+                         ("/api/filters/delete", {"name": "bf"}),
+                         ("/api/filters/expire", {"name": "bf", "seconds": 5}),
+                         ("/api/filters/persist", {"name": "bf"}),
+                         ("/api/filters/readonly", {"name": "bf", "readonly": "yes"}),
+                         ("/api/filters/add", {"name": "bf", "items": "b"})):
+        st, body = post(replica, path, fields)
+        assert st == 400 and body["error"].startswith("READONLY"), (path, body)
+    # Checks are reads: answered.
+    assert post(replica, "/api/filters/check", {"name": "bf", "items": "a\nb"}) == \
+        (200, {"reply": [1, 0]})
+    rc = replica.client()
+    assert rc.exists("x") == 0 and rc.execute_command("BF.EXISTS", "bf", "b") == 0
+    assert rc.ttl("bf") > 4000
+    assert c.exists("bf") == 1 and c.execute_command("BF.CONFIG", "bf", "READONLY") == b"no"
+    rc.close()
+    c.close()
