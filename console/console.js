@@ -335,6 +335,7 @@ async function refresh() {
   const mine = ++seq;
   const name = route();
   $("filters").classList.toggle("hidden", name !== null);
+  $("status").classList.toggle("hidden", name !== null);
   $("filter-view").classList.toggle("hidden", name === null);
   if (name === null) viewed = null;
   $("create").classList.add("hidden");

@@ -6,6 +6,7 @@ import atexit
 import json
 import os
 import shutil
+import sys
 import tempfile
 import threading
 import time
@@ -51,7 +52,7 @@ def get_json(s, path, headers=None):
 
 
 def filters(s, headers=None):
-    status, body = get_json(s, "/api/filters", headers)
+    status, body = get_json(s, "/api/filters?per_page=1000", headers)
     assert status == 200
     return {f["name"]: f for f in body["filters"]}
 
@@ -324,95 +325,226 @@ def test_history_is_kept_by_the_server(start_server):
     assert history(s, "other")["samples"]
 
 
+def chromium(width=1280, height=800):
+    """A Browser of tests/console/browser.py, or None where there is none."""
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "console"))
+    import browser as b
+    return b.Browser(width, height) if b.available() else None
+
+
+LONG = "aa:" + "a-very-long-key-name-" * 12 + "end"
+
+
 def test_console_in_chromium(start_server):
-    drv = browser()
-    if drv is None:
+    b = chromium()
+    if b is None:
         pytest.skip("chromium, chromedriver or python3-selenium is not installed")
-    from selenium.webdriver.common.by import By
-    from selenium.webdriver.support.ui import Select, WebDriverWait
-    s = http_server(start_server, "--console-sample-interval", 1)
+    from selenium.webdriver.support.ui import Select
+    drv = b.driver
+    s = http_server(start_server, "--console-sample-interval", 1, "--metrics-max-key-series", 100)
     c = s.client()
     c.execute_command("BF.RESERVE", "logins:24h", 0.001, 50000, "WINDOW", 86400)
     c.execute_command("BF.RESERVE", "emails", 0.01, 20000)
     c.execute_command("BF.MADD", "emails", *["e%d" % i for i in range(15000)])
     c.execute_command("CF.RESERVE", "sessions", 10000)
+    c.execute_command("BF.RESERVE", LONG, 0.01, 1000)
     c.expire("emails", 7 * 86400)
+    p = c.pipeline(transaction=False)
+    for i in range(120):  # past metrics-max-key-series, and past a page
+        p.execute_command("BF.RESERVE", "x-bulk:%03d" % i, 0.01, 1000 + 97 * i)
+        p.execute_command("BF.INSERT", "x-bulk:%03d" % i, "ITEMS",
+                          *["i%d" % k for k in range((i * 379) % 1200 + 1)])
+        if i % 4 == 1:
+            p.expire("x-bulk:%03d" % i, 3600 * (i % 30 + 1))
+    p.execute()
     try:
-        wait = WebDriverWait(drv, 30, poll_frequency=0.05)
-        drv.get(s.http + "/")
-        row = lambda name: drv.find_elements(By.CSS_SELECTOR, 'tr[data-name="%s"]' % name)
-        wait.until(lambda d: row("emails"))
+        b.get(s.http + "/")
+        row = lambda name: b.css('tr[data-name="%s"]' % name)  # noqa: E731
+        b.wait(lambda: row("emails"), "the emails row")
         card = c.execute_command("BF.CARD", "emails")  # a few adds were false positives
-        assert drv.find_element(By.CSS_SELECTOR, 'tr[data-name="emails"] td.items').text \
-            == "{:,}".format(card)
-        status = drv.find_element(By.ID, "status-list").text
+        assert b.text('tr[data-name="emails"] td.items') == "{:,}".format(card)
+        status = b.text("#status-list")
         assert "master" in status and "Uptime" in status
+        b.wait_text("#filters-total", "124 filters")
+        assert b.text("#page-info") == "page 1 of 3"
+        assert len(b.css("#filter-table tbody tr")) == 50
+        # A long name is cut, not wrapped: its row is as high as the others,
+        # the whole name in its title.
+        heights = drv.execute_script(
+            "return [...document.querySelectorAll('#filter-table tbody tr')]"
+            ".map(r => r.getBoundingClientRect().height)")
+        assert max(heights) == min(heights), heights
+        assert b.css('tr[data-name="%s"] td.name' % LONG)[0].get_attribute("title") == LONG
+        width = drv.execute_script("return document.documentElement.scrollWidth")
+        assert width <= 1280, width
+
+        # Search: the server's glob, any text anywhere in the name.
+        b.css("#search")[0].send_keys("x-bulk:11")
+        b.wait_text("#filters-total", "10 filters match")
+        b.wait(lambda: [r.get_attribute("data-name") for r in b.css("#filter-table tbody tr")]
+               == ["x-bulk:%03d" % i for i in range(110, 120)], "the matching rows")
+        assert b.text("#page-info") == "page 1 of 1"
+        assert b.screenshot("console.png", SHOTS)
+        search = b.css("#search")[0]
+        search.clear()
+        search.send_keys("x-bulk:119")  # past metrics-max-key-series
+        b.wait(lambda: [r.get_attribute("data-name") for r in b.css("#filter-table tbody tr")]
+               == ["x-bulk:119"], "the last filter")
+        drv.execute_script("var s = document.getElementById('search'); s.value = '';"
+                           "s.dispatchEvent(new Event('input'))")
+        b.wait_text("#filters-total", "124 filters")
+
+        # Sort: a click on a header sorts by it, a second the other way.
+        def first_rows():
+            return [r.get_attribute("data-name") for r in b.css("#filter-table tbody tr")][:3]
+        by_cap = sorted(filters(s).values(), key=lambda f: (f["capacity"], f["name"]))
+        b.click('th[data-sort="capacity"]')
+        b.wait(lambda: first_rows() == [f["name"] for f in by_cap[:3]], "capacity ascending")
+        b.click('th[data-sort="capacity"]')
+        b.wait(lambda: first_rows() == [f["name"] for f in by_cap[::-1][:3]],
+               "capacity descending")
+        assert "\u25bc" in b.text('th[data-sort="capacity"]')
+        # Pages.
+        b.click("#page-next")
+        b.wait_text("#page-info", "page 2 of 3")
+        b.wait(lambda: first_rows() == [f["name"] for f in by_cap[::-1][50:53]], "page 2")
+        Select(b.css("#per-page")[0]).select_by_value("100")
+        b.wait_text("#page-info", "page 1 of 2")
+        b.click('th[data-sort="name"]')
+        b.wait(lambda: first_rows()[0] == LONG, "name ascending")
 
         # The sizing calculator answers before anything is created.
-        name = drv.find_element(By.ID, "f-name")
-        name.send_keys("signups")
-        cap = drv.find_element(By.ID, "f-capacity")
+        b.css("#f-name")[0].send_keys("signups")
+        cap = b.css("#f-capacity")[0]
         cap.clear()
         cap.send_keys("2000000")
-        err = drv.find_element(By.ID, "f-error")
+        err = b.css("#f-error")[0]
         err.clear()
         err.send_keys("0.001")
-        Select(drv.find_element(By.ID, "f-layout")).select_by_value("classic")
-        drv.find_element(By.ID, "f-expiry").send_keys("86400")
+        Select(b.css("#f-layout")[0]).select_by_value("classic")
+        b.css("#f-expiry")[0].send_keys("86400")
         q = urllib.parse.urlencode({"capacity": 2000000, "error_rate": 0.001,
                                     "layout": "classic"})
         calc = json.loads(get(s.http + "/api/calc?" + q)[2])
-        sizing = drv.find_element(By.ID, "sizing")
-        wait.until(lambda d: "%.2f bits per key" % calc["bits_per_key"] in sizing.text)
-        assert "classic" in sizing.text
+        b.wait_text("#sizing", "%.2f bits per key" % calc["bits_per_key"])
+        assert "classic" in b.text("#sizing")
         assert c.exists("signups") == 0
-        drv.find_element(By.ID, "f-submit").click()
-        wait.until(lambda d: row("signups"))
+        b.click("#f-submit")
+        b.wait(lambda: row("signups"), "the new row")
         assert c.type("signups") == b"MBbloom--"
         assert 86000 < c.ttl("signups") <= 86400
         c.execute_command("BF.MADD", "signups", *["s%d" % i for i in range(1000)])
-        drv.find_element(By.CSS_SELECTOR, 'tr[data-name="emails"]').click()
+
+        # A row opens its filter's view, at the top of the page.
+        b.click('tr[data-name="emails"] td.items')
+        b.wait_css("#filter-view")
+        assert drv.execute_script("return location.hash") == "#/filter/emails"
+        assert not b.css("#filters")[0].is_displayed()
+        assert drv.execute_script("return window.scrollY") == 0
+        b.wait_text("#view-name", "emails")
+        b.wait(lambda: "{:,}".format(card) in b.text("#view-stats"), "the filter's figures")
         # The server's samples, taken before the page asked for them.
-        wait.until(lambda d: d.find_element(By.ID, "chart").find_elements(By.CSS_SELECTOR,
-                                                                          "circle.fill"))
-        os.makedirs(SHOTS, exist_ok=True)
-        assert drv.save_screenshot(os.path.join(SHOTS, "console.png"))
+        b.wait(lambda: b.css("#chart circle.fill"), "the chart's samples")
+        # Check, then add items.
+        b.css("#check-items")[0].send_keys("e1\ne2\nnever-added")
+        b.click("#check-submit")
+        b.wait(lambda: [x.text for x in b.css("#check-results td.answer")]
+               == ["maybe present", "maybe present", "not present"], "the check's answers")
+        b.css("#add-items")[0].send_keys("new-1\ne1")
+        b.click("#add-submit")
+        b.wait(lambda: [x.text for x in b.css("#add-results td.answer")]
+               == ["added", "already there"], "the add's answers")
+        assert c.execute_command("BF.EXISTS", "emails", "new-1") == 1
+        assert b.screenshot("console-filter.png", SHOTS)
+        # Persist: the TTL goes.
+        assert c.ttl("emails") > 0
+        b.click("#view-actions button.persist")
+        b.wait(lambda: c.ttl("emails") == -1, "the TTL removed")
+        b.wait(lambda: "none" in b.text('[data-field="TTL"]'), "TTL none shown")
+        b.wait_gone("#view-actions button.persist")
+        # Read-only: a badge, and no add form; checks still offered.
+        b.click("#view-actions button.readonly")
+        b.wait_css("#ro-badge")
+        b.wait_gone("#add-form")
+        assert c.execute_command("BF.CONFIG", "emails", "READONLY") == b"yes"
+        assert b.css("#check-form")[0].is_displayed()
+        b.click("#view-actions button.readonly")
+        b.wait_css("#add-form")
+        b.wait_gone("#ro-badge")
+        assert c.execute_command("BF.CONFIG", "emails", "READONLY") == b"no"
+        b.click("#back")
+        b.wait_css("#filter-table")
+        b.wait(lambda: row("signups"), "the table again")
 
         # Delete, after a confirmation; cancelling keeps the filter.
-        drv.find_element(By.CSS_SELECTOR, 'tr[data-name="signups"] button.delete').click()
-        dialog = drv.find_element(By.ID, "confirm")
-        wait.until(lambda d: dialog.is_displayed())
-        assert "signups" in drv.find_element(By.ID, "confirm-text").text
-        assert drv.save_screenshot(os.path.join(SHOTS, "console-delete.png"))
-        drv.find_element(By.ID, "confirm-cancel").click()
-        wait.until(lambda d: not dialog.is_displayed())
+        b.click('tr[data-name="signups"] button.delete')
+        dialog = b.css("#confirm")[0]
+        b.wait(lambda: dialog.is_displayed(), "the dialog")
+        assert "signups" in b.text("#confirm-text")
+        b.click("#confirm-cancel")
+        b.wait(lambda: not dialog.is_displayed(), "the dialog closed")
         assert c.exists("signups") == 1
-        drv.find_element(By.CSS_SELECTOR, 'tr[data-name="signups"] button.delete').click()
-        wait.until(lambda d: dialog.is_displayed())
-        drv.find_element(By.ID, "confirm-ok").click()
-        wait.until(lambda d: not row("signups"))
+        b.click('tr[data-name="signups"] button.delete')
+        b.wait(lambda: dialog.is_displayed(), "the dialog")
+        b.click("#confirm-ok")
+        b.wait(lambda: not row("signups"), "the row gone")
         assert c.exists("signups") == 0
 
         # Expire: the dialog asks for the seconds.
-        drv.find_element(By.CSS_SELECTOR, 'tr[data-name="sessions"] button.expire').click()
-        wait.until(lambda d: dialog.is_displayed())
-        secs = drv.find_element(By.ID, "confirm-seconds")
+        b.click('tr[data-name="sessions"] button.expire')
+        b.wait(lambda: dialog.is_displayed(), "the dialog")
+        secs = b.css("#confirm-seconds")[0]
         secs.clear()
         secs.send_keys("500")
-        drv.find_element(By.ID, "confirm-ok").click()
-        wait.until(lambda d: 0 < c.ttl("sessions") <= 500)
-        logs = [e for e in drv.get_log("browser") if e["level"] == "SEVERE"]
-        assert not logs, logs
+        b.click("#confirm-ok")
+        b.wait(lambda: 0 < c.ttl("sessions") <= 500, "the expiry")
+        assert not b.errors()
 
-        # A user who may not write sees no create, expire or delete control.
-        assert drv.find_element(By.ID, "create").is_displayed()
+        # A user who may not write sees no control that writes.
+        assert b.css("#create")[0].is_displayed()
         c.execute_command("ACL", "SETUSER", "default", "-@write")
         drv.refresh()
-        wait.until(lambda d: row("emails"))
-        assert not drv.find_elements(By.CSS_SELECTOR, "#filter-table button")
-        assert not drv.find_element(By.ID, "create").is_displayed()
+        b.wait(lambda: row("emails"), "the emails row")
+        assert not b.css("#filter-table button")
+        assert not b.css("#create")[0].is_displayed()
+        b.click('tr[data-name="emails"] td.items')
+        b.wait_css("#check-form")
+        assert not b.css("#add-form")[0].is_displayed()
+        assert not b.css("#view-actions button")
     finally:
-        drv.quit()
+        b.close()
+        c.close()
+
+
+def test_console_on_a_replica_offers_no_writes(start_server):
+    b = chromium()
+    if b is None:
+        pytest.skip("chromium, chromedriver or python3-selenium is not installed")
+    s = http_server(start_server)
+    c = s.client()
+    c.execute_command("BF.RESERVE", "emails", 0.01, 1000)
+    c.execute_command("BF.ADD", "emails", "a")
+    c.expire("emails", 5000)
+    replica = http_server(start_server, "--replicaof", "127.0.0.1 %d" % s.port)
+    wait_for(lambda: filters(replica).get("emails"), "the filter on the replica")
+    try:
+        b.get(replica.http + "/")
+        b.wait_css('tr[data-name="emails"]')
+        b.wait_text("#filters-note", "replica")
+        assert not b.css("#filter-table button")
+        assert not b.css("#create")[0].is_displayed()
+        b.click('tr[data-name="emails"] td.name')
+        b.wait_css("#check-form")
+        b.wait(lambda: "1" in b.text('[data-field="Items"]'), "the filter's figures")
+        assert not b.css("#add-form")[0].is_displayed()
+        assert not b.css("#view-actions button")
+        b.css("#check-items")[0].send_keys("a\nb")
+        b.click("#check-submit")
+        b.wait(lambda: [x.text for x in b.css("#check-results td.answer")]
+               == ["maybe present", "not present"], "the check's answers")
+        assert not b.errors()
+    finally:
+        b.close()
         c.close()
 
 
