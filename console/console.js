@@ -288,6 +288,9 @@ function drawChart(history) {
   if (!history) return;
   const points = history.samples;
   $("chart-interval").textContent = history.interval_s;
+  $("chart-title").textContent = points.length ? "The last hour"
+    : "The last hour: no samples yet (the server samples the first metrics-max-key-series " +
+      "filters)";
   const svg = $("chart");
   const W = 640, H = 200, L = 40, R = 50, T = 10, B = 20;
   const now = history.now_ms; // the samples' times are on the server's clock
