@@ -719,6 +719,10 @@ def test_check_add_persist_and_read_only(start_server):
     c.execute_command("BF.RESERVE", "bf", 0.001, 1000)
     c.execute_command("CF.RESERVE", "cf", 1000)
     c.expire("bf", 1000)
+    # No filter: not created.
+    st, body = post(s, "/api/filters/add", {"name": "missing", "items": "a"})
+    assert (st, body) == (400, {"error": "ERR not found"})
+    assert c.exists("missing") == 0
     for name in ("bf", "cf"):
         st, body = post(s, "/api/filters/check", {"name": name, "items": "a\nb\r\n\nc\n"})
         assert (st, body) == (200, {"reply": [0, 0, 0]}), name
@@ -729,10 +733,6 @@ def test_check_add_persist_and_read_only(start_server):
     assert c.execute_command("BF.EXISTS", "bf", "b") == 1
     assert c.execute_command("CF.EXISTS", "cf", "a") == 1
     assert post(s, "/api/filters/add", {"name": "bf", "items": "a"}) == (200, {"reply": [0]})
-    # No filter: not created.
-    st, body = post(s, "/api/filters/add", {"name": "missing", "items": "a"})
-    assert (st, body) == (400, {"error": "ERR not found"})
-    assert c.exists("missing") == 0
     st, body = post(s, "/api/filters/check", {"name": "bf", "items": "\n\n"})
     assert st == 400 and "items" in body["error"]
     c.execute_command("PFADD", "str", "x")
