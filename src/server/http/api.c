@@ -3,7 +3,11 @@
  * sources); changes run as commands through a worker (command.c), so
  * they take the same path as a client's, as the request's user. What the
  * user may do is told with the filters ("can"), so that the console shows
- * only those buttons; the server refuses the others anyway. */
+ * only those buttons; the server refuses the others anyway. On a replica
+ * nothing that writes is offered, and the write routes refuse before
+ * running anything. The filter list is answered a page at a time: every
+ * filter's cheap statistics are gathered to search, sort and count them,
+ * and the FPR estimate (a read of the filter's bits) only for the page. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
