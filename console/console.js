@@ -1,15 +1,22 @@
 // The management console: reads /api/status and /api/filters, creates,
 // deletes and expires filters through the JSON API (docs/CONSOLE.md).
-// The chart of a filter's fill and FPR shows the server's samples of the
-// last hour (/api/history). Only the buttons the signed-in user may use
-// are shown (the "can" of /api/filters); the server refuses the others
-// anyway.
+// The filter table is one page of the server's answer: the search (a glob
+// on the name), the sorted column and the page are the server's, so every
+// filter can be reached however many there are. A filter opens in a view
+// of its own (#/filter/NAME): its figures, the chart of its fill and FPR
+// (the server's samples of the last hour, /api/history), its actions and
+// forms to check and add items. Only the controls the signed-in user may
+// use are shown (the "can" of /api/filters: none that writes on a
+// replica); the server refuses the others anyway.
 "use strict";
 
 const HISTORY_MS = 3600 * 1000;
 const REFRESH_MS = 10000;
-let selected = null;
 let pending = null; // the action the confirmation dialog is for
+// The table's query: the server searches, sorts and pages.
+const list = { match: "", sort: "name", order: "asc", page: 1, per_page: 50 };
+let lastTotal = 0;
+let seq = 0; // answers to an older request than the latest are dropped
 
 const $ = (id) => document.getElementById(id);
 
@@ -113,47 +120,166 @@ function confirmAction(text, withSeconds, action) {
   $("confirm").showModal();
 }
 
-function actions(f) {
+// The view a hash stands for: the table, or one filter.
+function route() {
+  const m = /^#\/filter\/(.*)$/.exec(location.hash);
+  if (!m) return null;
+  try { return decodeURIComponent(m[1]); } catch (e) { return null; }
+}
+const filterHash = (name) => "#/filter/" + encodeURIComponent(name);
+
+// A search without a wildcard looks for the text anywhere in the name; one
+// with a wildcard is the Redis glob as typed.
+function glob(text) {
+  const t = text.trim();
+  if (!t || /[*?[\\]/.test(t)) return t;
+  return "*" + t + "*";
+}
+// A name as a glob that matches only itself.
+const exact = (name) => name.replace(/[*?[\]\\]/g, "\\$&");
+
+function actions(f, inView) {
   const out = [];
+  const after = () => (inView ? refresh() : null);
   if (f.can.expire)
-    out.push(el("button", { class: "expire", onclick: (ev) => {
+    out.push(el("button", { class: "expire", type: "button", onclick: (ev) => {
       ev.stopPropagation();
       confirmAction("Expire filter \u201c" + f.name + "\u201d?", true,
         () => api("/api/filters/expire", { name: f.name, seconds: $("confirm-seconds").value }));
     } }, "Expire"), " ");
+  if (inView && f.can.persist && f.ttl >= 0)
+    out.push(el("button", { class: "persist", type: "button", onclick: async () => {
+      try { await api("/api/filters/persist", { name: f.name }); } catch (e) { viewError(e); }
+      after();
+    } }, "Persist"), " ");
+  if (inView && f.can.readonly)
+    out.push(el("button", { class: "readonly", type: "button", onclick: async () => {
+      try {
+        await api("/api/filters/readonly", { name: f.name, readonly: f.read_only ? "no" : "yes" });
+      } catch (e) { viewError(e); }
+      after();
+    } }, f.read_only ? "Make writable" : "Make read-only"), " ");
   if (f.can.delete)
-    out.push(el("button", { class: "danger delete", onclick: (ev) => {
+    out.push(el("button", { class: "danger delete", type: "button", onclick: (ev) => {
       ev.stopPropagation();
       confirmAction("Delete filter \u201c" + f.name + "\u201d? This cannot be undone.", false,
-        () => api("/api/filters/delete", { name: f.name }));
+        async () => {
+          await api("/api/filters/delete", { name: f.name });
+          if (inView) location.hash = "#/";
+        });
     } }, "Delete"));
   return out;
 }
 
-function renderFilters(data, history) {
+function viewError(e) { $("view-error").textContent = e ? e.message : ""; }
+
+function renderFilters(data) {
   $("create").classList.toggle("hidden", !data.can.create);
   $("user").textContent = data.user;
-  $("filters-note").textContent = data.filters.length === 0 ? "No filters yet."
-    : data.truncated ? "Showing the first " + data.filters.length +
-      " filters (metrics-max-key-series)." : "";
+  lastTotal = data.total;
+  const pages = Math.max(1, Math.ceil(data.total / data.per_page));
+  $("filters-total").textContent = count(data.total) + (data.total === 1 ? " filter" : " filters") +
+    (list.match ? " match" + (data.total === 1 ? "es" : "") + " \u201c" + list.match + "\u201d" : "");
+  $("page-info").textContent = "page " + count(data.page) + " of " + count(pages);
+  $("page-prev").disabled = data.page <= 1;
+  $("page-next").disabled = data.page >= pages;
+  $("filters-note").textContent = data.total === 0
+    ? (list.match ? "No filter matches." : "No filters yet.")
+    : data.role === "replica" ? "This node is a replica: its filters are read-only here." : "";
+  for (const th of document.querySelectorAll("#filter-table th[data-sort]")) {
+    const on = th.dataset.sort === list.sort;
+    th.setAttribute("aria-sort", on ? (list.order === "asc" ? "ascending" : "descending") : "none");
+    th.replaceChildren(th.dataset.label, on ? el("span", { class: "arrow" },
+      list.order === "asc" ? " \u25b2" : " \u25bc") : "");
+  }
   const rows = data.filters.map((f) => {
     const bar = el("span", { class: "bar" + (f.fill > 0.9 ? " hot" : "") }, el("span"));
     bar.firstChild.style.width = Math.min(100, 100 * f.fill) + "%";
-    const tr = el("tr", { "data-name": f.name, onclick: () => { selected = f.name; refresh(); } },
-      el("td", { class: "name" }, f.name),
-      el("td", {}, f.layout),
+    const name = el("td", { class: "name key", title: f.name },
+      el("a", { href: filterHash(f.name) }, f.name));
+    if (f.read_only) name.prepend(el("span", { class: "badge ro ro-flag" }, "read-only"));
+    return el("tr", { "data-name": f.name, class: "filter-row",
+                      onclick: () => { location.hash = filterHash(f.name); } },
+      name,
+      el("td", { title: f.type }, f.layout),
       el("td", { class: "num" }, count(f.capacity)),
       el("td", { class: "num items" }, count(f.items)),
       el("td", { class: "num" }, bar, pct(f.fill)),
       el("td", { class: "num" }, fpr(f.fpr)),
       el("td", { class: "num" }, bytes(f.bytes)),
       el("td", { class: "num" }, duration(f.ttl)),
-      el("td", {}, ...actions(f)));
-    if (f.name === selected) tr.classList.add("selected");
-    return tr;
+      el("td", {}, ...actions(f, false)));
   });
   $("filter-table").tBodies[0].replaceChildren(...rows);
-  drawChart(history);
+}
+
+let viewed = null; // the filter shown in the view: its forms are kept while it stays
+
+function renderView(name, data, history) {
+  const f = data.filters.find((x) => x.name === name);
+  $("user").textContent = data.user;
+  if (viewed !== name) {
+    viewed = name;
+    for (const id of ["check", "add"]) {
+      $(id + "-items").value = "";
+      $(id + "-error").textContent = "";
+      $(id + "-results").classList.add("hidden");
+    }
+    viewError(null);
+  }
+  $("view-name").textContent = name;
+  $("ro-badge").classList.toggle("hidden", !(f && f.read_only));
+  if (!f) {
+    $("view-stats").replaceChildren(el("div", {}, "No such filter (deleted, expired, or not " +
+                                                  "readable by this user)."));
+    $("view-actions").replaceChildren();
+    $("check-form").classList.add("hidden");
+    $("add-form").classList.add("hidden");
+    drawChart(null);
+    return;
+  }
+  const items = [
+    ["Type", f.type], ["Layout", f.layout], ["Capacity", count(f.capacity)],
+    ["Items", count(f.items)], ["Fill", pct(f.fill)], ["Live FPR", fpr(f.fpr)],
+    ["Memory", bytes(f.bytes)], ["Parts", count(f.parts)], ["TTL", duration(f.ttl)],
+    ["Writes", f.read_only ? "refused (read-only)" : data.role === "replica"
+      ? "on the master only" : "allowed"],
+  ];
+  $("view-stats").replaceChildren(...items.map(([k, v]) =>
+    el("div", { "data-field": k }, el("dt", {}, k), el("dd", {}, v))));
+  $("view-actions").replaceChildren(...actions(f, true));
+  $("check-form").classList.toggle("hidden", !f.can.check);
+  // No add form on a replica, for a user who may not add, or on a
+  // read-only filter (the server says so with can.add).
+  $("add-form").classList.toggle("hidden", !f.can.add);
+  drawChart(history, name);
+}
+
+function showResults(kind, items, reply) {
+  const t = $(kind + "-results");
+  const words = kind === "check" ? ["not present", "maybe present"] : ["already there", "added"];
+  t.tBodies[0].replaceChildren(...items.map((it, i) => {
+    const r = Array.isArray(reply) ? reply[i] : null;
+    const text = r === 0 || r === 1 ? words[r] : r && r.error ? r.error : String(r);
+    return el("tr", { "data-item": it, class: r === 1 ? "hit" : "" },
+      el("td", { class: "key", title: it }, it), el("td", { class: "answer" }, text));
+  }));
+  t.classList.remove("hidden");
+}
+
+async function itemsSubmit(kind, ev) {
+  ev.preventDefault();
+  const items = $(kind + "-items").value.split("\n").map((x) => x.replace(/\r$/, ""))
+    .filter((x) => x !== "");
+  $(kind + "-error").textContent = "";
+  try {
+    const r = await api("/api/filters/" + kind, { name: viewed, items: items.join("\n") });
+    showResults(kind, items, r.reply);
+  } catch (e) {
+    $(kind + "-error").textContent = e.message;
+    $(kind + "-results").classList.add("hidden");
+  }
+  if (kind === "add") refresh();
 }
 
 function drawChart(history) {
@@ -162,7 +288,9 @@ function drawChart(history) {
   if (!history) return;
   const points = history.samples;
   $("chart-interval").textContent = history.interval_s;
-  $("chart-title").textContent = selected + ": the last hour";
+  $("chart-title").textContent = points.length ? "The last hour"
+    : "The last hour: no samples yet (the server samples the first metrics-max-key-series " +
+      "filters)";
   const svg = $("chart");
   const W = 640, H = 200, L = 40, R = 50, T = 10, B = 20;
   const now = history.now_ms; // the samples' times are on the server's clock
@@ -199,19 +327,45 @@ function drawChart(history) {
   svg.replaceChildren(...parts);
 }
 
+function listQuery() {
+  const q = { sort: list.sort, order: list.order, page: list.page, per_page: list.per_page };
+  const m = glob(list.match);
+  if (m) q.match = m;
+  return new URLSearchParams(q);
+}
+
 async function refresh() {
+  const mine = ++seq;
+  const name = route();
+  $("filters").classList.toggle("hidden", name !== null);
+  $("status").classList.toggle("hidden", name !== null);
+  $("filter-view").classList.toggle("hidden", name === null);
+  if (name === null) viewed = null;
+  $("create").classList.add("hidden");
   try {
     // A user who may not run INFO still sees the filters.
     try { renderStatus(await api("/api/status")); } catch (e) {
       $("status-list").replaceChildren(el("div", {}, e.message));
     }
-    const filters = await api("/api/filters");
-    if (selected && !filters.filters.some((f) => f.name === selected)) selected = null;
-    const history = selected
-      ? await api("/api/history?" + new URLSearchParams({ name: selected })) : null;
-    renderFilters(filters, history);
+    if (name === null) {
+      const data = await api("/api/filters?" + listQuery());
+      if (mine !== seq) return;
+      const last = Math.max(1, Math.ceil(data.total / data.per_page));
+      if (data.page > last) { list.page = last; return refresh(); } // filters went meanwhile
+      renderFilters(data);
+    } else {
+      const data = await api("/api/filters?" +
+        new URLSearchParams({ match: exact(name), per_page: 1 }));
+      const history = data.filters.length
+        ? await api("/api/history?" + new URLSearchParams({ name })) : null;
+      if (mine !== seq) return;
+      renderView(name, data, history);
+    }
   } catch (e) {
+    if (mine !== seq) return;
     $("node-summary").textContent = e.message;
+    if (name === null) $("filters-note").textContent = e.message;
+    else viewError(e);
   }
 }
 
@@ -257,7 +411,6 @@ document.addEventListener("DOMContentLoaded", () => {
       await api("/api/filters", form);
       result.className = "ok";
       result.textContent = "Created \u201c" + form.name + "\u201d.";
-      selected = form.name;
     } catch (e) {
       result.className = "error";
       result.textContent = e.message;
@@ -271,6 +424,31 @@ document.addEventListener("DOMContentLoaded", () => {
     try { await action(); } catch (e) { $("node-summary").textContent = e.message; }
     refresh();
   });
+  for (const th of document.querySelectorAll("#filter-table th[data-sort]")) {
+    th.dataset.label = th.textContent;
+    th.addEventListener("click", () => {
+      if (list.sort === th.dataset.sort) list.order = list.order === "asc" ? "desc" : "asc";
+      else { list.sort = th.dataset.sort; list.order = "asc"; }
+      list.page = 1;
+      refresh();
+    });
+  }
+  let searchTimer = null;
+  $("search").addEventListener("input", () => {
+    clearTimeout(searchTimer);
+    searchTimer = setTimeout(() => { list.match = $("search").value; list.page = 1; refresh(); },
+                             200);
+  });
+  $("page-prev").addEventListener("click", () => { list.page = Math.max(1, list.page - 1); refresh(); });
+  $("page-next").addEventListener("click", () => { list.page++; refresh(); });
+  $("per-page").addEventListener("change", () => {
+    list.per_page = Number($("per-page").value);
+    list.page = 1;
+    refresh();
+  });
+  $("check-form").addEventListener("submit", (ev) => itemsSubmit("check", ev));
+  $("add-form").addEventListener("submit", (ev) => itemsSubmit("add", ev));
+  window.addEventListener("hashchange", () => { window.scrollTo(0, 0); refresh(); });
   refresh();
   setInterval(refresh, REFRESH_MS);
 });

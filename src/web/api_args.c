@@ -143,3 +143,87 @@ bool api_sizing(const char *capacity, const char *error_rate, const char *layout
     out->bits_per_key = (double)out->bytes * 8 / (double)n;
     return true;
 }
+
+static const char *const sort_names[] = {
+    [API_SORT_NAME] = "name",         [API_SORT_TYPE] = "type",   [API_SORT_LAYOUT] = "layout",
+    [API_SORT_CAPACITY] = "capacity", [API_SORT_ITEMS] = "items", [API_SORT_FILL] = "fill",
+    [API_SORT_FPR] = "fpr",           [API_SORT_BYTES] = "bytes", [API_SORT_PARTS] = "parts",
+    [API_SORT_TTL] = "ttl",
+};
+
+/* A page number or size: digits only, no sign or exponent. */
+static bool parse_whole(const char *s, uint64_t *v)
+{
+    if (s == NULL || *s == '\0' || strlen(s) > 15)
+        return false;
+    uint64_t n = 0;
+    for (; *s; s++) {
+        if (*s < '0' || *s > '9')
+            return false;
+        n = n * 10 + (uint64_t)(*s - '0');
+    }
+    *v = n;
+    return true;
+}
+
+bool api_list_query_parse(const char *sort, const char *order, const char *page,
+                          const char *per_page, uint64_t def_per_page, uint64_t max_per_page,
+                          api_list_query *q, char *err, size_t errlen)
+{
+    *q = (api_list_query){.sort = API_SORT_NAME, .page = 1, .per_page = def_per_page};
+    if (present(sort)) {
+        size_t i = 0, n = sizeof(sort_names) / sizeof(*sort_names);
+        while (i < n && strcmp(sort, sort_names[i]) != 0)
+            i++;
+        if (i == n && strcmp(sort, "memory") == 0)
+            i = API_SORT_BYTES;
+        if (i == n) {
+            snprintf(err, errlen,
+                     "sort must be name, type, layout, capacity, items, fill, fpr, bytes, "
+                     "parts or ttl");
+            return false;
+        }
+        q->sort = (api_sort)i;
+    }
+    if (present(order)) {
+        if (strcmp(order, "desc") == 0)
+            q->desc = true;
+        else if (strcmp(order, "asc") != 0) {
+            snprintf(err, errlen, "order must be asc or desc");
+            return false;
+        }
+    }
+    if (present(page) && (!parse_whole(page, &q->page) || q->page == 0)) {
+        snprintf(err, errlen, "page must be a whole number >= 1");
+        return false;
+    }
+    if (present(per_page) &&
+        (!parse_whole(per_page, &q->per_page) || q->per_page == 0 || q->per_page > max_per_page)) {
+        snprintf(err, errlen, "per_page must be 1 to %llu", (unsigned long long)max_per_page);
+        return false;
+    }
+    if (q->per_page == 0 || q->per_page > max_per_page)
+        q->per_page = max_per_page ? max_per_page : 1;
+    return true;
+}
+
+size_t api_split_lines(const char *s, size_t n, const char **argv, size_t *lens, size_t max)
+{
+    size_t count = 0, start = 0;
+    for (size_t i = 0; i <= n; i++) {
+        if (i < n && s[i] != '\n')
+            continue;
+        size_t len = i - start;
+        if (len && s[start + len - 1] == '\r')
+            len--;
+        if (len) {
+            if (count < max) {
+                argv[count] = s + start;
+                lens[count] = len;
+            }
+            count++;
+        }
+        start = i + 1;
+    }
+    return count;
+}

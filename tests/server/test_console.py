@@ -6,6 +6,7 @@ import atexit
 import json
 import os
 import shutil
+import sys
 import tempfile
 import threading
 import time
@@ -51,7 +52,7 @@ def get_json(s, path, headers=None):
 
 
 def filters(s, headers=None):
-    status, body = get_json(s, "/api/filters", headers)
+    status, body = get_json(s, "/api/filters?per_page=1000", headers)
     assert status == 200
     return {f["name"]: f for f in body["filters"]}
 
@@ -324,95 +325,226 @@ def test_history_is_kept_by_the_server(start_server):
     assert history(s, "other")["samples"]
 
 
+def chromium(width=1280, height=800):
+    """A Browser of tests/console/browser.py, or None where there is none."""
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "console"))
+    import browser as b
+    return b.Browser(width, height) if b.available() else None
+
+
+LONG = "aa:" + "a-very-long-key-name-" * 12 + "end"
+
+
 def test_console_in_chromium(start_server):
-    drv = browser()
-    if drv is None:
+    b = chromium()
+    if b is None:
         pytest.skip("chromium, chromedriver or python3-selenium is not installed")
-    from selenium.webdriver.common.by import By
-    from selenium.webdriver.support.ui import Select, WebDriverWait
-    s = http_server(start_server, "--console-sample-interval", 1)
+    from selenium.webdriver.support.ui import Select
+    drv = b.driver
+    s = http_server(start_server, "--console-sample-interval", 1, "--metrics-max-key-series", 100)
     c = s.client()
     c.execute_command("BF.RESERVE", "logins:24h", 0.001, 50000, "WINDOW", 86400)
     c.execute_command("BF.RESERVE", "emails", 0.01, 20000)
     c.execute_command("BF.MADD", "emails", *["e%d" % i for i in range(15000)])
     c.execute_command("CF.RESERVE", "sessions", 10000)
+    c.execute_command("BF.RESERVE", LONG, 0.01, 1000)
     c.expire("emails", 7 * 86400)
+    p = c.pipeline(transaction=False)
+    for i in range(120):  # past metrics-max-key-series, and past a page
+        p.execute_command("BF.RESERVE", "x-bulk:%03d" % i, 0.01, 1000 + 97 * i)
+        p.execute_command("BF.INSERT", "x-bulk:%03d" % i, "ITEMS",
+                          *["i%d" % k for k in range((i * 379) % 1200 + 1)])
+        if i % 4 == 1:
+            p.expire("x-bulk:%03d" % i, 3600 * (i % 30 + 1))
+    p.execute()
     try:
-        wait = WebDriverWait(drv, 30, poll_frequency=0.05)
-        drv.get(s.http + "/")
-        row = lambda name: drv.find_elements(By.CSS_SELECTOR, 'tr[data-name="%s"]' % name)
-        wait.until(lambda d: row("emails"))
+        b.get(s.http + "/")
+        row = lambda name: b.css('tr[data-name="%s"]' % name)  # noqa: E731
+        b.wait(lambda: row("emails"), "the emails row")
         card = c.execute_command("BF.CARD", "emails")  # a few adds were false positives
-        assert drv.find_element(By.CSS_SELECTOR, 'tr[data-name="emails"] td.items').text \
-            == "{:,}".format(card)
-        status = drv.find_element(By.ID, "status-list").text
+        assert b.text('tr[data-name="emails"] td.items') == "{:,}".format(card)
+        status = b.text("#status-list")
         assert "master" in status and "Uptime" in status
+        b.wait_text("#filters-total", "124 filters")
+        assert b.text("#page-info") == "page 1 of 3"
+        assert len(b.css("#filter-table tbody tr")) == 50
+        # A long name is cut, not wrapped: its row is as high as the others,
+        # the whole name in its title.
+        heights = drv.execute_script(
+            "return [...document.querySelectorAll('#filter-table tbody tr')]"
+            ".map(r => r.getBoundingClientRect().height)")
+        assert max(heights) == min(heights), heights
+        assert b.css('tr[data-name="%s"] td.name' % LONG)[0].get_attribute("title") == LONG
+        width = drv.execute_script("return document.documentElement.scrollWidth")
+        assert width <= 1280, width
+
+        # Search: the server's glob, any text anywhere in the name.
+        b.css("#search")[0].send_keys("x-bulk:11")
+        b.wait_text("#filters-total", "10 filters match")
+        b.wait(lambda: [r.get_attribute("data-name") for r in b.css("#filter-table tbody tr")]
+               == ["x-bulk:%03d" % i for i in range(110, 120)], "the matching rows")
+        assert b.text("#page-info") == "page 1 of 1"
+        assert b.screenshot("console.png", SHOTS)
+        search = b.css("#search")[0]
+        search.clear()
+        search.send_keys("x-bulk:119")  # past metrics-max-key-series
+        b.wait(lambda: [r.get_attribute("data-name") for r in b.css("#filter-table tbody tr")]
+               == ["x-bulk:119"], "the last filter")
+        drv.execute_script("var s = document.getElementById('search'); s.value = '';"
+                           "s.dispatchEvent(new Event('input'))")
+        b.wait_text("#filters-total", "124 filters")
+
+        # Sort: a click on a header sorts by it, a second the other way.
+        def first_rows():
+            return [r.get_attribute("data-name") for r in b.css("#filter-table tbody tr")][:3]
+        by_cap = sorted(filters(s).values(), key=lambda f: (f["capacity"], f["name"]))
+        b.click('th[data-sort="capacity"]')
+        b.wait(lambda: first_rows() == [f["name"] for f in by_cap[:3]], "capacity ascending")
+        b.click('th[data-sort="capacity"]')
+        b.wait(lambda: first_rows() == [f["name"] for f in by_cap[::-1][:3]],
+               "capacity descending")
+        assert "\u25bc" in b.text('th[data-sort="capacity"]')
+        # Pages.
+        b.click("#page-next")
+        b.wait_text("#page-info", "page 2 of 3")
+        b.wait(lambda: first_rows() == [f["name"] for f in by_cap[::-1][50:53]], "page 2")
+        Select(b.css("#per-page")[0]).select_by_value("100")
+        b.wait_text("#page-info", "page 1 of 2")
+        b.click('th[data-sort="name"]')
+        b.wait(lambda: first_rows()[0] == LONG, "name ascending")
 
         # The sizing calculator answers before anything is created.
-        name = drv.find_element(By.ID, "f-name")
-        name.send_keys("signups")
-        cap = drv.find_element(By.ID, "f-capacity")
+        b.css("#f-name")[0].send_keys("signups")
+        cap = b.css("#f-capacity")[0]
         cap.clear()
         cap.send_keys("2000000")
-        err = drv.find_element(By.ID, "f-error")
+        err = b.css("#f-error")[0]
         err.clear()
         err.send_keys("0.001")
-        Select(drv.find_element(By.ID, "f-layout")).select_by_value("classic")
-        drv.find_element(By.ID, "f-expiry").send_keys("86400")
+        Select(b.css("#f-layout")[0]).select_by_value("classic")
+        b.css("#f-expiry")[0].send_keys("86400")
         q = urllib.parse.urlencode({"capacity": 2000000, "error_rate": 0.001,
                                     "layout": "classic"})
         calc = json.loads(get(s.http + "/api/calc?" + q)[2])
-        sizing = drv.find_element(By.ID, "sizing")
-        wait.until(lambda d: "%.2f bits per key" % calc["bits_per_key"] in sizing.text)
-        assert "classic" in sizing.text
+        b.wait_text("#sizing", "%.2f bits per key" % calc["bits_per_key"])
+        assert "classic" in b.text("#sizing")
         assert c.exists("signups") == 0
-        drv.find_element(By.ID, "f-submit").click()
-        wait.until(lambda d: row("signups"))
+        b.click("#f-submit")
+        b.wait(lambda: row("signups"), "the new row")
         assert c.type("signups") == b"MBbloom--"
         assert 86000 < c.ttl("signups") <= 86400
         c.execute_command("BF.MADD", "signups", *["s%d" % i for i in range(1000)])
-        drv.find_element(By.CSS_SELECTOR, 'tr[data-name="emails"]').click()
+
+        # A row opens its filter's view, at the top of the page.
+        b.click('tr[data-name="emails"] td.items')
+        b.wait_css("#filter-view")
+        assert drv.execute_script("return location.hash") == "#/filter/emails"
+        assert not b.css("#filters")[0].is_displayed()
+        assert drv.execute_script("return window.scrollY") == 0
+        b.wait_text("#view-name", "emails")
+        b.wait(lambda: "{:,}".format(card) in b.text("#view-stats"), "the filter's figures")
         # The server's samples, taken before the page asked for them.
-        wait.until(lambda d: d.find_element(By.ID, "chart").find_elements(By.CSS_SELECTOR,
-                                                                          "circle.fill"))
-        os.makedirs(SHOTS, exist_ok=True)
-        assert drv.save_screenshot(os.path.join(SHOTS, "console.png"))
+        b.wait(lambda: b.css("#chart circle.fill"), "the chart's samples")
+        # Check, then add items.
+        b.css("#check-items")[0].send_keys("e1\ne2\nnever-added")
+        b.click("#check-submit")
+        b.wait(lambda: [x.text for x in b.css("#check-results td.answer")]
+               == ["maybe present", "maybe present", "not present"], "the check's answers")
+        b.css("#add-items")[0].send_keys("new-1\ne1")
+        b.click("#add-submit")
+        b.wait(lambda: [x.text for x in b.css("#add-results td.answer")]
+               == ["added", "already there"], "the add's answers")
+        assert c.execute_command("BF.EXISTS", "emails", "new-1") == 1
+        assert b.screenshot("console-filter.png", SHOTS)
+        # Persist: the TTL goes.
+        assert c.ttl("emails") > 0
+        b.click("#view-actions button.persist")
+        b.wait(lambda: c.ttl("emails") == -1, "the TTL removed")
+        b.wait(lambda: "none" in b.text('[data-field="TTL"]'), "TTL none shown")
+        b.wait_gone("#view-actions button.persist")
+        # Read-only: a badge, and no add form; checks still offered.
+        b.click("#view-actions button.readonly")
+        b.wait_css("#ro-badge")
+        b.wait_gone("#add-form")
+        assert c.execute_command("BF.CONFIG", "emails", "READONLY") == b"yes"
+        assert b.css("#check-form")[0].is_displayed()
+        b.click("#view-actions button.readonly")
+        b.wait_css("#add-form")
+        b.wait_gone("#ro-badge")
+        assert c.execute_command("BF.CONFIG", "emails", "READONLY") == b"no"
+        b.click("#back")
+        b.wait_css("#filter-table")
+        b.wait(lambda: row("signups"), "the table again")
 
         # Delete, after a confirmation; cancelling keeps the filter.
-        drv.find_element(By.CSS_SELECTOR, 'tr[data-name="signups"] button.delete').click()
-        dialog = drv.find_element(By.ID, "confirm")
-        wait.until(lambda d: dialog.is_displayed())
-        assert "signups" in drv.find_element(By.ID, "confirm-text").text
-        assert drv.save_screenshot(os.path.join(SHOTS, "console-delete.png"))
-        drv.find_element(By.ID, "confirm-cancel").click()
-        wait.until(lambda d: not dialog.is_displayed())
+        b.click('tr[data-name="signups"] button.delete')
+        dialog = b.css("#confirm")[0]
+        b.wait(lambda: dialog.is_displayed(), "the dialog")
+        assert "signups" in b.text("#confirm-text")
+        b.click("#confirm-cancel")
+        b.wait(lambda: not dialog.is_displayed(), "the dialog closed")
         assert c.exists("signups") == 1
-        drv.find_element(By.CSS_SELECTOR, 'tr[data-name="signups"] button.delete').click()
-        wait.until(lambda d: dialog.is_displayed())
-        drv.find_element(By.ID, "confirm-ok").click()
-        wait.until(lambda d: not row("signups"))
+        b.click('tr[data-name="signups"] button.delete')
+        b.wait(lambda: dialog.is_displayed(), "the dialog")
+        b.click("#confirm-ok")
+        b.wait(lambda: not row("signups"), "the row gone")
         assert c.exists("signups") == 0
 
         # Expire: the dialog asks for the seconds.
-        drv.find_element(By.CSS_SELECTOR, 'tr[data-name="sessions"] button.expire').click()
-        wait.until(lambda d: dialog.is_displayed())
-        secs = drv.find_element(By.ID, "confirm-seconds")
+        b.click('tr[data-name="sessions"] button.expire')
+        b.wait(lambda: dialog.is_displayed(), "the dialog")
+        secs = b.css("#confirm-seconds")[0]
         secs.clear()
         secs.send_keys("500")
-        drv.find_element(By.ID, "confirm-ok").click()
-        wait.until(lambda d: 0 < c.ttl("sessions") <= 500)
-        logs = [e for e in drv.get_log("browser") if e["level"] == "SEVERE"]
-        assert not logs, logs
+        b.click("#confirm-ok")
+        b.wait(lambda: 0 < c.ttl("sessions") <= 500, "the expiry")
+        assert not b.errors()
 
-        # A user who may not write sees no create, expire or delete control.
-        assert drv.find_element(By.ID, "create").is_displayed()
+        # A user who may not write sees no control that writes.
+        assert b.css("#create")[0].is_displayed()
         c.execute_command("ACL", "SETUSER", "default", "-@write")
         drv.refresh()
-        wait.until(lambda d: row("emails"))
-        assert not drv.find_elements(By.CSS_SELECTOR, "#filter-table button")
-        assert not drv.find_element(By.ID, "create").is_displayed()
+        b.wait(lambda: row("emails"), "the emails row")
+        assert not b.css("#filter-table button")
+        assert not b.css("#create")[0].is_displayed()
+        b.click('tr[data-name="emails"] td.items')
+        b.wait_css("#check-form")
+        assert not b.css("#add-form")[0].is_displayed()
+        assert not b.css("#view-actions button")
     finally:
-        drv.quit()
+        b.close()
+        c.close()
+
+
+def test_console_on_a_replica_offers_no_writes(start_server):
+    b = chromium()
+    if b is None:
+        pytest.skip("chromium, chromedriver or python3-selenium is not installed")
+    s = http_server(start_server)
+    c = s.client()
+    c.execute_command("BF.RESERVE", "emails", 0.01, 1000)
+    c.execute_command("BF.ADD", "emails", "a")
+    c.expire("emails", 5000)
+    replica = http_server(start_server, "--replicaof", "127.0.0.1 %d" % s.port)
+    wait_for(lambda: filters(replica).get("emails"), "the filter on the replica")
+    try:
+        b.get(replica.http + "/")
+        b.wait_css('tr[data-name="emails"]')
+        b.wait_text("#filters-note", "replica")
+        assert not b.css("#filter-table button")
+        assert not b.css("#create")[0].is_displayed()
+        b.click('tr[data-name="emails"] td.name')
+        b.wait_css("#check-form")
+        b.wait(lambda: "1" in b.text('[data-field="Items"]'), "the filter's figures")
+        assert not b.css("#add-form")[0].is_displayed()
+        assert not b.css("#view-actions button")
+        b.css("#check-items")[0].send_keys("a\nb")
+        b.click("#check-submit")
+        b.wait(lambda: [x.text for x in b.css("#check-results td.answer")]
+               == ["maybe present", "not present"], "the check's answers")
+        assert not b.errors()
+    finally:
+        b.close()
         c.close()
 
 
@@ -448,3 +580,222 @@ def test_console_opened_with_credentials_in_the_url(start_server):
     finally:
         drv.quit()
         c.close()
+
+
+# ---- search, sort and paging; the filter's own actions ----
+
+def page(s, headers=None, **q):
+    st, body = get_json(s, "/api/filters?" + urllib.parse.urlencode(q), headers)
+    assert st == 200, body
+    return body
+
+
+def many_filters(c, n=400):
+    """n filters of every family with varied capacities, items, layouts and
+    TTLs (absolute expiry times, so equal TTLs are exactly equal), named in
+    groups: g0:0000 .. g3:0399, the last ones sorting past any first page."""
+    base = int(time.time() * 1000) + 3600 * 1000
+    p = c.pipeline(transaction=False)
+    names = []
+    for i in range(n):
+        name = "g%d:%04d" % (i % 4, i)
+        names.append(name)
+        if i % 10 == 3:
+            p.execute_command("CF.RESERVE", name, 64 + (i % 5) * 64)
+        elif i % 10 == 7:
+            p.execute_command("BF.RESERVE", name, 0.01, 100 + (i * 37) % 900, "LAYOUT",
+                              "classic")
+        else:
+            p.execute_command("BF.RESERVE", name, 0.01, 100 + (i * 53) % 900)
+        if i % 3 and i % 11:
+            add = "CF.INSERT" if i % 10 == 3 else "BF.INSERT"
+            p.execute_command(add, name, "ITEMS", *["%s-%d" % (name, k) for k in range(i % 11)])
+        if i % 5 == 0:
+            p.pexpireat(name, base + (i % 7) * 1000000)
+    p.execute()
+    return sorted(names)
+
+
+def all_rows(s, headers=None, **q):
+    rows, n = [], 1
+    while True:
+        body = page(s, headers, page=n, **q)
+        rows += body["filters"]
+        if n * body["per_page"] >= body["total"]:
+            return body["total"], rows
+        n += 1
+
+
+def test_paging_reaches_every_filter(start_server):
+    s = http_server(start_server, "--metrics-max-key-series", 100)
+    c = s.client()
+    names = many_filters(c)
+    # No parameters: today's answer, the first metrics-max-key-series
+    # filters in key order, with the total and page added.
+    body = page(s)
+    assert [f["name"] for f in body["filters"]] == names[:100]
+    assert body["truncated"] is True and body["total"] == 400
+    assert (body["page"], body["per_page"]) == (1, 100)
+    # Pages of 37: every filter once, in key order.
+    total, rows = all_rows(s, per_page=37)
+    assert total == 400 and [f["name"] for f in rows] == names
+    last = page(s, page=11, per_page=37)
+    assert len(last["filters"]) == 400 - 370 and last["truncated"] is True
+    assert page(s, page=12, per_page=37)["filters"] == []
+    assert page(s, page=10 ** 14, per_page=1000)["filters"] == []
+    # A filter past metrics-max-key-series is reachable, its FPR read.
+    beyond = page(s, match=names[-1])["filters"]
+    assert [f["name"] for f in beyond] == [names[-1]]
+    assert beyond[0]["fpr"] is not None
+    assert page(s, page=400, per_page=1)["filters"][0]["name"] == names[-1]
+    assert not page(s, per_page=1000)["truncated"]
+
+
+def test_match_is_a_glob_on_the_name(start_server):
+    s = http_server(start_server)
+    c = s.client()
+    names = many_filters(c)
+    for pat in ("g1:*", "g?:001*", "g[02]:03*", "*:0399", "g3:0\\3*", "nothing*", "*"):
+        import fnmatch
+        want = [n for n in names if fnmatch.fnmatchcase(n, pat.replace("\\3", "3"))]
+        total, rows = all_rows(s, match=pat, per_page=50)
+        assert total == len(want) and [f["name"] for f in rows] == want, pat
+    c.execute_command("BF.ADD", "star*name", "x")
+    assert [f["name"] for f in page(s, match="star\\*name")["filters"]] == ["star*name"]
+    # Not a filter: not counted.
+    c.execute_command("PFADD", "g1:plain", "x")
+    assert page(s, match="g1:*")["total"] == 100
+
+
+def sort_key(col):
+    if col == "ttl":
+        return lambda f: float("inf") if f["ttl"] < 0 else f["ttl"]
+    if col == "fpr":
+        return lambda f: -1 if f["fpr"] is None else f["fpr"]
+    return lambda f: f[col]
+
+
+def test_sort_by_every_column(start_server):
+    s = http_server(start_server)
+    c = s.client()
+    many_filters(c)
+    _, rows = all_rows(s, per_page=1000)
+    for col in ("name", "type", "layout", "capacity", "items", "fill", "fpr", "bytes", "parts",
+                "ttl"):
+        for order in ("asc", "desc"):
+            # Ties are by name, ascending or descending with the column.
+            want = sorted(rows, key=lambda f: (sort_key(col)(f), f["name"]),
+                          reverse=order == "desc")
+            total, got = all_rows(s, sort=col, order=order, per_page=64)
+            assert total == 400
+            assert [f["name"] for f in got] == [f["name"] for f in want], (col, order)
+    # "memory" is the bytes column.
+    names = lambda b: [f["name"] for f in b["filters"]]  # noqa: E731
+    assert names(page(s, sort="memory", order="desc", per_page=50)) == \
+        names(page(s, sort="bytes", order="desc", per_page=50))
+    for bad in ("sort=bogus", "order=up", "page=0", "page=x", "page=-1", "per_page=0",
+                "per_page=1001", "per_page=1e2"):
+        st, body = get_json(s, "/api/filters?" + bad)
+        assert st == 400 and body["error"], bad
+
+
+def test_sort_by_fpr_is_bounded(start_server):
+    """Sorting by FPR reads every matching filter's bits: more than a page's
+    bound of them is refused, a match that narrows them is answered."""
+    s = http_server(start_server)
+    c = s.client()
+    p = c.pipeline(transaction=False)
+    for i in range(1001):
+        p.execute_command("BF.RESERVE", "f%04d" % i, 0.01, 100)
+    p.execute()
+    st, body = get_json(s, "/api/filters?sort=fpr")
+    assert st == 400 and "narrow" in body["error"], body
+    assert page(s, sort="fpr", match="f0*")["total"] == 1000
+
+
+def test_check_add_persist_and_read_only(start_server):
+    s = http_server(start_server)
+    c = s.client()
+    c.execute_command("BF.RESERVE", "bf", 0.001, 1000)
+    c.execute_command("CF.RESERVE", "cf", 1000)
+    c.expire("bf", 1000)
+    # No filter: not created.
+    st, body = post(s, "/api/filters/add", {"name": "missing", "items": "a"})
+    assert (st, body) == (400, {"error": "ERR not found"})
+    assert c.exists("missing") == 0
+    for name in ("bf", "cf"):
+        st, body = post(s, "/api/filters/check", {"name": name, "items": "a\nb\r\n\nc\n"})
+        assert (st, body) == (200, {"reply": [0, 0, 0]}), name
+        st, body = post(s, "/api/filters/add", {"name": name, "items": "a\r\nb\n"})
+        assert (st, body) == (200, {"reply": [1, 1]}), name
+        st, body = post(s, "/api/filters/check", {"name": name, "items": "a\nb\nc"})
+        assert (st, body) == (200, {"reply": [1, 1, 0]}), name
+    assert c.execute_command("BF.EXISTS", "bf", "b") == 1
+    assert c.execute_command("CF.EXISTS", "cf", "a") == 1
+    assert post(s, "/api/filters/add", {"name": "bf", "items": "a"}) == (200, {"reply": [0]})
+    st, body = post(s, "/api/filters/check", {"name": "bf", "items": "\n\n"})
+    assert st == 400 and "items" in body["error"]
+    c.execute_command("PFADD", "str", "x")
+    st, body = post(s, "/api/filters/add", {"name": "str", "items": "a"})
+    assert st == 400 and body["error"].startswith("WRONGTYPE")
+    # Items up to the body's size, each a line.
+    many = ["item-%05d" % i for i in range(4000)]
+    st, body = post(s, "/api/filters/add", {"name": "cf", "items": "\n".join(many)})
+    assert st == 200 and len(body["reply"]) == 4000
+
+    # Persist removes the TTL.
+    assert page(s, match="bf")["filters"][0]["ttl"] > 0
+    assert post(s, "/api/filters/persist", {"name": "bf"}) == (200, {"reply": 1})
+    assert c.ttl("bf") == -1 and page(s, match="bf")["filters"][0]["ttl"] == -1
+    assert post(s, "/api/filters/persist", {"name": "bf"}) == (200, {"reply": 0})
+
+    # Read-only: adds refused, checks answered; shown in the row.
+    assert post(s, "/api/filters/readonly", {"name": "bf", "readonly": "yes"}) == \
+        (200, {"reply": "OK"})
+    row = page(s, match="bf")["filters"][0]
+    assert row["read_only"] is True and row["can"]["add"] is False
+    assert row["can"]["check"] is True and row["can"]["readonly"] is True
+    st, body = post(s, "/api/filters/add", {"name": "bf", "items": "z"})
+    assert st == 400 and "read-only" in body["error"], body
+    assert post(s, "/api/filters/check", {"name": "bf", "items": "a\nz"}) == \
+        (200, {"reply": [1, 0]})
+    assert c.execute_command("BF.CONFIG", "bf", "READONLY") == b"yes"
+    assert post(s, "/api/filters/readonly", {"name": "bf", "readonly": "no"})[0] == 200
+    assert page(s, match="bf")["filters"][0]["read_only"] is False
+    assert post(s, "/api/filters/add", {"name": "bf", "items": "z"}) == (200, {"reply": [1]})
+    st, body = post(s, "/api/filters/readonly", {"name": "bf", "readonly": "maybe"})
+    assert st == 400 and "yes or no" in body["error"]
+    c.close()
+
+
+def test_replica_offers_and_takes_no_writes(start_server):
+    s = http_server(start_server)
+    c = s.client()
+    c.execute_command("BF.RESERVE", "bf", 0.01, 1000)
+    c.execute_command("BF.ADD", "bf", "a")
+    c.expire("bf", 5000)
+    replica = http_server(start_server, "--replicaof", "127.0.0.1 %d" % s.port)
+    wait_for(lambda: page(replica)["total"] == 1, "the filter on the replica")
+    body = page(replica)
+    assert body["role"] == "replica"
+    assert not any(body["can"].values()), body["can"]
+    row = body["filters"][0]
+    assert row["can"] == {"delete": False, "expire": False, "persist": False, "check": True,
+                          "add": False, "readonly": False}
+    for path, fields in (("/api/filters", {"name": "x", "capacity": 10, "error_rate": 0.1}),
+                         ("/api/filters/delete", {"name": "bf"}),
+                         ("/api/filters/expire", {"name": "bf", "seconds": 5}),
+                         ("/api/filters/persist", {"name": "bf"}),
+                         ("/api/filters/readonly", {"name": "bf", "readonly": "yes"}),
+                         ("/api/filters/add", {"name": "bf", "items": "b"})):
+        st, body = post(replica, path, fields)
+        assert st == 400 and body["error"].startswith("READONLY"), (path, body)
+    # Checks are reads: answered.
+    assert post(replica, "/api/filters/check", {"name": "bf", "items": "a\nb"}) == \
+        (200, {"reply": [1, 0]})
+    rc = replica.client()
+    assert rc.exists("x") == 0 and rc.execute_command("BF.EXISTS", "bf", "b") == 0
+    assert rc.ttl("bf") > 4000
+    assert c.exists("bf") == 1 and c.execute_command("BF.CONFIG", "bf", "READONLY") == b"no"
+    rc.close()
+    c.close()

@@ -128,10 +128,13 @@ def test_viewer_sees_and_can_change_nothing(start_server):
     st, body = get_json(s, "/api/filters", h)
     assert st == 200
     assert body["user"] == "viewer"
-    assert body["can"] == {"create": False, "delete": False, "expire": False}
+    assert body["can"] == {"create": False, "delete": False, "expire": False, "persist": False,
+                           "add": False, "readonly": False}
     rows = {f["name"]: f for f in body["filters"]}
     assert set(rows) == {"app:a", "app:b", "other"}
-    assert all(f["can"] == {"delete": False, "expire": False} for f in rows.values())
+    # Checks are reads: offered.
+    assert all(f["can"] == {"delete": False, "expire": False, "persist": False, "check": True,
+                            "add": False, "readonly": False} for f in rows.values())
     assert get_json(s, "/api/status", h)[0] == 200
     # The buttons are not shown; the requests are refused anyway.
     st, body = post(s, "/api/filters", {"name": "new", "capacity": 100, "error_rate": 0.01},
@@ -142,7 +145,23 @@ def test_viewer_sees_and_can_change_nothing(start_server):
     assert st == 403 and body["error"].startswith("NOPERM"), body
     st, body = post(s, "/api/filters/expire", {"name": "app:a", "seconds": 5}, headers=h)
     assert st == 403 and body["error"].startswith("NOPERM"), body
+    c.expire("app:b", 100)
+    st, body = post(s, "/api/filters/persist", {"name": "app:b"}, headers=h)
+    assert st == 403 and body["error"] == \
+        "NOPERM this user has no permissions to run the 'persist' command", body
+    st, body = post(s, "/api/filters/add", {"name": "app:a", "items": "x"}, headers=h)
+    assert st == 403 and "'bf.insert'" in body["error"], body
+    st, body = post(s, "/api/filters/add", {"name": "other", "items": "x"}, headers=h)
+    assert st == 403 and "'cf.insert'" in body["error"], body
+    st, body = post(s, "/api/filters/readonly", {"name": "app:a", "readonly": "yes"}, headers=h)
+    assert st == 403 and "'bf.config'" in body["error"], body
+    assert log_entries(c)[0]["username"] == "viewer"
+    # ... and checks answer, as the viewer.
+    st, body = post(s, "/api/filters/check", {"name": "app:a", "items": "x\ny"}, headers=h)
+    assert (st, body) == (200, {"reply": [0, 0]})
     assert c.exists("new") == 0 and c.exists("app:a") == 1 and c.ttl("app:a") == -1
+    assert c.ttl("app:b") > 0 and c.execute_command("BF.EXISTS", "app:a", "x") == 0
+    assert c.execute_command("BF.CONFIG", "app:a", "READONLY") == b"no"
     assert sorted(c.keys()) == [b"app:a", b"app:b", b"other"]
     c.close()
 
@@ -151,8 +170,10 @@ def test_admin_creates_and_deletes(start_server):
     s, c = acl_server(start_server, ("admin", "on", ">adpw", "~*", "+@all"))
     h = basic("adpw", "admin")
     st, body = get_json(s, "/api/filters", h)
-    assert body["can"] == {"create": True, "delete": True, "expire": True}
-    assert all(f["can"] == {"delete": True, "expire": True} for f in body["filters"])
+    assert body["can"] == {"create": True, "delete": True, "expire": True, "persist": True,
+                           "add": True, "readonly": True}
+    assert all(f["can"] == {"delete": True, "expire": True, "persist": True, "check": True,
+                            "add": True, "readonly": True} for f in body["filters"])
     st, body = post(s, "/api/filters", {"name": "new", "capacity": 100, "error_rate": 0.01},
                     headers=h)
     assert st == 200, body
@@ -174,8 +195,14 @@ def test_user_limited_to_a_key_pattern(start_server):
     s, c = acl_server(start_server, ("app", "on", ">appw", "~app:*", "+@all"))
     h = basic("appw", "app")
     st, body = get_json(s, "/api/filters", h)
-    assert body["can"] == {"create": True, "delete": True, "expire": True}
+    assert body["can"] == {"create": True, "delete": True, "expire": True, "persist": True,
+                           "add": True, "readonly": True}
     assert [f["name"] for f in body["filters"]] == ["app:a", "app:b"]
+    assert body["total"] == 2
+    # A match does not reach past the user's keys.
+    assert get_json(s, "/api/filters?match=oth*", h)[1]["total"] == 0
+    st, body = post(s, "/api/filters/check", {"name": "other", "items": "x"}, headers=h)
+    assert st == 403 and "keys" in body["error"], body
     _, keys = metric_keys(s, h)
     assert keys == {"app:a", "app:b"}
     assert get(s.http + "/api/history?name=other", h)[0] == 403
@@ -195,8 +222,20 @@ def test_user_limited_to_a_key_pattern(start_server):
     c.execute_command("ACL", "SETUSER", "app", "resetkeys", "%W~app:a", "%R~*")
     rows = filters(s, h)
     assert set(rows) == {"app:a", "app:b", "app:new", "other"}
-    assert rows["app:a"]["can"] == {"delete": True, "expire": True}
-    assert rows["other"]["can"] == {"delete": False, "expire": False}
+    assert rows["app:a"]["can"] == {"delete": True, "expire": True, "persist": True,
+                                    "check": True, "add": True, "readonly": True}
+    assert rows["other"]["can"] == {"delete": False, "expire": False, "persist": False,
+                                    "check": True, "add": False, "readonly": False}
+    for path, fields in (("/api/filters/add", {"name": "other", "items": "x"}),
+                         ("/api/filters/persist", {"name": "other"}),
+                         ("/api/filters/readonly", {"name": "other", "readonly": "yes"})):
+        st, body = post(s, path, fields, headers=h)
+        assert st == 403 and body["error"] == ("NOPERM this user has no permissions to access "
+                                               "one of the keys used as arguments"), (path, body)
+    assert post(s, "/api/filters/check", {"name": "other", "items": "x"}, headers=h) == \
+        (200, {"reply": [0]})
+    assert post(s, "/api/filters/add", {"name": "app:a", "items": "x"}, headers=h) == \
+        (200, {"reply": [1]})
     c.close()
 
 

@@ -4,10 +4,12 @@
  * (value_type.stats: a window's ring may rotate only while nobody holds
  * the lock). The FPR estimate, which reads a whole filter, is taken after
  * the stripe is unlocked, on a reference that keeps the value alive even if
- * its key is deleted meanwhile. */
+ * its key is deleted meanwhile; the console's list takes it only for the
+ * rows of the page it answers (filters_find without it, then filters_fpr). */
 #include <stdlib.h>
 #include <string.h>
 
+#include "glob.h"
 #include "http.h"
 #include "util.h"
 
@@ -21,6 +23,8 @@ static void visit(void *ctx, const kv_entry *e)
         if (type_at(i) == t)
             fl->by_type[i]++;
     if (t->stats == NULL)
+        return;
+    if (fl->match && !glob_match(fl->match, fl->mlen, e->key, e->klen, false))
         return;
     if (fl->n >= fl->limit) {
         fl->truncated = true;
@@ -48,6 +52,7 @@ static void visit(void *ctx, const kv_entry *e)
     if (t->locked)
         pthread_mutex_lock(&o->lock);
     t->stats(o, &r->stats);
+    r->readonly = o->readonly;
     if (t->locked)
         pthread_mutex_unlock(&o->lock);
     kv_obj_retain(o);
@@ -61,9 +66,24 @@ static int by_key(const void *a, const void *b)
     return c ? c : (x->klen > y->klen) - (x->klen < y->klen);
 }
 
-void filters_collect(filter_list *fl, size_t limit)
+void filters_fpr(filter_row *r)
 {
-    *fl = (filter_list){.limit = limit};
+    kv_obj *o = r->obj;
+    if (r->fpr_done || o->type->fpr == NULL)
+        return;
+    if (o->type->locked)
+        pthread_mutex_lock(&o->lock);
+    r->stats.fpr = o->type->fpr(o);
+    if (o->type->locked)
+        pthread_mutex_unlock(&o->lock);
+    r->fpr_done = true;
+}
+
+void filters_collect(filter_list *fl, size_t limit) { filters_find(fl, limit, NULL, 0, true); }
+
+void filters_find(filter_list *fl, size_t limit, const char *match, size_t mlen, bool fpr)
+{
+    *fl = (filter_list){.limit = limit, .match = match, .mlen = mlen};
     uint64_t cursor = 0;
     do
         cursor = ks_scan(cursor, SCAN_STEP, visit, fl);
@@ -81,14 +101,8 @@ void filters_collect(filter_list *fl, size_t limit)
             free(r->key);
             continue;
         }
-        kv_obj *o = r->obj;
-        if (o->type->fpr) {
-            if (o->type->locked)
-                pthread_mutex_lock(&o->lock);
-            r->stats.fpr = o->type->fpr(o);
-            if (o->type->locked)
-                pthread_mutex_unlock(&o->lock);
-        }
+        if (fpr)
+            filters_fpr(r);
         r->fill = r->stats.capacity ? (double)r->stats.items / (double)r->stats.capacity : 0;
         r->ttl_s = -1;
         if (r->expire_ms)

@@ -75,9 +75,25 @@ static enum MHD_Result deny(struct MHD_Connection *conn)
 
 /* A form posted to the API, or a GET's query: the fields it may have, each
  * bounded. */
-enum { F_NAME, F_CAPACITY, F_ERROR_RATE, F_EXPIRY, F_LAYOUT, F_WINDOW, F_SLICES, F_SECONDS, NF };
-static const char *const field_names[NF] = {"name",   "capacity", "error_rate", "expiry",
-                                            "layout", "window",   "slices",     "seconds"};
+enum {
+    F_NAME,
+    F_CAPACITY,
+    F_ERROR_RATE,
+    F_EXPIRY,
+    F_LAYOUT,
+    F_WINDOW,
+    F_SLICES,
+    F_SECONDS,
+    F_READONLY,
+    F_SORT, /* GET /api/filters' query */
+    F_ORDER,
+    F_PAGE,
+    F_PER_PAGE,
+    NF
+};
+static const char *const field_names[NF] = {
+    "name",    "capacity", "error_rate", "expiry", "layout", "window",  "slices",
+    "seconds", "readonly", "sort",       "order",  "page",   "per_page"};
 #define FIELD_MAX 1024
 
 typedef enum {
@@ -88,7 +104,11 @@ typedef enum {
     R_CALC,
     R_CREATE,
     R_DELETE,
-    R_EXPIRE
+    R_EXPIRE,
+    R_PERSIST,
+    R_READONLY,
+    R_CHECK,
+    R_ADD
 } route;
 
 typedef struct req_state {
@@ -98,9 +118,13 @@ typedef struct req_state {
     bool given[NF]; /* in a GET's query (api_calc tells "" from none) */
     bool too_long;
     uint64_t body_len;
-    /* GET /api/history's name: any bytes, any length the URL allows. */
+    /* GET /api/history's name, /api/filters' match: any bytes, any length
+     * the URL allows. */
     char *hname;
     size_t hname_len;
+    /* The item forms' items, one a line: up to the body's size. */
+    char *items;
+    size_t items_len;
     /* The page, built on a job's thread while the connection is suspended;
      * read here once it is resumed. */
     struct MHD_Connection *conn;
@@ -119,6 +143,19 @@ static enum MHD_Result on_field(void *cls, enum MHD_ValueKind kind, const char *
 {
     (void)kind, (void)filename, (void)ctype, (void)enc, (void)off;
     req_state *st = cls;
+    if (strcmp(key, "items") == 0) {
+        /* Bounded by the body's size (HTTP_BODY_MAX). */
+        char *p = realloc(st->items, st->items_len + size + 1);
+        if (p == NULL) {
+            st->too_long = true;
+            return MHD_NO;
+        }
+        memcpy(p + st->items_len, data, size);
+        st->items = p;
+        st->items_len += size;
+        p[st->items_len] = '\0';
+        return MHD_YES;
+    }
     for (int i = 0; i < NF; i++) {
         if (strcmp(key, field_names[i]) != 0)
             continue;
@@ -146,6 +183,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **state,
         MHD_destroy_post_processor(st->pp);
     tb_free(&st->body);
     free(st->hname);
+    free(st->items);
     access_release(&st->who);
     free(st);
     *state = NULL;
@@ -280,7 +318,12 @@ static void build_page(req_state *st)
         if (!metrics_render(&st->who, b))
             b->failed = true;
         break;
-    case R_FILTERS: api_filters(&st->who, b); break;
+    case R_FILTERS: {
+        api_filters_args a = {st->hname,  st->hname_len, f[F_SORT],
+                              f[F_ORDER], f[F_PAGE],     f[F_PER_PAGE]};
+        status = api_filters(&st->who, &a, b);
+        break;
+    }
     case R_STATUS: api_status(&st->who, b); break;
     case R_HISTORY:
         if (!access_may_read_key(&st->who, st->hname ? st->hname : "", st->hname_len)) {
@@ -308,6 +351,15 @@ static void build_page(req_state *st)
     case R_DELETE: status = api_delete(&st->who, f[F_NAME], st->flen[F_NAME], b); break;
     case R_EXPIRE:
         status = api_expire(&st->who, f[F_NAME], st->flen[F_NAME], f[F_SECONDS], b);
+        break;
+    case R_PERSIST: status = api_persist(&st->who, f[F_NAME], st->flen[F_NAME], b); break;
+    case R_READONLY:
+        status = api_readonly(&st->who, f[F_NAME], st->flen[F_NAME], f[F_READONLY], b);
+        break;
+    case R_CHECK:
+    case R_ADD:
+        status = api_items(&st->who, st->route == R_ADD, f[F_NAME], st->flen[F_NAME], st->items,
+                           st->items_len, b);
         break;
     }
     if (status == 0)
@@ -423,12 +475,14 @@ static enum MHD_Result api_get(struct MHD_Connection *conn, const char *url, req
         r = R_CALC;
     else
         return send_static(conn, MHD_HTTP_NOT_FOUND, "not found\n");
-    if (r == R_HISTORY) {
-        /* The name as sent, NULs included (a key may hold any bytes). */
+    if (r == R_HISTORY || r == R_FILTERS) {
+        /* The name (the match) as sent, NULs included (a key may hold any
+         * bytes). */
+        const char *arg = r == R_HISTORY ? "name" : "match";
         const char *name = NULL;
         size_t len = 0;
-        if (MHD_lookup_connection_value_n(conn, MHD_GET_ARGUMENT_KIND, "name", 4, &name, &len) ==
-                MHD_YES &&
+        if (MHD_lookup_connection_value_n(conn, MHD_GET_ARGUMENT_KIND, arg, strlen(arg), &name,
+                                          &len) == MHD_YES &&
             name) {
             st->hname = mem_dup(name, len);
             if (st->hname == NULL)
@@ -436,8 +490,9 @@ static enum MHD_Result api_get(struct MHD_Connection *conn, const char *url, req
             st->hname_len = len;
         }
     }
-    if (r == R_CALC) {
-        for (int i = F_CAPACITY; i <= F_SLICES; i++) {
+    if (r == R_CALC || r == R_FILTERS) {
+        int from = r == R_CALC ? F_CAPACITY : F_SORT, to = r == R_CALC ? F_SLICES : F_PER_PAGE;
+        for (int i = from; i <= to; i++) {
             const char *v =
                 MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, field_names[i]);
             if (v == NULL || i == F_EXPIRY)
@@ -463,6 +518,14 @@ static enum MHD_Result api_post(struct MHD_Connection *conn, const char *url, re
         return start_job(conn, st, R_DELETE);
     if (strcmp(url, "/api/filters/expire") == 0)
         return start_job(conn, st, R_EXPIRE);
+    if (strcmp(url, "/api/filters/persist") == 0)
+        return start_job(conn, st, R_PERSIST);
+    if (strcmp(url, "/api/filters/readonly") == 0)
+        return start_job(conn, st, R_READONLY);
+    if (strcmp(url, "/api/filters/check") == 0)
+        return start_job(conn, st, R_CHECK);
+    if (strcmp(url, "/api/filters/add") == 0)
+        return start_job(conn, st, R_ADD);
     return send_static(conn, MHD_HTTP_NOT_FOUND, "not found\n");
 }
 

@@ -129,7 +129,15 @@ bool http_command(const http_who *who, int argc, const char *const *argv, const 
 /* How an answer ends: the HTTP status it is sent with. */
 enum { API_OK = 200, API_BAD = 400, API_DENIED = 403 };
 struct api_filter_form;
-void api_filters(const http_who *who, textbuf *b);
+/* GET /api/filters' query; a parameter left out is NULL. */
+typedef struct api_filters_args {
+    const char *match; /* a glob on the names, mlen bytes */
+    size_t mlen;
+    const char *sort, *order, *page, *per_page;
+} api_filters_args;
+/* A page of the filters who may read: API_OK, or API_BAD for a query
+ * that cannot be answered. */
+int api_filters(const http_who *who, const api_filters_args *a, textbuf *b);
 void api_status(const http_who *who, textbuf *b);
 bool api_calc(const char *capacity, const char *error_rate, const char *layout, const char *window,
               const char *slices, textbuf *b);
@@ -137,6 +145,13 @@ bool api_calc(const char *capacity, const char *error_rate, const char *layout, 
 int api_create(const http_who *who, const struct api_filter_form *f, textbuf *b);
 int api_delete(const http_who *who, const char *name, size_t len, textbuf *b);
 int api_expire(const http_who *who, const char *name, size_t len, const char *seconds, textbuf *b);
+int api_persist(const http_who *who, const char *name, size_t len, textbuf *b);
+/* BF.CONFIG name READONLY value (yes or no). */
+int api_readonly(const http_who *who, const char *name, size_t len, const char *value, textbuf *b);
+/* The items (one a line) checked (BF.MEXISTS, CF.MEXISTS) or added
+ * (BF.INSERT / CF.INSERT name NOCREATE ITEMS ...): {"reply": [0|1, ...]}. */
+int api_items(const http_who *who, bool add, const char *name, size_t len, const char *items,
+              size_t ilen, textbuf *b);
 
 /* ---- history.c ---- */
 #define HISTORY_MAX 240 /* samples kept per filter */
@@ -159,8 +174,10 @@ typedef struct filter_row {
     const value_type *type;
     int64_t expire_ms;
     value_stats stats;
-    double fill;  /* items / capacity */
-    double ttl_s; /* -1: no expiry */
+    double fill;   /* items / capacity */
+    double ttl_s;  /* -1: no expiry */
+    bool readonly; /* BF.CONFIG key READONLY yes */
+    bool fpr_done; /* stats.fpr read (filters_fpr) */
 } filter_row;
 typedef struct filter_list {
     filter_row *rows;
@@ -168,9 +185,16 @@ typedef struct filter_list {
     uint64_t by_type[FILTERS_MAX_TYPES]; /* keys of each type_at(i), all of them */
     bool truncated;                      /* filters past limit were left out */
     bool failed;                         /* out of memory: rows are missing */
+    const char *match;                   /* a glob on the names; NULL: all */
+    size_t mlen;
 } filter_list;
 /* At most limit filters, in key order, with their statistics. */
 void filters_collect(filter_list *fl, size_t limit);
+/* The same, only the names match matches (a glob, NULL: all), and with
+ * the FPR estimate (which reads a filter's bits) only when fpr is true. */
+void filters_find(filter_list *fl, size_t limit, const char *match, size_t mlen, bool fpr);
+/* A row's FPR estimate, when not read yet. */
+void filters_fpr(filter_row *r);
 void filters_free(filter_list *fl);
 
 /* The whole /metrics page (malloc'd text in *out), the per-key series
