@@ -190,7 +190,7 @@ def test_sentinel_group_in_a_browser(procs):
         watcher = threading.Thread(target=watch)
         watcher.start()
         new = b.wait(lambda: (lambda t: t in [r.addr for r in replicas] and t)(
-            b.text(master_cell)), "a replica shown as the master", timeout=120)
+            b.text(master_cell)), "a replica shown as the master", timeout=60)
         shown_at = time.monotonic()
         watcher.join()
         assert said.get("addr") == new, said
