@@ -138,6 +138,27 @@ class Browser:
         found = self.css(selector)
         return found[0].text if found else ""
 
+    def type(self, selector, text, clear=True):
+        """Types text into the displayed element matching selector (as keys,
+        so the page's input handlers run)."""
+        e = self.wait_css(selector)
+        if clear:
+            e.clear()
+        e.send_keys(text)
+
+    def texts(self, selector):
+        """The text of every element matching selector, read in one script
+        (a table of 500 rows read cell by cell would take seconds)."""
+        return self.driver.execute_script(
+            "return [...document.querySelectorAll(arguments[0])].map((e) => e.textContent)",
+            selector)
+
+    def attrs(self, selector, name):
+        """The attribute name of every element matching selector."""
+        return self.driver.execute_script(
+            "return [...document.querySelectorAll(arguments[0])].map((e) => "
+            "e.getAttribute(arguments[1]))", selector, name)
+
     def wait_text(self, selector, text, timeout=30):
         """Until the element matching selector shows text (a substring);
         returns its whole text."""
@@ -149,8 +170,11 @@ class Browser:
         self.wait(lambda: not any(e.is_displayed() for e in self.css(selector)),
                   "no element %s shown" % selector, timeout)
 
-    def screenshot(self, name, directory=None):
-        """Saves the window as PNG; returns the file's path."""
+    def screenshot(self, name, directory=None, top=False):
+        """Saves the window as PNG (scrolled to the page's top first when
+        top); returns the file's path."""
+        if top:
+            self.driver.execute_script("window.scrollTo(0, 0)")
         d = directory or SHOTS
         os.makedirs(d, exist_ok=True)
         path = os.path.join(d, name)

@@ -122,6 +122,61 @@ def module_env():
     return {"LD_PRELOAD": REDIS_PRELOAD, "ASAN_OPTIONS": "detect_leaks=0:abort_on_error=1"}
 
 
+def sentinel_group(procs, name="mymaster"):
+    """A bloomeryd master, two replicas and three Sentinels watching them,
+    returned once every Sentinel knows both replicas and the others."""
+    master = procs.start(bloomeryd(), "master")
+    replicas = [procs.start(bloomeryd("--replicaof", "127.0.0.1 %d" % master.port), "replica")
+                for _ in range(2)]
+    sentinels = [procs.start(sentinel(master.port, name), "sentinel") for _ in range(3)]
+    for s in sentinels:
+        cl = s.client(decode_responses=True)
+        wait_for(lambda: len(cl.execute_command("SENTINEL", "REPLICAS", name)) == 2 and
+                 len(cl.execute_command("SENTINEL", "SENTINELS", name)) == 2,
+                 "sentinel %d to discover the deployment" % s.port)
+    return master, replicas, sentinels
+
+
+def cluster_node():
+    """redis_module's argv for a Redis Cluster node (its bus on a free port)."""
+    return redis_module("--cluster-enabled", "yes", "--cluster-port", free_port(),
+                        "--cluster-node-timeout", "2000", "--cluster-config-file", "nodes.conf")
+
+
+def redis_cluster(procs, masters=3, replicas=0):
+    """masters Redis servers with bloomery.so in a cluster, each with
+    replicas replicas, once every node says cluster_state:ok and knows the
+    others."""
+    nodes = [procs.start(cluster_node(), "cluster node", env=module_env())
+             for _ in range(masters * (1 + replicas))]
+    out = subprocess.run(["redis-cli", "--cluster", "create"] + [n.addr for n in nodes] +
+                         ["--cluster-replicas", str(replicas), "--cluster-yes"],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stdout + out.stderr
+    for n in nodes:
+        wait_for(lambda: n.client().cluster("info")["cluster_state"] == "ok" and
+                 len(n.client().execute_command("CLUSTER", "NODES").splitlines()) == len(nodes),
+                 "cluster_state ok")
+    return nodes
+
+
+def slot_ranges(node):
+    """[(first slot, last slot, "host:port" of their master)] as node's
+    CLUSTER SLOTS says."""
+    out = []
+    for lo, hi, master, *_ in node.client().execute_command("CLUSTER", "SLOTS"):
+        host = master[0].decode() if isinstance(master[0], bytes) else master[0]
+        out.append((lo, hi, "%s:%d" % (host, master[1])))
+    return out
+
+
+def owner_of(nodes, key):
+    """(slot, "host:port" of its master) for key, by CLUSTER KEYSLOT and
+    CLUSTER SLOTS."""
+    slot = nodes[0].client().execute_command("CLUSTER", "KEYSLOT", key)
+    return slot, [a for lo, hi, a in slot_ranges(nodes[0]) if lo <= slot <= hi][0]
+
+
 def sentinel(master_port, name="mymaster", quorum=2):
     def argv(port, d):
         conf = os.path.join(d, "sentinel.conf")

@@ -3,44 +3,18 @@ Redis Cluster. Each master a group with its slots; a new filter's place is
 its key's slot's master, shown before creating, and the filter lands
 there; a filter anywhere in the cluster is in the table with its slot."""
 import os
-import subprocess
 
 import pytest
 
-from consolehelp import MODULE, REDIS_SERVER, free_port, module_env, redis_module, wait_for
+from consolehelp import MODULE, REDIS_SERVER, owner_of, redis_cluster, wait_for
 
 pytestmark = pytest.mark.skipif(not os.path.exists(REDIS_SERVER) or not os.path.exists(MODULE),
                                 reason="no redis-server or bloomery.so")
 
 
-def cluster_node():
-    bus = free_port()
-    inner = redis_module("--cluster-enabled", "yes", "--cluster-port", bus,
-                         "--cluster-node-timeout", "2000", "--cluster-config-file", "nodes.conf")
-    return inner
-
-
 @pytest.fixture
 def cluster(procs):
-    nodes = [procs.start(cluster_node(), "cluster node", env=module_env()) for _ in range(3)]
-    out = subprocess.run(["redis-cli", "--cluster", "create"] + [n.addr for n in nodes] +
-                         ["--cluster-replicas", "0", "--cluster-yes"],
-                         capture_output=True, text=True, timeout=60)
-    assert out.returncode == 0, out.stdout + out.stderr
-    for n in nodes:
-        wait_for(lambda: n.client().cluster("info")["cluster_state"] == "ok", "cluster_state ok")
-    return nodes
-
-
-def owner_of(nodes, key):
-    slot = nodes[0].client().execute_command("CLUSTER", "KEYSLOT", key)
-    for n in nodes:
-        for lo, hi, *rest in n.client().execute_command("CLUSTER", "SLOTS"):
-            if lo <= slot <= hi:
-                host, port = rest[0][0], rest[0][1]
-                host = host.decode() if isinstance(host, bytes) else host
-                return slot, "%s:%d" % (host, port)
-    raise AssertionError("no owner")
+    return redis_cluster(procs, 3)
 
 
 def test_cluster_slots_placement_create(procs, cluster):

@@ -7,23 +7,14 @@ import os
 
 import pytest
 
-from consolehelp import REDIS_SENTINEL, bloomeryd, sentinel, wait_for
+from consolehelp import REDIS_SENTINEL, sentinel_group, wait_for
 
 pytestmark = pytest.mark.skipif(not os.path.exists(REDIS_SENTINEL), reason="no redis-sentinel")
 
 
 @pytest.fixture
 def group(procs):
-    master = procs.start(bloomeryd(), "master")
-    replicas = [procs.start(bloomeryd("--replicaof", "127.0.0.1 %d" % master.port), "replica")
-                for _ in range(2)]
-    sentinels = [procs.start(sentinel(master.port), "sentinel") for _ in range(3)]
-    for s in sentinels:
-        cl = s.client(decode_responses=True)
-        wait_for(lambda: len(cl.execute_command("SENTINEL", "REPLICAS", "mymaster")) == 2 and
-                 len(cl.execute_command("SENTINEL", "SENTINELS", "mymaster")) == 2,
-                 "sentinel %d to discover the deployment" % s.port)
-    return master, replicas, sentinels
+    return sentinel_group(procs)
 
 
 def group_of(c):
