@@ -1,6 +1,7 @@
 """Replica migration with the module (docs/MODULE.md, "A master that lost
-its replica gets one back"): three masters, one with two replicas, one
-with one, one with none. The lone replica is killed with SIGKILL; within
+its replica gets one back"): three masters, one with two replicas, the
+others with one each (a master that never had a replica may be counted as
+orphaned too, and take the spare first). The lone replica is killed with SIGKILL; within
 the cluster's own timing (cluster-node-timeout to find it failed, then
 Redis's 5 s migration delay) one of the two spares becomes the orphaned
 master's replica, syncs, and answers for its filters after READONLY."""
@@ -31,20 +32,20 @@ def test_spare_replica_migrates_to_orphaned_master(start_module, monkeypatch):
     monkeypatch.setattr(conftest, "free_port", cluster_port)
     extra = ["--cluster-enabled", "yes", "--cluster-node-timeout", str(NODE_TIMEOUT_MS),
              "--repl-diskless-sync-delay", "0"]
-    nodes = [start_module("migration-%d" % i, *extra) for i in range(6)]
+    nodes = [start_module("migration-%d" % i, *extra) for i in range(7)]
     monkeypatch.undo()
-    m0, m1, m2, spare_a, spare_b, lone = nodes
+    m0, m1, m2, spare_a, spare_b, lone, own = nodes
     redis_cli("--cluster", "create", *("127.0.0.1:%d" % n.port for n in (m0, m1, m2)),
               "--cluster-replicas", "0", "--cluster-yes")
     c = {n.port: n.client() for n in nodes}
     wait_for(lambda: masters_ok(c[m0.port], 3), "the cluster did not form")
     ids = {p: v[0] for p, v in nodes_view(c[m0.port]).items()}
-    # m0 gets two replicas, m1 one, m2 none.
-    for replica, master in ((spare_a, m0), (spare_b, m0), (lone, m1)):
+    # m0 gets two replicas, m1 and m2 one each.
+    for replica, master in ((spare_a, m0), (spare_b, m0), (lone, m1), (own, m2)):
         redis_cli("--cluster", "add-node", "127.0.0.1:%d" % replica.port,
                   "127.0.0.1:%d" % m0.port, "--cluster-slave",
                   "--cluster-master-id", ids[master.port])
-    for r in (spare_a, spare_b, lone):
+    for r in (spare_a, spare_b, lone, own):
         wait_for(lambda r=r: linked(c[r.port]), "a replica did not sync")
 
     # Filters in m1's slots, on its replica too before it dies.
@@ -63,6 +64,16 @@ def test_spare_replica_migrates_to_orphaned_master(start_module, monkeypatch):
         c[m1.port].execute_command("BF.MADD", k, "a-" + k, "b-" + k)
     assert c[m1.port].execute_command("WAIT", 1, 10000) == 1
 
+    # Every node must know the lone replica as m1's before it dies: a node
+    # that never saw m1 with a replica does not count it as orphaned.
+    wait_for(lambda: all(nodes_view(c[n.port]).get(lone.port, ("", "", ""))[2] == ids[m1.port]
+                         for n in (m0, m1, m2, spare_a, spare_b)),
+             "every node knowing the lone replica")
+    # Every node must know the lone replica as m1's before it dies: a node
+    # that never saw m1 with a replica does not count it as orphaned.
+    wait_for(lambda: all(nodes_view(c[n.port]).get(lone.port, ("", "", ""))[2] == ids[m1.port]
+                         for n in (m0, m1, m2, spare_a, spare_b, own)),
+             "every node knowing the lone replica")
     lone.proc.send_signal(signal.SIGKILL)
     lone.proc.wait(timeout=30)
     # The killed node cannot shut down cleanly: take it out of the list.
