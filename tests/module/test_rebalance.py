@@ -48,9 +48,10 @@ def used(c):
     return c.info("memory")["used_memory"] + values
 
 
-def test_rebalance_by_memory(start_module, monkeypatch):
+def three_masters(start_module, monkeypatch, name):
+    """Three masters with the module made into a cluster: (nodes, {port: client})."""
     monkeypatch.setattr(conftest, "free_port", cluster_port)
-    nodes = [start_module("rebalance-%d" % i, "--cluster-enabled", "yes",
+    nodes = [start_module("%s-%d" % (name, i), "--cluster-enabled", "yes",
                           "--cluster-node-timeout", "5000") for i in range(3)]
     monkeypatch.undo()
     out = subprocess.run(["redis-cli", "--cluster", "create",
@@ -60,6 +61,11 @@ def test_rebalance_by_memory(start_module, monkeypatch):
     c = {n.port: n.client() for n in nodes}
     for x in c.values():
         wait_for(lambda x=x: masters_ok(x, 3), "the cluster did not form")
+    return nodes, c
+
+
+def test_rebalance_by_memory(start_module, monkeypatch):
+    nodes, c = three_masters(start_module, monkeypatch, "rebalance")
     heavy, light1, light2 = sorted(c)
     owner = owner_ports(c[heavy])
     rc = RedisCluster(host="127.0.0.1", port=heavy)
@@ -173,17 +179,7 @@ def test_rebalance_as_acl_user_and_failed_move_rolled_back(start_module, monkeyp
     """--user/--pass reach MIGRATE (AUTH2) on nodes whose default user has a
     password; a MIGRATE refused (the user may not MIGRATE) stops the run
     with the slot STABLE again on both nodes and the filter in place."""
-    monkeypatch.setattr(conftest, "free_port", cluster_port)
-    nodes = [start_module("rebalance-acl-%d" % i, "--cluster-enabled", "yes",
-                          "--cluster-node-timeout", "5000") for i in range(3)]
-    monkeypatch.undo()
-    out = subprocess.run(["redis-cli", "--cluster", "create",
-                          *("127.0.0.1:%d" % n.port for n in nodes), "--cluster-replicas", "0",
-                          "--cluster-yes"], capture_output=True, text=True, timeout=120)
-    assert out.returncode == 0, out.stdout + out.stderr
-    c = {n.port: n.client() for n in nodes}
-    for x in c.values():
-        wait_for(lambda x=x: masters_ok(x, 3), "the cluster did not form")
+    nodes, c = three_masters(start_module, monkeypatch, "rebalance-acl")
     heavy = sorted(c)[0]
     owner = owner_ports(c[heavy])
     tag = tags_of(owner, heavy, 1, "acl")[0]
