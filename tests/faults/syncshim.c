@@ -15,7 +15,8 @@
  *                     call and re-read when it changed; replace it with a
  *                     rename so it is never read half-written. Lines:
  *                       fsync=ok|eio|block|skip   (fsync, fdatasync, syncfs)
- *                       write=ok|eio              (write, pwrite, writev)
+ *                       write=ok|eio|enospc       (write, pwrite, writev;
+ *                                                 enospc: a full disk)
  *                       match=<substring>         faults only for paths
  *                                                 containing it
  *                       delay=<ms>                every sync takes that much
@@ -51,7 +52,7 @@
 #include <time.h>
 #include <unistd.h>
 
-enum { OK, FAIL_EIO, BLOCK, SKIP };
+enum { OK, FAIL_EIO, BLOCK, SKIP, FAIL_ENOSPC };
 
 typedef struct ctl {
     int fsync, write;
@@ -186,6 +187,8 @@ static int parse_mode(const char *v, bool sync)
 {
     if (strcmp(v, "eio") == 0)
         return FAIL_EIO;
+    if (!sync && strcmp(v, "enospc") == 0)
+        return FAIL_ENOSPC;
     if (sync && strcmp(v, "block") == 0)
         return BLOCK;
     if (sync && strcmp(v, "skip") == 0)
@@ -358,6 +361,16 @@ static int do_sync(int fd, int kind)
     return rc;
 }
 
+/* A write the control file fails: errno set, true. */
+static bool write_failed(int fd)
+{
+    int mode = write_mode(fd);
+    if (mode != FAIL_EIO && mode != FAIL_ENOSPC)
+        return false;
+    errno = mode == FAIL_EIO ? EIO : ENOSPC;
+    return true;
+}
+
 int fsync(int fd) { return do_sync(fd, SYNC_FILE); }
 int fdatasync(int fd) { return do_sync(fd, SYNC_DATA); }
 int syncfs(int fd) { return do_sync(fd, SYNC_FS); }
@@ -365,40 +378,32 @@ int syncfs(int fd) { return do_sync(fd, SYNC_FS); }
 ssize_t write(int fd, const void *buf, size_t n)
 {
     ensure();
-    if (write_mode(fd) == FAIL_EIO) {
-        errno = EIO;
+    if (write_failed(fd))
         return -1;
-    }
     return real_write(fd, buf, n);
 }
 
 ssize_t pwrite(int fd, const void *buf, size_t n, off_t off)
 {
     ensure();
-    if (write_mode(fd) == FAIL_EIO) {
-        errno = EIO;
+    if (write_failed(fd))
         return -1;
-    }
     return real_pwrite(fd, buf, n, off);
 }
 
 ssize_t pwrite64(int fd, const void *buf, size_t n, off64_t off)
 {
     ensure();
-    if (write_mode(fd) == FAIL_EIO) {
-        errno = EIO;
+    if (write_failed(fd))
         return -1;
-    }
     return real_pwrite64(fd, buf, n, off);
 }
 
 ssize_t writev(int fd, const struct iovec *iov, int cnt)
 {
     ensure();
-    if (write_mode(fd) == FAIL_EIO) {
-        errno = EIO;
+    if (write_failed(fd))
         return -1;
-    }
     return real_writev(fd, iov, cnt);
 }
 

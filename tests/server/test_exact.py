@@ -699,8 +699,10 @@ def test_a_corrupted_store_file(start_server, tmp_path):
 MISCONF = "MISCONF Errors writing to the AOF file:"
 
 
-def test_log_write_fault_refuses_exact_adds(faults, start_server):
-    """appendfsync everysec, the log's writes fail: exact adds are refused
+@pytest.mark.parametrize("fault", ["enospc", "eio"])
+def test_log_write_fault_refuses_exact_adds(faults, start_server, fault):
+    """appendfsync everysec, the log's writes fail (a full disk, an I/O
+    error): exact adds are refused
     with MISCONF, exact reads answer; once the disk is back the adds are
     accepted and a restart finds every acknowledged one."""
     f = faults
@@ -710,7 +712,7 @@ def test_log_write_fault_refuses_exact_adds(faults, start_server):
     before = exact_items("a", 500)
     assert c.execute_command("BF.MADD", "k", *before) == [1] * 500
     c.execute_command("BF.ADD", "plain", "p")
-    f.set(write="eio", match="/log/")
+    f.set(write=fault, match="/log/")
     first = raw_cmd(s, "BF.ADD", "k", "first")
     assert first == 1 or str(first).startswith(MISCONF), first
     wait_for(lambda: c.info("persistence")["aof_last_write_status"] == "err", "the log's error")
@@ -735,8 +737,10 @@ def test_log_write_fault_refuses_exact_adds(faults, start_server):
     c.close()
 
 
-def test_store_write_fault(faults, start_server):
-    """The store's files cannot be written (a full disk): the snapshot that
+@pytest.mark.parametrize("fault", ["enospc", "eio"])
+def test_store_write_fault(faults, start_server, fault):
+    """The store's files cannot be written (a full disk, an I/O error): the
+    snapshot that
     flushes the store fails, and whatever the exact key cannot keep is
     refused with a clear error rather than acknowledged; the other keys are
     served; once the disk is back the adds are accepted, and after kill -9
@@ -747,7 +751,7 @@ def test_store_write_fault(faults, start_server):
     c.execute_command("BF.RESERVE", "k", 0.5, 10000, "EXACT")
     acked = exact_items("a", 2000)
     assert c.execute_command("BF.MADD", "k", *acked) == [1] * len(acked)
-    f.set(write="eio", match="/exact/")
+    f.set(write=fault, match="/exact/")
     got = raw_cmd(s, "SAVE")
     assert isinstance(got, RespError) and str(got).startswith("ERR"), got
     assert c.info("persistence")["rdb_last_bgsave_status"] == "err"
