@@ -618,10 +618,14 @@ def test_a_store_that_cannot_be_opened(start_server, tmp_path, damage):
     assert c.execute_command("BF.ADD", "plain", "p3") == 1
     e = exact_info(c)
     assert e["exact_store_status"] == "unavailable" and e["exact_store_error"], e
-    for cmd in (("BF.EXISTS", "k", "a:1"), ("BF.MEXISTS", "k", "a:1", "zz"),
-                ("BF.ADD", "k", "refused"), ("BF.MADD", "k", "refused", "a:1"),
-                ("BF.INSERT", "k", "ITEMS", "refused")):
+    for cmd in (("BF.EXISTS", "k", "a:1"), ("BF.ADD", "k", "refused"),
+                ("BF.MADD", "k", "refused", "a:1"), ("BF.INSERT", "k", "ITEMS", "refused")):
         assert_exact_error(raw_cmd(s, *cmd), cmd)
+    # BF.MEXISTS answers each item: an error for one the store must confirm.
+    got = raw_cmd(s, "BF.MEXISTS", "k", "a:1", "b:1")
+    assert isinstance(got, list) and len(got) == 2, got
+    for g in got:
+        assert_exact_error(g, "BF.MEXISTS")
     got = raw_cmd(s, "BF.RESERVE", "k2", 0.5, 100, "EXACT")
     assert isinstance(got, RespError) and str(got).startswith("ERR EXACT is not available: "), got
     # A snapshot while the store is away (done or refused) must keep the
