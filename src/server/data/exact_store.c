@@ -332,6 +332,10 @@ bool xs_get(uint64_t id, const int64_t *periods, size_t np, const uint8_t *fps, 
     if (!ok)
         snprintf(err, errlen, "out of memory reading the exact store");
     pthread_rwlock_rdlock(&xs.lock);
+    if (ok && xs.db == NULL) {
+        snprintf(err, errlen, "%s", xs.error);
+        ok = false;
+    }
     for (size_t p = 0; ok && p < np; p++) {
         bool have;
         size_t at = find_cf(id, periods[p], &have);
@@ -386,6 +390,11 @@ static rocksdb_column_family_handle_t *open_period(uint64_t id, int64_t period, 
         return xs.cfs[at].h;
     pthread_rwlock_unlock(&xs.lock);
     pthread_rwlock_wrlock(&xs.lock);
+    if (xs.db == NULL) {
+        pthread_rwlock_unlock(&xs.lock);
+        unavailable(err, errlen);
+        return NULL;
+    }
     at = find_cf(id, period, &have);
     if (!have) {
         char name[64], *rerr = NULL;
@@ -463,7 +472,9 @@ bool xs_drop(uint64_t id, int64_t period, char *err, size_t errlen)
         return unavailable(err, errlen);
     bool ok = true, have;
     pthread_rwlock_wrlock(&xs.lock);
-    if (period != INT64_MIN) {
+    if (xs.db == NULL)
+        ok = unavailable(err, errlen);
+    else if (period != INT64_MIN) {
         size_t at = find_cf(id, period, &have);
         if (have)
             ok = drop_at(at, err, errlen);
@@ -494,20 +505,21 @@ bool xs_sync(uint64_t upto, char *err, size_t errlen)
         return unavailable(err, errlen);
     char *rerr = NULL;
     pthread_rwlock_rdlock(&xs.lock);
+    if (xs.db == NULL) {
+        pthread_rwlock_unlock(&xs.lock);
+        return unavailable(err, errlen);
+    }
     for (size_t i = 0; i < xs.n && rerr == NULL; i++)
         rocksdb_flush_cf(xs.db, xs.fo, xs.cfs[i].h, &rerr);
-    pthread_rwlock_unlock(&xs.lock);
-    if (rerr) {
-        set_err(err, errlen, "exact store flush", rerr);
-        return false;
-    }
     /* Only once every period is on disk: the mark, flushed too. */
     uint8_t v[8];
     le_store(v, upto, 8);
-    rocksdb_put_cf(xs.db, xs.wo, xs.def, APPLIED_KEY, strlen(APPLIED_KEY), (const char *)v, 8,
-                   &rerr);
+    if (rerr == NULL)
+        rocksdb_put_cf(xs.db, xs.wo, xs.def, APPLIED_KEY, strlen(APPLIED_KEY), (const char *)v, 8,
+                       &rerr);
     if (rerr == NULL)
         rocksdb_flush_cf(xs.db, xs.fo, xs.def, &rerr);
+    pthread_rwlock_unlock(&xs.lock);
     if (rerr) {
         set_err(err, errlen, "exact store flush", rerr);
         return false;
@@ -524,10 +536,31 @@ void xs_gc(bool (*live)(uint64_t id))
         return;
     char err[256];
     pthread_rwlock_wrlock(&xs.lock);
-    for (size_t at = 0; at < xs.n;)
+    for (size_t at = 0; xs.db && at < xs.n;)
         if (live(xs.cfs[at].id) || !drop_at(at, err, sizeof(err)))
             at++;
     pthread_rwlock_unlock(&xs.lock);
+}
+
+bool xs_checkpoint(const char *path, char *err, size_t errlen)
+{
+    if (!xs_ok())
+        return unavailable(err, errlen);
+    char *rerr = NULL;
+    pthread_rwlock_rdlock(&xs.lock);
+    rocksdb_checkpoint_t *cp = xs.db ? rocksdb_checkpoint_object_create(xs.db, &rerr) : NULL;
+    if (cp)
+        rocksdb_checkpoint_create(cp, path, 0, &rerr);
+    if (cp)
+        rocksdb_checkpoint_object_destroy(cp);
+    pthread_rwlock_unlock(&xs.lock);
+    if (cp == NULL && rerr == NULL)
+        return unavailable(err, errlen);
+    if (rerr) {
+        set_err(err, errlen, "exact store checkpoint", rerr);
+        return false;
+    }
+    return true;
 }
 
 void xs_compact(void)
@@ -535,7 +568,7 @@ void xs_compact(void)
     if (!xs_ok())
         return;
     pthread_rwlock_rdlock(&xs.lock);
-    for (size_t i = 0; i < xs.n; i++)
+    for (size_t i = 0; xs.db && i < xs.n; i++)
         rocksdb_compact_range_cf(xs.db, xs.cfs[i].h, NULL, 0, NULL, 0);
     pthread_rwlock_unlock(&xs.lock);
 }
