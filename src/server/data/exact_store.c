@@ -16,23 +16,33 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <rocksdb/c.h>
 
+#include "config.h"
 #include "datadir_fs.h"
+#include "exact_buffer.h"
 #include "exact_store.h"
 #include "le.h"
 
 #define XS_CACHE_BYTES (64u << 20)
 #define XS_WRITE_BUFFER (64u << 20)
 #define XS_ALL_BUFFERS (256u << 20)
-#define XS_BUCKETS (1u << 18)
 #define APPLIED_KEY "applied"
+
+/* A period's fingerprints not yet in a table file, under its own lock
+ * (flushes by a snapshot run beside the commands' puts and gets). */
+typedef struct xs_pending {
+    pthread_mutex_t mu;
+    xs_buffer buf;
+} xs_pending;
 
 typedef struct xs_cf {
     uint64_t id;
     int64_t period;
     rocksdb_column_family_handle_t *h;
+    xs_pending *pend;
 } xs_cf;
 
 static struct {
@@ -43,6 +53,9 @@ static struct {
     rocksdb_writeoptions_t *wo;
     rocksdb_readoptions_t *ro;
     rocksdb_flushoptions_t *fo;
+    rocksdb_envoptions_t *eo;
+    rocksdb_ingestexternalfileoptions_t *io;
+    char tmpdir[4200];
     rocksdb_column_family_handle_t *def;
     /* The periods, sorted by (id, period). Readers and writers of the
      * store hold it shared; creating or dropping a period holds it
@@ -110,18 +123,32 @@ static size_t find_cf(uint64_t id, int64_t period, bool *found)
 
 static bool insert_cf(size_t at, uint64_t id, int64_t period, rocksdb_column_family_handle_t *h)
 {
+    xs_pending *pend = calloc(1, sizeof(*pend));
+    if (pend == NULL)
+        return false;
+    pthread_mutex_init(&pend->mu, NULL);
     if (xs.n == xs.cap) {
         size_t cap = xs.cap ? 2 * xs.cap : 64;
         xs_cf *p = realloc(xs.cfs, cap * sizeof(*p));
-        if (p == NULL)
+        if (p == NULL) {
+            pthread_mutex_destroy(&pend->mu);
+            free(pend);
             return false;
+        }
         xs.cfs = p;
         xs.cap = cap;
     }
     memmove(xs.cfs + at + 1, xs.cfs + at, (xs.n - at) * sizeof(xs_cf));
-    xs.cfs[at] = (xs_cf){id, period, h};
+    xs.cfs[at] = (xs_cf){id, period, h, pend};
     xs.n++;
     return true;
+}
+
+static void free_pending(xs_pending *p)
+{
+    xb_clear(&p->buf);
+    pthread_mutex_destroy(&p->mu);
+    free(p);
 }
 
 static void make_options(void)
@@ -134,12 +161,12 @@ static void make_options(void)
     rocksdb_options_set_db_write_buffer_size(xs.opts, XS_ALL_BUFFERS);
     rocksdb_options_set_max_write_buffer_number(xs.opts, 3);
     rocksdb_options_set_level_compaction_dynamic_level_bytes(xs.opts, 1);
-    /* Random keys and point reads only: a hashed write buffer inserts in
-     * a short list per bucket, where a skip list over the whole buffer
-     * spends its time in cache misses. */
-    rocksdb_options_set_prefix_extractor(xs.opts, rocksdb_slicetransform_create_fixed_prefix(4));
-    rocksdb_options_set_hash_link_list_rep(xs.opts, XS_BUCKETS);
-    rocksdb_options_set_allow_concurrent_memtable_write(xs.opts, 0);
+    /* Nothing is written through RocksDB's write buffer but the applied
+     * mark: periods arrive as sorted table files (flush_pending). Those
+     * overlap, so L0 gathers them; they are merged a batch at a time. */
+    rocksdb_options_set_level0_file_num_compaction_trigger(xs.opts, 8);
+    rocksdb_options_set_level0_slowdown_writes_trigger(xs.opts, 1 << 20);
+    rocksdb_options_set_level0_stop_writes_trigger(xs.opts, 1 << 20);
     rocksdb_options_set_target_file_size_base(xs.opts, 64u << 20);
     rocksdb_options_set_compression(xs.opts, rocksdb_no_compression);
     rocksdb_options_set_bottommost_compression(xs.opts, rocksdb_zstd_compression);
@@ -158,6 +185,9 @@ static void make_options(void)
     rocksdb_readoptions_set_verify_checksums(xs.ro, 1);
     xs.fo = rocksdb_flushoptions_create();
     rocksdb_flushoptions_set_wait(xs.fo, 1);
+    xs.eo = rocksdb_envoptions_create();
+    xs.io = rocksdb_ingestexternalfileoptions_create();
+    rocksdb_ingestexternalfileoptions_set_move_files(xs.io, 1);
 }
 
 static void free_options(void)
@@ -174,6 +204,12 @@ static void free_options(void)
         rocksdb_readoptions_destroy(xs.ro);
     if (xs.fo)
         rocksdb_flushoptions_destroy(xs.fo);
+    if (xs.eo)
+        rocksdb_envoptions_destroy(xs.eo);
+    if (xs.io)
+        rocksdb_ingestexternalfileoptions_destroy(xs.io);
+    xs.eo = NULL;
+    xs.io = NULL;
     xs.opts = NULL;
     xs.table = NULL;
     xs.cache = NULL;
@@ -203,6 +239,13 @@ bool xs_open(const char *dir, char *err, size_t errlen)
     }
     if (!datadir_mkdir(path)) {
         snprintf(msg, sizeof(msg), "can't create %s: %s", path, datadir_strerror(errno));
+        fail_open(msg, err, errlen);
+        return false;
+    }
+    /* Table files are written here, then moved into the store. */
+    snprintf(xs.tmpdir, sizeof(xs.tmpdir), "%s/exact-tmp", dir);
+    if (!datadir_mkdir(xs.tmpdir)) {
+        snprintf(msg, sizeof(msg), "can't create %s: %s", xs.tmpdir, datadir_strerror(errno));
         fail_open(msg, err, errlen);
         return false;
     }
@@ -289,8 +332,10 @@ void xs_close(void)
 {
     atomic_store(&xs.ok, false);
     pthread_rwlock_wrlock(&xs.lock);
-    for (size_t i = 0; i < xs.n; i++)
+    for (size_t i = 0; i < xs.n; i++) {
         rocksdb_column_family_handle_destroy(xs.cfs[i].h);
+        free_pending(xs.cfs[i].pend);
+    }
     free(xs.cfs);
     xs.cfs = NULL;
     xs.n = xs.cap = 0;
@@ -342,6 +387,15 @@ bool xs_get(uint64_t id, const int64_t *periods, size_t np, const uint8_t *fps, 
         if (!have)
             continue;
         size_t m = 0;
+        /* The period's buffer first; what it lacks is either in a table
+         * file already or nowhere (adds to a filter are serialized with its
+         * reads, so nothing enters the buffer meanwhile). */
+        xs_pending *pend = xs.cfs[at].pend;
+        pthread_mutex_lock(&pend->mu);
+        for (size_t i = 0; i < n; i++)
+            if (!found[i] && xb_has(&pend->buf, fps + XS_FP_LEN * i))
+                found[i] = 1;
+        pthread_mutex_unlock(&pend->mu);
         for (size_t i = 0; i < n; i++) {
             if (found[i])
                 continue;
@@ -428,28 +482,66 @@ static rocksdb_column_family_handle_t *open_period(uint64_t id, int64_t period, 
     return xs.cfs[at].h;
 }
 
+/* Write a period's buffer as one table file and move it into the store;
+ * pend->mu held. On failure the buffer keeps everything. */
+static bool flush_pending(const xs_cf *cf, char *err, size_t errlen)
+{
+    xs_pending *pend = cf->pend;
+    if (pend->buf.n == 0)
+        return true;
+    uint8_t *keys = xb_sorted(&pend->buf);
+    if (keys == NULL) {
+        snprintf(err, errlen, "out of memory writing the exact store");
+        return false;
+    }
+    static _Atomic uint64_t seq;
+    char path[4400], *rerr = NULL;
+    snprintf(path, sizeof(path), "%s/%016" PRIx64 ".%" PRId64 ".%" PRIu64 ".sst", xs.tmpdir, cf->id,
+             cf->period, atomic_fetch_add(&seq, 1));
+    rocksdb_sstfilewriter_t *w = rocksdb_sstfilewriter_create(xs.eo, xs.opts);
+    rocksdb_sstfilewriter_open(w, path, &rerr);
+    for (size_t i = 0; rerr == NULL && i < pend->buf.n; i++)
+        rocksdb_sstfilewriter_put(w, (const char *)keys + XB_KEY * i, XB_KEY, "", 0, &rerr);
+    if (rerr == NULL)
+        rocksdb_sstfilewriter_finish(w, &rerr);
+    rocksdb_sstfilewriter_destroy(w);
+    free(keys);
+    if (rerr == NULL) {
+        const char *files[1] = {path};
+        rocksdb_ingest_external_file_cf(xs.db, cf->h, files, 1, xs.io, &rerr);
+    }
+    unlink(path);
+    if (rerr) {
+        set_err(err, errlen, "exact store: writing a table file", rerr);
+        return false;
+    }
+    xb_clear(&pend->buf);
+    return true;
+}
+
 bool xs_put(uint64_t id, int64_t period, const uint8_t *fps, size_t n, char *err, size_t errlen)
 {
     if (n == 0)
         return true;
     if (!xs_ok())
         return unavailable(err, errlen);
-    rocksdb_column_family_handle_t *h = open_period(id, period, err, errlen);
-    if (h == NULL)
+    if (open_period(id, period, err, errlen) == NULL)
         return false;
-    rocksdb_writebatch_t *b = rocksdb_writebatch_create();
-    for (size_t i = 0; i < n; i++)
-        rocksdb_writebatch_put_cf(b, h, (const char *)fps + XS_FP_LEN * i, XS_FP_LEN, "", 0);
-    char *rerr = NULL;
-    rocksdb_write(xs.db, xs.wo, b, &rerr);
+    bool have;
+    const xs_cf *cf = &xs.cfs[find_cf(id, period, &have)];
+    pthread_mutex_lock(&cf->pend->mu);
+    bool ok = true;
+    for (size_t i = 0; ok && i < n; i++)
+        ok = xb_add(&cf->pend->buf, fps + XS_FP_LEN * i);
+    if (!ok)
+        snprintf(err, errlen, "out of memory writing the exact store");
+    if (ok && cf->pend->buf.n >= (size_t)atomic_load(&cfg.exact_buffer_keys))
+        ok = flush_pending(cf, err, errlen);
+    pthread_mutex_unlock(&cf->pend->mu);
     pthread_rwlock_unlock(&xs.lock);
-    rocksdb_writebatch_destroy(b);
-    if (rerr) {
-        set_err(err, errlen, "exact store write", rerr);
-        return false;
-    }
-    atomic_fetch_add_explicit(&xs.puts, n, memory_order_relaxed);
-    return true;
+    if (ok)
+        atomic_fetch_add_explicit(&xs.puts, n, memory_order_relaxed);
+    return ok;
 }
 
 static bool drop_at(size_t at, char *err, size_t errlen)
@@ -461,6 +553,7 @@ static bool drop_at(size_t at, char *err, size_t errlen)
         return false;
     }
     rocksdb_column_family_handle_destroy(xs.cfs[at].h);
+    free_pending(xs.cfs[at].pend);
     memmove(xs.cfs + at, xs.cfs + at + 1, (xs.n - at - 1) * sizeof(xs_cf));
     xs.n--;
     return true;
@@ -509,8 +602,16 @@ bool xs_sync(uint64_t upto, char *err, size_t errlen)
         pthread_rwlock_unlock(&xs.lock);
         return unavailable(err, errlen);
     }
-    for (size_t i = 0; i < xs.n && rerr == NULL; i++)
-        rocksdb_flush_cf(xs.db, xs.fo, xs.cfs[i].h, &rerr);
+    bool ok = true;
+    for (size_t i = 0; i < xs.n && ok; i++) {
+        pthread_mutex_lock(&xs.cfs[i].pend->mu);
+        ok = flush_pending(&xs.cfs[i], err, errlen);
+        pthread_mutex_unlock(&xs.cfs[i].pend->mu);
+    }
+    if (!ok) {
+        pthread_rwlock_unlock(&xs.lock);
+        return false;
+    }
     /* Only once every period is on disk: the mark, flushed too. */
     uint8_t v[8];
     le_store(v, upto, 8);
@@ -592,8 +693,10 @@ void xs_get_stats(xs_stats *s)
         if (i == 0 || xs.cfs[i].id != xs.cfs[i - 1].id)
             s->filters++;
         s->sst_bytes += prop(xs.cfs[i].h, "rocksdb.total-sst-files-size");
-        s->memtable_bytes += prop(xs.cfs[i].h, "rocksdb.cur-size-all-mem-tables");
-        s->keys += prop(xs.cfs[i].h, "rocksdb.estimate-num-keys");
+        pthread_mutex_lock(&xs.cfs[i].pend->mu);
+        s->memtable_bytes += xb_bytes(&xs.cfs[i].pend->buf);
+        s->keys += prop(xs.cfs[i].h, "rocksdb.estimate-num-keys") + xs.cfs[i].pend->buf.n;
+        pthread_mutex_unlock(&xs.cfs[i].pend->mu);
     }
     pthread_rwlock_unlock(&xs.lock);
 }
@@ -606,7 +709,7 @@ uint64_t xs_count(uint64_t id)
         return 0;
     pthread_rwlock_rdlock(&xs.lock);
     for (size_t at = find_cf(id, INT64_MIN, &have); at < xs.n && xs.cfs[at].id == id; at++)
-        k += prop(xs.cfs[at].h, "rocksdb.estimate-num-keys");
+        k += prop(xs.cfs[at].h, "rocksdb.estimate-num-keys") + xs.cfs[at].pend->buf.n;
     pthread_rwlock_unlock(&xs.lock);
     return k;
 }
