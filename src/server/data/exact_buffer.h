@@ -15,15 +15,22 @@
 #define XB_KEY 16
 
 typedef struct xs_buffer {
-    uint8_t *keys;  /* n keys of XB_KEY bytes, in the order added */
-    uint32_t *slot; /* index + 1 into keys; 0: empty */
+    uint8_t *keys; /* n keys of XB_KEY bytes, in the order added */
+    /* Open-addressed index: (index + 1) | tag << 32, 0 empty. The tag (key
+     * bytes 8..11) settles most mismatches without reading the key. */
+    uint64_t *slot;
     size_t n, cap, mask;
 } xs_buffer;
 
 /* True when key is in b. */
 bool xb_has(const xs_buffer *b, const uint8_t *key);
+/* Room for cap keys at once (an empty buffer), so that filling it never
+ * rehashes: its pages are only touched as keys arrive. */
+bool xb_reserve(xs_buffer *b, size_t cap);
 /* Add key (nothing when present); false without the memory. */
 bool xb_add(xs_buffer *b, const uint8_t *key);
+/* Add n keys (16 bytes apart), their slots fetched ahead. */
+bool xb_add_many(xs_buffer *b, const uint8_t *keys, size_t n);
 /* A copy of b's keys, sorted ascending (malloc'd; NULL without the
  * memory): b stays as it is until it is written out. */
 uint8_t *xb_sorted(const xs_buffer *b);

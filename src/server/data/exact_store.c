@@ -530,12 +530,17 @@ bool xs_put(uint64_t id, int64_t period, const uint8_t *fps, size_t n, char *err
     bool have;
     const xs_cf *cf = &xs.cfs[find_cf(id, period, &have)];
     pthread_mutex_lock(&cf->pend->mu);
-    bool ok = true;
-    for (size_t i = 0; ok && i < n; i++)
-        ok = xb_add(&cf->pend->buf, fps + XS_FP_LEN * i);
+    size_t limit = (size_t)atomic_load(&cfg.exact_buffer_keys);
+    xs_buffer *b = &cf->pend->buf;
+    bool ok = xb_reserve(b, limit);
+    /* Written out before it would have to grow: a rehash costs more than
+     * a smaller table file. */
+    if (ok && b->n && b->n + n > b->cap)
+        ok = flush_pending(cf, err, errlen) && xb_reserve(b, limit);
+    ok = ok && xb_add_many(b, fps, n);
     if (!ok)
         snprintf(err, errlen, "out of memory writing the exact store");
-    if (ok && cf->pend->buf.n >= (size_t)atomic_load(&cfg.exact_buffer_keys))
+    if (ok && b->n >= limit)
         ok = flush_pending(cf, err, errlen);
     pthread_mutex_unlock(&cf->pend->mu);
     pthread_rwlock_unlock(&xs.lock);
