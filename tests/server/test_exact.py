@@ -38,7 +38,7 @@ import time
 
 import pytest
 
-from conftest import BLOOMERYD, MODULE, QUICK, RespError, wait_for
+from conftest import BLOOMERYD, MODULE, QUICK, RespError, wait_for, wait_log_durable
 from powercut import faults  # noqa: F401 (a fixture)
 
 pytestmark = pytest.mark.skipif(bool(MODULE), reason="EXACT is bloomeryd's (the module refuses it)")
@@ -738,6 +738,7 @@ def test_log_write_fault_refuses_exact_adds(faults, start_server, fault):
     wait_for(lambda: c.info("persistence")["aof_last_write_status"] == "ok", "the log back")
     after = exact_items("b", 500)
     assert c.execute_command("BF.MADD", "k", *after) == [1] * 500
+    wait_log_durable(c)      # everysec: what a kill -9 may take is not the point
     c.close()
     s.kill()
     s = start_server(**f.server_kw())
