@@ -254,9 +254,11 @@ bool xs_open(const char *dir, char *err, size_t errlen)
     size_t nnames = 0;
     char **names = rocksdb_list_column_families(xs.opts, path, &nnames, &rerr);
     if (rerr) {
-        /* A new store has no column family list yet. */
+        /* A new store has no column family list yet. The call still
+         * allocated the (empty) list. */
         free(rerr);
         rerr = NULL;
+        rocksdb_list_column_families_destroy(names, nnames);
         names = NULL;
         nnames = 0;
     }
