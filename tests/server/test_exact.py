@@ -50,9 +50,10 @@ N = 100_000 if SMALL else 1_000_000     # distinct items of the big stream
 BATCH = 100                             # items per BF.MADD
 DEPTH = 32                              # BF.MADDs in flight on the stream's connection
 ERR_EXACT = "ERR EXACT"
-# The store's write buffer (exact-buffer-keys): table files written out
-# every 50,000 fingerprints, so that answers come from files and buffer.
-BUFFER = N // 20
+# The store's write buffer (exact-buffer-keys): a table file written out
+# every 66,666 fingerprints, so that answers come from files and buffer, and
+# the buffer holds some at the BGSAVE and at the kill of the crash tests.
+BUFFER = N // 15
 ALWAYS = ("--appendfsync", "always", "--exact-buffer-keys", BUFFER)
 
 
@@ -304,7 +305,10 @@ def crash_scenario(start, crash, snapshot, p):
     c.execute_command("BF.RESERVE", "k", 0.5, p.n, "EXACT")
     c.execute_command("BF.MADD", "plain", "a", "b")
     nb = len(p.batches)
-    save_at, kill_at = nb // 4, nb // 2
+    # The BGSAVE shortly before the kill: the store's buffer then holds
+    # what only the snapshot's flush makes durable (the log below it goes).
+    kill_at = nb // 2
+    save_at = kill_at - 100
     seq = c.info("persistence")["bloomery_snapshot_seq"]
 
     def after(j, reply):
