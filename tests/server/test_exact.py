@@ -273,6 +273,39 @@ def assert_exact_error(reply, what):
     assert isinstance(reply, RespError) and str(reply).startswith(ERR_EXACT), (what, reply)
 
 
+# ---- bad input ----
+
+@pytest.mark.parametrize("args,msg", [
+    (["RETAIN", 10], "ERR RETAIN needs EXACT"),
+    (["WINDOW", 10, "SLICES", 2, "EXACT", "RETAIN", 14], "ERR RETAIN must be at least the window's"),
+    (["EXACT", "RETAIN", 0], "ERR RETAIN must be a positive number of seconds"),
+    (["EXACT", "COUNTING"], "ERR WINDOW filters cannot be COUNTING"),
+    (["EXACT", "EXPANSION", 2], "ERR WINDOW filters do not scale"),
+    (["EXACT", "LAYOUT", "CLASSIC"], "ERR WINDOW filters use the blocked layout"),
+])
+def test_reserve_errors(server, r, args, msg):
+    got = raw_cmd(server, "BF.RESERVE", "bad", 0.5, 100, *args)
+    assert isinstance(got, RespError) and str(got).startswith(msg), got
+    assert not r.exists("bad")
+
+
+def test_at_errors_change_nothing(server, r):
+    """BF.INSERT ... AT where it cannot work: a clear error, and no key made
+    or item added by the refused command."""
+    r.execute_command("BF.RESERVE", "e", 0.5, 100, "WINDOW", 10, "SLICES", 2, "EXACT",
+                      "RETAIN", 60)
+    r.execute_command("BF.ADD", "plain", "a")
+    for cmd, msg in ((("e", "AT", 123, "ITEMS", "old"), "ERR AT is older than the filter's"),
+                     (("e", "AT", "x", "ITEMS", "old"), "ERR AT must be a time in Unix milli"),
+                     (("plain", "AT", 123, "ITEMS", "old"), "ERR AT applies to EXACT filters"),
+                     (("missing", "AT", 123, "ITEMS", "old"), "ERR AT applies to EXACT filters")):
+        got = raw_cmd(server, "BF.INSERT", *cmd)
+        assert isinstance(got, RespError) and str(got).startswith(msg), (cmd, got)
+    assert r.execute_command("BF.MEXISTS", "e", "old") == [0]
+    assert r.execute_command("BF.MEXISTS", "plain", "a", "old") == [1, 0]
+    assert r.exists("missing") == 0
+
+
 # ---- exactness ----
 
 def test_stream_answers_exactly(start_server):
