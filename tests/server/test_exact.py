@@ -18,9 +18,12 @@ absent item is the store's (RocksDB under DIR/exact/) confirmation.
 - clients racing to add the same new items: exactly one is told 1;
 - a replica, full sync and stream, answers exactly after its master is
   killed and it is promoted;
+- bad input (BF.RESERVE's options, BF.INSERT ... AT where it cannot
+  work): a clear error, nothing made or added;
 - faults: a store that cannot be opened (DIR/exact a regular file, a
-  corrupted CURRENT), a corrupted .sst, failed writes of the log and of the
-  store: a clear error, the other keys served, nothing acknowledged lost.
+  corrupted CURRENT), a corrupted .sst, failed writes (EIO, a full disk) of
+  the log and of the store: a clear error, the other keys served, nothing
+  acknowledged lost. EXACT in bloomery.so is the module suite's.
 
 The time a command runs at is pinned to the millisecond by sending it with
 the CONFIG SET of debug-clock-offset-ms in one pipeline, retried until the
