@@ -347,7 +347,7 @@ def crash_scenario(start, crash, snapshot, p):
     # The BGSAVE shortly before the kill: the store's buffer then holds
     # what only the snapshot's flush makes durable (the log below it goes).
     kill_at = nb // 2
-    save_at = kill_at - 100
+    save_at = kill_at - min(100, kill_at // 2)
     seq = c.info("persistence")["bloomery_snapshot_seq"]
 
     def after(j, reply):
