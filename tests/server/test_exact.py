@@ -328,7 +328,7 @@ def test_stream_answers_exactly(start_server):
     # The filter alone said "maybe" for a good share of the never-added
     # items: the store answered them.
     print("store lookups for %d added and %d never-added items: %d" % (p.n, p.n // 10, looked))
-    assert looked >= p.n + p.n // 10 * 0.2, looked
+    assert looked >= p.n + p.n // 10 * 0.1, looked
     c.close()
 
 
@@ -357,6 +357,9 @@ def crash_scenario(start, crash, snapshot, p):
             if snapshot:
                 wait_for(lambda: snapshot_done(c, seq), "the BGSAVE to finish")
                 assert c.info("persistence")["rdb_last_bgsave_status"] == "ok"
+                # The store recorded where it is complete: recovery starts
+                # its part of the log there.
+                assert int(exact_info(s)["exact_store_applied_lsn"]) > 0
             crash(s)
 
     got = stream(s.port, p.madds("k"), after)
