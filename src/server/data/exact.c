@@ -16,9 +16,7 @@
 #include "le.h"
 #include "log.h"
 #include "persist.h"
-
-#define META_MAGIC 0x54434558u /* "EXCT" */
-#define META_VERSION 1
+#include "snapshot_index.h"
 
 uint64_t exact_period_ms(const win_t *w)
 {
@@ -144,16 +142,16 @@ void exact_gc(void)
 
 void exact_meta_encode(const exact_meta *m, uint8_t out[EXACT_META_LEN])
 {
-    le_store(out, META_MAGIC, 4);
-    le_store(out + 4, META_VERSION, 4);
+    le_store(out, SNAP_EXACT_MAGIC, 4);
+    le_store(out + 4, SNAP_EXACT_VERSION, 4);
     le_store(out + 8, m->id, 8);
     le_store(out + 16, m->retain_ms, 8);
 }
 
 exact_meta *exact_meta_decode(const uint8_t *p, size_t len)
 {
-    if (len != EXACT_META_LEN || le_load(p, 4) != META_MAGIC || le_load(p + 4, 4) != META_VERSION ||
-        le_load(p + 8, 8) == 0)
+    if (len != EXACT_META_LEN || le_load(p, 4) != SNAP_EXACT_MAGIC ||
+        le_load(p + 4, 4) != SNAP_EXACT_VERSION || le_load(p + 8, 8) == 0)
         return NULL;
     return exact_meta_new(le_load(p + 8, 8), le_load(p + 16, 8));
 }

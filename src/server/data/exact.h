@@ -48,7 +48,7 @@ void exact_attach(struct kv_obj *o, exact_meta *m);
 void exact_detach(exact_meta *m);
 
 /* The snapshot's suffix of an exact window's image header. */
-#define EXACT_META_LEN 24
+#define EXACT_META_LEN 24 /* SNAP_EXACT_META_LEN: the format is snapshot_index.h's */
 void exact_meta_encode(const exact_meta *m, uint8_t out[EXACT_META_LEN]);
 /* NULL when the bytes are not a meta (or no memory). */
 exact_meta *exact_meta_decode(const uint8_t *p, size_t len);
