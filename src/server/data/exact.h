@@ -19,8 +19,7 @@
 #include <stdint.h>
 
 #include "bloomery/window.h"
-#include "chunk_format.h"
-#include "le.h"
+#include "exact_manifest.h"
 #include "wal_format.h"
 
 struct kv_obj;
@@ -73,22 +72,11 @@ void exact_info(char *out, size_t outlen);
 
 /* ---- exact_ship.c: the store in a full resync ---- */
 
-typedef struct exact_file {
-    char name[64]; /* the store's own file name */
-    uint64_t size;
-    chunk_hash hash; /* XXH3-128 of its bytes */
-} exact_file;
-
 /* Master: a checkpoint of the store (in DIR/exact-ship, replacing the last
  * one) that holds everything below start_lsn, and its files. */
 bool exact_ship_prepare(const char *dir, uint64_t start_lsn, exact_file **files, size_t *n,
                         char *err, size_t errlen);
 void exact_ship_path(const char *dir, const exact_file *f, char *out, size_t len);
-/* The list as it goes on the wire: u32 n, then per file its name (u32
- * length, bytes), u64 size, u64 hash low, u64 hash high. decode checks
- * every length and refuses names that are not bare file names. */
-void exact_manifest_encode(pbuf *b, const exact_file *files, size_t n);
-bool exact_manifest_decode(const uint8_t *p, size_t len, exact_file **files, size_t *n);
 /* Replica: whether a file is here already (by content); keep one received
  * (checked against its hash); then build DIR/exact from the list, the store
  * closed, and drop received files the list does not name. */
