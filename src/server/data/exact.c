@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <sys/stat.h>
 
 #include "exact.h"
 #include "exact_store.h"
@@ -176,11 +177,11 @@ const char *exact_replay(const wal_op *op, bool below_start)
             exact_attach(e->obj, m);
         ks_close(&ref);
         /* A new id's periods start empty (nothing can be left of it). */
-        if (why == NULL && xs_ok())
+        if (why == NULL && exact_store_ready())
             xs_drop(op->store_id, INT64_MIN, err, sizeof(err));
         return why;
     }
-    if (!xs_ok())
+    if (!exact_store_ready())
         return "the exact store is unavailable";
     if (op->type == WAL_EXACT_DROP)
         return xs_drop(op->store_id, op->period, err, sizeof(err)) ? NULL : "store drop failed";
@@ -208,17 +209,48 @@ const char *exact_replay(const wal_op *op, bool below_start)
 
 /* ---- persistence ---- */
 
-static bool store_started;
+/* The store opens when first needed (a server without exact filters never
+ * starts RocksDB), once: a failure stays until a restart. */
+static struct {
+    pthread_mutex_t lock;
+    char dir[4096];
+    bool known, tried;
+} store = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
-void exact_start(const char *dir)
+static void open_locked(void)
 {
     char err[1024];
-    store_started = true;
-    if (!xs_open(dir, err, sizeof(err)))
+    store.tried = true;
+    if (!xs_open(store.dir, err, sizeof(err)))
         server_log(LOG_WARNING,
                    "The exact store cannot be used (%s): exact filters answer errors, "
                    "every other key is served",
                    err);
+}
+
+bool exact_store_ready(void)
+{
+    if (xs_ok())
+        return true;
+    pthread_mutex_lock(&store.lock);
+    if (store.known && !store.tried)
+        open_locked();
+    pthread_mutex_unlock(&store.lock);
+    return xs_ok();
+}
+
+void exact_start(const char *dir)
+{
+    char path[4200];
+    struct stat st;
+    pthread_mutex_lock(&store.lock);
+    snprintf(store.dir, sizeof(store.dir), "%s", dir);
+    store.known = true;
+    store.tried = false;
+    snprintf(path, sizeof(path), "%s/exact", dir);
+    if (lstat(path, &st) == 0)
+        open_locked();
+    pthread_mutex_unlock(&store.lock);
 }
 
 void exact_recovered(uint64_t next_lsn)
@@ -234,8 +266,7 @@ void exact_stop(void)
     pthread_mutex_lock(&live.lock);
     live.stopped = true;
     pthread_mutex_unlock(&live.lock);
-    if (store_started)
-        xs_close();
+    xs_close();
 }
 
 uint64_t exact_log_needed(void)

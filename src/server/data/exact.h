@@ -56,9 +56,12 @@ exact_meta *exact_meta_decode(const uint8_t *p, size_t len);
  * (the store's part only). NULL when applied, else why not. */
 const char *exact_replay(const wal_op *op, bool below_start);
 
-/* Persistence: open the store (DIR/exact) before recovery; after it,
+/* Persistence: the store's directory, before recovery (the store opens
+ * then when DIR/exact exists, else when first needed); after recovery,
  * record where a new store starts; each snapshot syncs it. */
 void exact_start(const char *dir);
+/* Whether the store can be used, opening it the first time. */
+bool exact_store_ready(void);
 void exact_recovered(uint64_t next_lsn);
 void exact_stop(void);
 /* The first LSN the store still needs from the log (UINT64_MAX: none). */
