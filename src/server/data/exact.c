@@ -310,3 +310,27 @@ void exact_info(char *out, size_t outlen)
              xs_ok() ? "ok" : "unavailable", xs_ok() ? "" : xs_error(), filters, s.periods, s.keys,
              s.sst_bytes, s.memtable_bytes, s.gets, s.puts, xs_applied());
 }
+
+bool exact_summarize(exact_summary *out)
+{
+    pthread_mutex_lock(&live.lock);
+    uint64_t filters = live.n;
+    pthread_mutex_unlock(&live.lock);
+    pthread_mutex_lock(&store.lock);
+    bool tried = store.tried;
+    pthread_mutex_unlock(&store.lock);
+    if (!tried && filters == 0)
+        return false;
+    xs_stats st;
+    xs_get_stats(&st);
+    *out = (exact_summary){.store_ok = xs_ok(),
+                           .filters = filters,
+                           .periods = st.periods,
+                           .keys = st.keys,
+                           .disk_bytes = st.sst_bytes,
+                           .buffer_bytes = st.memtable_bytes,
+                           .lookups = st.gets,
+                           .puts = st.puts,
+                           .applied_lsn = xs_applied()};
+    return true;
+}

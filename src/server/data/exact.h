@@ -73,6 +73,14 @@ void exact_gc(void);
 /* INFO's exact section. */
 void exact_info(char *out, size_t outlen);
 
+/* The figures /metrics exports; false while no exact filter was ever used
+ * here (the store never opened, none loaded). */
+typedef struct exact_summary {
+    bool store_ok;
+    uint64_t filters, periods, keys, disk_bytes, buffer_bytes, lookups, puts, applied_lsn;
+} exact_summary;
+bool exact_summarize(exact_summary *out);
+
 /* ---- exact_ship.c: the store in a full resync ---- */
 
 /* Master: a checkpoint of the store (in DIR/exact-ship, replacing the last
