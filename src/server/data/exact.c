@@ -255,6 +255,10 @@ void exact_start(const char *dir)
 
 void exact_recovered(uint64_t next_lsn)
 {
+    /* Periods of filters deleted before a crash: swept once. */
+    pthread_mutex_lock(&live.lock);
+    live.dead = true;
+    pthread_mutex_unlock(&live.lock);
     /* A new store holds everything from here on. */
     char err[512];
     if (xs_ok() && xs_applied() == 0 && !xs_sync(next_lsn, err, sizeof(err)))
