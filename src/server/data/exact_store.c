@@ -25,6 +25,7 @@
 #include "exact_buffer.h"
 #include "exact_store.h"
 #include "le.h"
+#include "log.h"
 
 #define XS_CACHE_BYTES (64u << 20)
 #define XS_WRITE_BUFFER (64u << 20)
@@ -35,7 +36,10 @@
  * (flushes by a snapshot run beside the commands' puts and gets). */
 typedef struct xs_pending {
     pthread_mutex_t mu;
-    xs_buffer buf;
+    pthread_cond_t idle; /* frozen written out */
+    xs_buffer buf;       /* taking adds */
+    xs_buffer frozen;    /* full, being written out by the flusher; still read */
+    bool busy;           /* frozen is in the flusher's hands */
 } xs_pending;
 
 typedef struct xs_cf {
@@ -67,6 +71,9 @@ static struct {
     _Atomic bool ok;
     _Atomic uint64_t applied, gets, puts;
 } xs = {.lock = PTHREAD_RWLOCK_INITIALIZER, .error = "the exact store is not open"};
+
+static bool flusher_start(void);
+static void flusher_stop(void);
 
 static void set_err(char *err, size_t errlen, const char *what, char *rerr)
 {
@@ -127,11 +134,13 @@ static bool insert_cf(size_t at, uint64_t id, int64_t period, rocksdb_column_fam
     if (pend == NULL)
         return false;
     pthread_mutex_init(&pend->mu, NULL);
+    pthread_cond_init(&pend->idle, NULL);
     if (xs.n == xs.cap) {
         size_t cap = xs.cap ? 2 * xs.cap : 64;
         xs_cf *p = realloc(xs.cfs, cap * sizeof(*p));
         if (p == NULL) {
             pthread_mutex_destroy(&pend->mu);
+            pthread_cond_destroy(&pend->idle);
             free(pend);
             return false;
         }
@@ -147,7 +156,9 @@ static bool insert_cf(size_t at, uint64_t id, int64_t period, rocksdb_column_fam
 static void free_pending(xs_pending *p)
 {
     xb_clear(&p->buf);
+    xb_clear(&p->frozen);
     pthread_mutex_destroy(&p->mu);
+    pthread_cond_destroy(&p->idle);
     free(p);
 }
 
@@ -326,6 +337,11 @@ bool xs_open(const char *dir, char *err, size_t errlen)
         fail_open(msg, err, errlen);
         return false;
     }
+    if (!flusher_start()) {
+        xs_close();
+        fail_open("can't start the exact store's flusher thread", err, errlen);
+        return false;
+    }
     atomic_store(&xs.ok, true);
     return true;
 }
@@ -333,6 +349,7 @@ bool xs_open(const char *dir, char *err, size_t errlen)
 void xs_close(void)
 {
     atomic_store(&xs.ok, false);
+    flusher_stop();
     pthread_rwlock_wrlock(&xs.lock);
     for (size_t i = 0; i < xs.n; i++) {
         rocksdb_column_family_handle_destroy(xs.cfs[i].h);
@@ -395,7 +412,8 @@ bool xs_get(uint64_t id, const int64_t *periods, size_t np, const uint8_t *fps, 
         xs_pending *pend = xs.cfs[at].pend;
         pthread_mutex_lock(&pend->mu);
         for (size_t i = 0; i < n; i++)
-            if (!found[i] && xb_has(&pend->buf, fps + XS_FP_LEN * i))
+            if (!found[i] && (xb_has(&pend->buf, fps + XS_FP_LEN * i) ||
+                              xb_has(&pend->frozen, fps + XS_FP_LEN * i)))
                 found[i] = 1;
         pthread_mutex_unlock(&pend->mu);
         for (size_t i = 0; i < n; i++) {
@@ -484,14 +502,13 @@ static rocksdb_column_family_handle_t *open_period(uint64_t id, int64_t period, 
     return xs.cfs[at].h;
 }
 
-/* Write a period's buffer as one table file and move it into the store;
- * pend->mu held. On failure the buffer keeps everything. */
-static bool flush_pending(const xs_cf *cf, char *err, size_t errlen)
+/* Write keys as one table file and move it into the period's column
+ * family. */
+static bool write_table(const xs_cf *cf, const xs_buffer *b, char *err, size_t errlen)
 {
-    xs_pending *pend = cf->pend;
-    if (pend->buf.n == 0)
+    if (b->n == 0)
         return true;
-    uint8_t *keys = xb_sorted(&pend->buf);
+    uint8_t *keys = xb_sorted(b);
     if (keys == NULL) {
         snprintf(err, errlen, "out of memory writing the exact store");
         return false;
@@ -502,7 +519,7 @@ static bool flush_pending(const xs_cf *cf, char *err, size_t errlen)
              cf->period, atomic_fetch_add(&seq, 1));
     rocksdb_sstfilewriter_t *w = rocksdb_sstfilewriter_create(xs.eo, xs.opts);
     rocksdb_sstfilewriter_open(w, path, &rerr);
-    for (size_t i = 0; rerr == NULL && i < pend->buf.n; i++)
+    for (size_t i = 0; rerr == NULL && i < b->n; i++)
         rocksdb_sstfilewriter_put(w, (const char *)keys + XB_KEY * i, XB_KEY, "", 0, &rerr);
     if (rerr == NULL)
         rocksdb_sstfilewriter_finish(w, &rerr);
@@ -517,6 +534,135 @@ static bool flush_pending(const xs_cf *cf, char *err, size_t errlen)
         set_err(err, errlen, "exact store: writing a table file", rerr);
         return false;
     }
+    return true;
+}
+
+/* ---- the flusher: full buffers written out beside the commands ---- */
+
+typedef struct fl_job {
+    uint64_t id;
+    int64_t period;
+} fl_job;
+
+static struct {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    pthread_t th;
+    fl_job *q;
+    size_t n, cap;
+    bool running, stop;
+} fl = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
+
+/* A frozen buffer written out; if that fails its keys go back to the
+ * buffer taking adds (kept for the next try, still read). xs.lock held
+ * shared, pend->busy set. */
+static void flush_frozen(const xs_cf *cf)
+{
+    char err[512];
+    xs_pending *pend = cf->pend;
+    /* Nobody changes frozen while busy: written without pend->mu. */
+    bool ok = write_table(cf, &pend->frozen, err, sizeof(err));
+    pthread_mutex_lock(&pend->mu);
+    if (!ok) {
+        server_log(LOG_WARNING, "exact store: %s (the keys stay in memory for the next try)", err);
+        for (size_t i = 0; i < pend->frozen.n; i++)
+            if (!xb_add(&pend->buf, pend->frozen.keys + XB_KEY * i))
+                break;
+    }
+    xb_clear(&pend->frozen);
+    pend->busy = false;
+    pthread_cond_broadcast(&pend->idle);
+    pthread_mutex_unlock(&pend->mu);
+}
+
+static void *flusher(void *arg)
+{
+    (void)arg;
+    pthread_mutex_lock(&fl.mu);
+    for (;;) {
+        while (fl.n == 0 && !fl.stop)
+            pthread_cond_wait(&fl.cv, &fl.mu);
+        if (fl.n == 0)
+            break; /* stopping, every job done */
+        fl_job j = fl.q[0];
+        memmove(fl.q, fl.q + 1, (--fl.n) * sizeof(fl_job));
+        pthread_mutex_unlock(&fl.mu);
+        pthread_rwlock_rdlock(&xs.lock);
+        bool have;
+        size_t at = find_cf(j.id, j.period, &have);
+        /* Dropped meanwhile (and its buffers with it), or already done. */
+        if (have && xs.cfs[at].pend->busy)
+            flush_frozen(&xs.cfs[at]);
+        pthread_rwlock_unlock(&xs.lock);
+        pthread_mutex_lock(&fl.mu);
+    }
+    pthread_mutex_unlock(&fl.mu);
+    return NULL;
+}
+
+static bool flusher_start(void)
+{
+    pthread_mutex_lock(&fl.mu);
+    fl.stop = false;
+    fl.running = pthread_create(&fl.th, NULL, flusher, NULL) == 0;
+    pthread_mutex_unlock(&fl.mu);
+    return fl.running;
+}
+
+/* After the jobs queued: a store closed leaves only the buffers taking adds
+ * unwritten (their keys are in the log from the applied mark). */
+static void flusher_stop(void)
+{
+    pthread_mutex_lock(&fl.mu);
+    bool running = fl.running;
+    fl.stop = true;
+    fl.running = false;
+    pthread_cond_signal(&fl.cv);
+    pthread_mutex_unlock(&fl.mu);
+    if (running)
+        pthread_join(fl.th, NULL);
+}
+
+/* Hand the full buffer to the flusher (after the one before it is out);
+ * pend->mu and xs.lock (shared) held. */
+static bool freeze(const xs_cf *cf, char *err, size_t errlen)
+{
+    xs_pending *pend = cf->pend;
+    while (pend->busy)
+        pthread_cond_wait(&pend->idle, &pend->mu);
+    pthread_mutex_lock(&fl.mu);
+    if (fl.n == fl.cap) {
+        size_t cap = fl.cap ? 2 * fl.cap : 16;
+        fl_job *q = realloc(fl.q, cap * sizeof(*q));
+        if (q == NULL) {
+            pthread_mutex_unlock(&fl.mu);
+            /* Written here instead. */
+            if (!write_table(cf, &pend->buf, err, errlen))
+                return false;
+            xb_clear(&pend->buf);
+            return true;
+        }
+        fl.q = q;
+        fl.cap = cap;
+    }
+    fl.q[fl.n++] = (fl_job){cf->id, cf->period};
+    pend->frozen = pend->buf;
+    memset(&pend->buf, 0, sizeof(pend->buf));
+    pend->busy = true;
+    pthread_cond_signal(&fl.cv);
+    pthread_mutex_unlock(&fl.mu);
+    return true;
+}
+
+/* Everything a period holds in memory written out, now; pend->mu and
+ * xs.lock (shared) held. */
+static bool flush_pending(const xs_cf *cf, char *err, size_t errlen)
+{
+    xs_pending *pend = cf->pend;
+    while (pend->busy)
+        pthread_cond_wait(&pend->idle, &pend->mu);
+    if (!write_table(cf, &pend->buf, err, errlen))
+        return false;
     xb_clear(&pend->buf);
     return true;
 }
@@ -534,16 +680,17 @@ bool xs_put(uint64_t id, int64_t period, const uint8_t *fps, size_t n, char *err
     pthread_mutex_lock(&cf->pend->mu);
     size_t limit = (size_t)atomic_load(&cfg.exact_buffer_keys);
     xs_buffer *b = &cf->pend->buf;
-    bool ok = xb_reserve(b, limit);
-    /* Written out before it would have to grow: a rehash costs more than
-     * a smaller table file. */
-    if (ok && b->n && b->n + n > b->cap)
-        ok = flush_pending(cf, err, errlen) && xb_reserve(b, limit);
-    ok = ok && xb_add_many(b, fps, n);
-    if (!ok)
+    bool ok = true;
+    /* Handed out before it would have to grow: a rehash costs more than a
+     * smaller table file. */
+    if (b->n && b->n + n > b->cap)
+        ok = freeze(cf, err, errlen);
+    if (ok && !(xb_reserve(b, limit) && xb_add_many(b, fps, n))) {
         snprintf(err, errlen, "out of memory writing the exact store");
+        ok = false;
+    }
     if (ok && b->n >= limit)
-        ok = flush_pending(cf, err, errlen);
+        ok = freeze(cf, err, errlen);
     pthread_mutex_unlock(&cf->pend->mu);
     pthread_rwlock_unlock(&xs.lock);
     if (ok)
@@ -701,8 +848,9 @@ void xs_get_stats(xs_stats *s)
             s->filters++;
         s->sst_bytes += prop(xs.cfs[i].h, "rocksdb.total-sst-files-size");
         pthread_mutex_lock(&xs.cfs[i].pend->mu);
-        s->memtable_bytes += xb_bytes(&xs.cfs[i].pend->buf);
-        s->keys += prop(xs.cfs[i].h, "rocksdb.estimate-num-keys") + xs.cfs[i].pend->buf.n;
+        const xs_pending *p = xs.cfs[i].pend;
+        s->memtable_bytes += xb_bytes(&p->buf) + xb_bytes(&p->frozen);
+        s->keys += prop(xs.cfs[i].h, "rocksdb.estimate-num-keys") + p->buf.n + p->frozen.n;
         pthread_mutex_unlock(&xs.cfs[i].pend->mu);
     }
     pthread_rwlock_unlock(&xs.lock);
@@ -716,7 +864,8 @@ uint64_t xs_count(uint64_t id)
         return 0;
     pthread_rwlock_rdlock(&xs.lock);
     for (size_t at = find_cf(id, INT64_MIN, &have); at < xs.n && xs.cfs[at].id == id; at++)
-        k += prop(xs.cfs[at].h, "rocksdb.estimate-num-keys") + xs.cfs[at].pend->buf.n;
+        k += prop(xs.cfs[at].h, "rocksdb.estimate-num-keys") + xs.cfs[at].pend->buf.n +
+             xs.cfs[at].pend->frozen.n;
     pthread_rwlock_unlock(&xs.lock);
     return k;
 }
