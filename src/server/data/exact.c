@@ -181,18 +181,23 @@ const char *exact_replay(const wal_op *op, bool below_start)
             xs_drop(op->store_id, INT64_MIN, err, sizeof(err));
         return why;
     }
-    if (!exact_store_ready())
-        return "the exact store is unavailable";
-    if (op->type == WAL_EXACT_DROP)
+    /* Without the store the window's part is still applied: its items
+     * then answer an error rather than "absent", and a snapshot keeps
+     * them. The log stays for the store's part (exact_log_needed). */
+    const char *store_why = exact_store_ready() ? NULL : "the exact store is unavailable";
+    if (op->type == WAL_EXACT_DROP) {
+        if (store_why)
+            return store_why;
         return xs_drop(op->store_id, op->period, err, sizeof(err)) ? NULL : "store drop failed";
+    }
     /* WAL_EXACT_PUT: the store's part by the id the record names (the key
      * may have been renamed or deleted since), then the window's. */
-    if (!xs_put(op->store_id, op->period, op->items, op->n, err, sizeof(err))) {
+    if (!store_why && !xs_put(op->store_id, op->period, op->items, op->n, err, sizeof(err))) {
         server_log(LOG_WARNING, "exact store: %s", err);
         return "store write failed";
     }
     if (below_start || !op->in_filter)
-        return NULL;
+        return store_why;
     ks_ref ref;
     const char *why;
     kv_entry *e = type_open_record_key(&ref, op, &window_type, false, &why);
@@ -204,7 +209,7 @@ const char *exact_replay(const wal_op *op, bool below_start)
         win_add_hashed(e->obj->v, h);
     }
     ks_close(&ref);
-    return NULL;
+    return store_why;
 }
 
 /* ---- persistence ---- */
