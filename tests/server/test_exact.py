@@ -301,7 +301,7 @@ def test_at_errors_change_nothing(server, r):
     for cmd, msg in ((("e", "AT", 123, "ITEMS", "old"), "ERR AT is older than the filter's"),
                      (("e", "AT", "x", "ITEMS", "old"), "ERR AT must be a time in Unix milli"),
                      (("plain", "AT", 123, "ITEMS", "old"), "ERR AT applies to EXACT filters"),
-                     (("missing", "AT", 123, "ITEMS", "old"), "ERR AT applies to EXACT filters")):
+                     (("missing", "AT", 123, "ITEMS", "old"), "ERR not found")):
         got = raw_cmd(server, "BF.INSERT", *cmd)
         assert isinstance(got, RespError) and str(got).startswith(msg), (cmd, got)
     assert r.execute_command("BF.MEXISTS", "e", "old") == [0]
