@@ -166,6 +166,8 @@ static void replay_restore_record(void *ctx, const wal_record *rec, const wal_op
                        why);
         return;
     }
+    if (restores.n == 0)
+        return; /* (bsearch may not be given the NULL of an empty list) */
     restore_rec want = {rec->lsn, 0};
     restore_rec *r = bsearch(&want, restores.recs, restores.n, sizeof(restore_rec), cmp_rec);
     if (r == NULL)
