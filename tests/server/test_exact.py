@@ -869,7 +869,8 @@ def test_store_write_fault(faults, start_server, fault):
     later = exact_items("b", 1000)
     assert c.execute_command("BF.MADD", "k", *later) == [1] * len(later)
     acked += later
-    assert raw_cmd(s, "SAVE") == "OK"
+    got = raw_cmd(s, "SAVE")
+    assert got == "OK", got
     assert not refused or c.execute_command("BF.MEXISTS", "k", *refused) == [0] * len(refused)
     print("refused during the fault: %d items" % len(refused))
     c.close()
