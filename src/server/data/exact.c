@@ -286,8 +286,12 @@ uint64_t exact_log_needed(void)
     if (!any)
         return UINT64_MAX;
     /* Unavailable with exact filters loaded: keep every record from here
-     * on until the store is back (a restart replays them into it). */
-    return xs_ok() ? xs_applied() : 0;
+     * on until the store is back (a restart replays them into it). Open
+     * but never synced (no applied mark yet, every sync failed so far):
+     * every record the log holds, which recovery writes into it again. */
+    if (!xs_ok())
+        return 0;
+    return xs_applied() ? xs_applied() : 1;
 }
 
 void exact_sync(uint64_t l0)
