@@ -304,6 +304,15 @@ void exact_start(const char *dir)
     pthread_mutex_unlock(&store.lock);
 }
 
+void exact_recovering(uint64_t from_lsn)
+{
+    /* A store opened empty for this start (no mark): complete below where
+     * the replay starts, which then writes into it everything above. */
+    char err[512];
+    if (xs_ok() && xs_applied() == 0 && !xs_sync(from_lsn, err, sizeof(err)))
+        server_log(LOG_WARNING, "exact store: %s", err);
+}
+
 void exact_recovered(uint64_t next_lsn)
 {
     /* Periods of filters deleted before a crash: swept once. */
@@ -332,7 +341,10 @@ uint64_t exact_log_needed(void)
     if (!any)
         return UINT64_MAX;
     /* Unavailable with exact filters loaded: keep every record from here
-     * on until the store is back (a restart replays them into it). */
+     * on until the store is back (a restart replays them into it). A store
+     * gets its mark before anything is written to it (exact_store_ready,
+     * exact_recovered): 0 means one whose first mark could not be written,
+     * which keeps every record too. */
     return xs_ok() ? xs_applied() : 0;
 }
 

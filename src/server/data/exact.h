@@ -67,6 +67,9 @@ bool exact_store_ready(void);
 bool exact_store_usable(void);
 const char *exact_store_error(void);
 void exact_recovered(uint64_t next_lsn);
+/* Recovery is about to replay from from_lsn: a store without a mark gets
+ * it there. */
+void exact_recovering(uint64_t from_lsn);
 void exact_stop(void);
 /* The first LSN the store still needs from the log (UINT64_MAX: none). */
 uint64_t exact_log_needed(void);

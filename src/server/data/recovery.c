@@ -166,6 +166,8 @@ static void replay_restore_record(void *ctx, const wal_record *rec, const wal_op
                        why);
         return;
     }
+    if (restores.n == 0)
+        return; /* (bsearch may not be given the NULL of an empty list) */
     restore_rec want = {rec->lsn, 0};
     restore_rec *r = bsearch(&want, restores.recs, restores.n, sizeof(restore_rec), cmp_rec);
     if (r == NULL)
@@ -352,6 +354,7 @@ static bool load_snapshot(const char *dir, uint64_t *start_lsn, uint64_t *from_l
         uint64_t need = exact_log_needed();
         if (need != 0 && need != UINT64_MAX && need < *from_lsn)
             *from_lsn = need;
+        exact_recovering(*from_lsn);
         server_log(LOG_NOTICE,
                    "Loaded snapshot %s: %" PRIu64 " keys, %" PRIu64
                    " chunks in %.3f s (%d thread%s)",
