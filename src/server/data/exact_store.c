@@ -653,12 +653,11 @@ static struct {
 /* A frozen buffer written out; if that fails its keys go back to the
  * buffer taking adds (kept for the next try, still read). xs.lock held
  * shared, pend->busy set. */
-static void flush_frozen(const xs_cf *cf)
+static bool flush_frozen(const xs_cf *cf, char *err, size_t errlen)
 {
-    char err[512];
     xs_pending *pend = cf->pend;
     /* Nobody changes frozen while busy: written without pend->mu. */
-    bool ok = write_table(cf, &pend->frozen, err, sizeof(err));
+    bool ok = write_table(cf, &pend->frozen, err, errlen);
     pthread_mutex_lock(&pend->mu);
     if (!ok) {
         server_log(LOG_WARNING, "exact store: %s (the keys stay in memory for the next try)", err);
@@ -670,6 +669,7 @@ static void flush_frozen(const xs_cf *cf)
     pend->busy = false;
     pthread_cond_broadcast(&pend->idle);
     pthread_mutex_unlock(&pend->mu);
+    return ok;
 }
 
 static void *flusher(void *arg)
@@ -688,8 +688,9 @@ static void *flusher(void *arg)
         bool have;
         size_t at = find_cf(j.id, j.period, &have);
         /* Dropped meanwhile (and its buffers with it), or already done. */
+        char err[512];
         if (have && xs.cfs[at].pend->busy)
-            flush_frozen(&xs.cfs[at]);
+            flush_frozen(&xs.cfs[at], err, sizeof(err));
         pthread_rwlock_unlock(&xs.lock);
         pthread_mutex_lock(&fl.mu);
     }
@@ -858,11 +859,23 @@ bool xs_sync(uint64_t upto, char *err, size_t errlen)
         pthread_rwlock_unlock(&xs.lock);
         return unavailable(err, errlen);
     }
+    /* Each period's buffer is frozen and written while adds go on into a
+     * new one: what was added before the call is in the frozen one. */
     bool ok = true;
     for (size_t i = 0; i < xs.n && ok; i++) {
-        pthread_mutex_lock(&xs.cfs[i].pend->mu);
-        ok = flush_pending(&xs.cfs[i], err, errlen);
-        pthread_mutex_unlock(&xs.cfs[i].pend->mu);
+        xs_pending *pend = xs.cfs[i].pend;
+        pthread_mutex_lock(&pend->mu);
+        while (pend->busy)
+            pthread_cond_wait(&pend->idle, &pend->mu);
+        bool some = pend->buf.n > 0;
+        if (some) {
+            pend->frozen = pend->buf;
+            memset(&pend->buf, 0, sizeof(pend->buf));
+            pend->busy = true;
+        }
+        pthread_mutex_unlock(&pend->mu);
+        if (some)
+            ok = flush_frozen(&xs.cfs[i], err, errlen);
     }
     if (!ok) {
         pthread_rwlock_unlock(&xs.lock);
