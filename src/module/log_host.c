@@ -98,6 +98,23 @@ void wal_log_win_rotate(const char *key, size_t klen, int64_t start_ms, bool ear
     changed();
 }
 
+/* Never called: bloomery.so refuses EXACT (exact_host.c). */
+void wal_log_exact_create(const char *key, size_t klen, uint64_t id, uint64_t retain_ms)
+{
+    (void)key, (void)klen, (void)id, (void)retain_ms;
+}
+
+void wal_log_exact_put(const char *key, size_t klen, uint64_t id, int64_t period, bool in_filter,
+                       const uint8_t *fps, size_t n)
+{
+    (void)key, (void)klen, (void)id, (void)period, (void)in_filter, (void)fps, (void)n;
+}
+
+void wal_log_exact_drop(const char *key, size_t klen, uint64_t id, int64_t period)
+{
+    (void)key, (void)klen, (void)id, (void)period;
+}
+
 void wal_log_cf_create(const char *key, size_t klen, const wal_cuckoo *c)
 {
     (void)key, (void)klen, (void)c;

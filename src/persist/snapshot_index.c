@@ -77,12 +77,15 @@ bool snap_index_parse(const uint8_t *buf, size_t len, snap_index *out, char *err
         rdr_str(&r, &p, &n);
         uint8_t kind = rdr_u8(&r);
         bool readonly = kind & SNAP_KIND_READONLY;
-        kind &= (uint8_t)~SNAP_KIND_READONLY;
+        bool exact = kind & SNAP_KIND_EXACT;
+        kind &= (uint8_t) ~(SNAP_KIND_READONLY | SNAP_KIND_EXACT);
         int64_t exp = (int64_t)rdr_u64(&r);
         rdr_str(&r, &p, &n);
         uint64_t nc = rdr_u64(&r);
         if (r.bad)
             why = "entry truncated";
+        else if (exact && (kind != SNAP_KIND_WINDOW || n <= SNAP_EXACT_META_LEN))
+            why = "bad exact entry";
         else if (kind < SNAP_KIND_BLOOM || kind > SNAP_KIND_MAX)
             why = "unknown key kind";
         else if (exp < 0)
@@ -147,9 +150,14 @@ bool snap_index_parse(const uint8_t *buf, size_t len, snap_index *out, char *err
         rdr_str(&r, &e->key, &e->klen);
         e->kind = rdr_u8(&r);
         e->readonly = e->kind & SNAP_KIND_READONLY;
-        e->kind &= (uint8_t)~SNAP_KIND_READONLY;
+        bool exact = e->kind & SNAP_KIND_EXACT;
+        e->kind &= (uint8_t) ~(SNAP_KIND_READONLY | SNAP_KIND_EXACT);
         e->expire_ms = (int64_t)rdr_u64(&r);
         rdr_str(&r, &e->header, &e->hlen);
+        if (exact) {
+            e->hlen -= SNAP_EXACT_META_LEN;
+            e->exact = e->header + e->hlen;
+        }
         e->nchunks = rdr_u64(&r);
         e->chunks = c;
         for (uint64_t i = 0; i < e->nchunks; i++, c++) {

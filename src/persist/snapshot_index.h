@@ -51,6 +51,12 @@
  * READONLY yes). Only such values set it, so a snapshot of values that are
  * not read-only is byte for byte what it was before the flag existed. */
 #define SNAP_KIND_READONLY 0x80
+/* Or'ed into a window's kind byte: an exact window (BF.RESERVE ... EXACT).
+ * Its image header is followed by SNAP_EXACT_META_LEN bytes naming its
+ * exact store (id, retention), which the parse splits off into
+ * snap_entry.exact. */
+#define SNAP_KIND_EXACT 0x40
+#define SNAP_EXACT_META_LEN 24
 
 #define SNAP_CHUNK_FILE 0
 #define SNAP_CHUNK_INLINE 1
@@ -68,8 +74,9 @@ typedef struct snap_chunk {
 typedef struct snap_entry {
     const uint8_t *key;
     size_t klen;
-    uint8_t kind;  /* SNAP_KIND_*, the flag bit cleared */
-    bool readonly; /* the kind byte had SNAP_KIND_READONLY */
+    uint8_t kind;         /* SNAP_KIND_*, the flag bit cleared */
+    bool readonly;        /* the kind byte had SNAP_KIND_READONLY */
+    const uint8_t *exact; /* SNAP_KIND_EXACT: the store's meta (SNAP_EXACT_META_LEN), else NULL */
     int64_t expire_ms;
     const uint8_t *header; /* serial.h image header */
     size_t hlen;

@@ -51,6 +51,9 @@ const char *wal_type_name(unsigned type)
     case WAL_TD_RESET: return "tdigest-reset";
     case WAL_TD_MERGE: return "tdigest-merge";
     case WAL_VALUE_FLAGS: return "value-flags";
+    case WAL_EXACT_CREATE: return "exact-create";
+    case WAL_EXACT_PUT: return "exact-put";
+    case WAL_EXACT_DROP: return "exact-drop";
     }
     return NULL;
 }
@@ -316,6 +319,31 @@ bool wal_op_parse(uint8_t type, const uint8_t *p, size_t len, wal_op *op, char *
             return false;
         }
         break;
+    case WAL_EXACT_CREATE:
+        ok = rdr_str(&r, &op->key, &op->klen);
+        op->store_id = rdr_u64(&r);
+        op->retain_ms = rdr_u64(&r);
+        break;
+    case WAL_EXACT_DROP:
+        ok = rdr_str(&r, &op->key, &op->klen);
+        op->store_id = rdr_u64(&r);
+        op->period = (int64_t)rdr_u64(&r);
+        break;
+    case WAL_EXACT_PUT: {
+        ok = rdr_str(&r, &op->key, &op->klen);
+        op->store_id = rdr_u64(&r);
+        op->period = (int64_t)rdr_u64(&r);
+        uint8_t f = rdr_u8(&r);
+        if (!r.bad && f > 1) {
+            setf(err, errlen, "bad in-filter flag %u", f);
+            return false;
+        }
+        op->in_filter = f == 1;
+        ok = ok && !r.bad && parse_hashes(&r, op, 16, err, errlen);
+        if (!ok && !r.bad)
+            return false;
+        break;
+    }
     case WAL_FLUSH: break;
     case WAL_BF_MERGE:
     case WAL_PF_MERGE: {
@@ -667,6 +695,31 @@ void wal_enc_win_rotate(pbuf *b, const void *key, size_t klen, int64_t start_ms,
     pbuf_str(b, key, klen);
     pbuf_u64(b, (uint64_t)start_ms);
     pbuf_u8(b, early ? 1 : 0);
+}
+
+void wal_enc_exact_create(pbuf *b, const void *key, size_t klen, uint64_t id, uint64_t retain_ms)
+{
+    pbuf_str(b, key, klen);
+    pbuf_u64(b, id);
+    pbuf_u64(b, retain_ms);
+}
+
+uint8_t *wal_enc_exact_put_slots(pbuf *b, const void *key, size_t klen, uint64_t id, int64_t period,
+                                 bool in_filter, uint32_t n)
+{
+    pbuf_str(b, key, klen);
+    pbuf_u64(b, id);
+    pbuf_u64(b, (uint64_t)period);
+    pbuf_u8(b, in_filter ? 1 : 0);
+    pbuf_u32(b, n);
+    return pbuf_take(b, (size_t)n * 16);
+}
+
+void wal_enc_exact_drop(pbuf *b, const void *key, size_t klen, uint64_t id, int64_t period)
+{
+    pbuf_str(b, key, klen);
+    pbuf_u64(b, id);
+    pbuf_u64(b, (uint64_t)period);
 }
 
 void wal_enc_cf_create(pbuf *b, const void *key, size_t klen, const wal_cuckoo *c)

@@ -65,6 +65,9 @@ enum wal_type {
     WAL_TD_RESET = 33,     /* key */
     WAL_TD_MERGE = 34,     /* compression, override, n keys: destination, sources */
     WAL_VALUE_FLAGS = 36,  /* key, u8 flags (WAL_FLAG_*): BF.CONFIG */
+    WAL_EXACT_CREATE = 37, /* key, u64 store id, u64 retain ms: makes the key's window exact */
+    WAL_EXACT_PUT = 38,    /* key, id, i64 period, u8 in filter, n, n x 16-byte fingerprint */
+    WAL_EXACT_DROP = 39,   /* key, id, i64 period: the store's period expired */
 };
 
 /* WAL_VALUE_FLAGS bits: the value's flags as they are after the command. */
@@ -166,6 +169,10 @@ typedef struct wal_op {
     int64_t when_ms;        /* WAL_EXPIRE; WAL_WIN_ADD: the clock; WAL_WIN_ROTATE: start */
     bool early;             /* WAL_WIN_ROTATE: the slice filled before its time */
     uint8_t value_flags;    /* WAL_VALUE_FLAGS: WAL_FLAG_* */
+    uint64_t store_id;      /* WAL_EXACT_*: the filter's store id */
+    uint64_t retain_ms;     /* WAL_EXACT_CREATE */
+    int64_t period;         /* WAL_EXACT_PUT, WAL_EXACT_DROP: the period's start */
+    bool in_filter;         /* WAL_EXACT_PUT: the items went to the window too */
     uint8_t cf_op;          /* WAL_CF_OP: WAL_CF_* */
     uint32_t max_filters;   /* WAL_CF_OP: the sub-filter limit the command applied */
     wal_window win;         /* WAL_WIN_CREATE */
@@ -225,6 +232,12 @@ void wal_enc_win_add(pbuf *b, const void *key, size_t klen, int64_t now_ms, cons
                      uint32_t n);
 void wal_enc_win_rotate(pbuf *b, const void *key, size_t klen, int64_t start_ms, bool early);
 void wal_enc_cf_create(pbuf *b, const void *key, size_t klen, const wal_cuckoo *c);
+/* Exact filters: their store's records. put returns where its n
+ * fingerprints go (16 bytes each). */
+void wal_enc_exact_create(pbuf *b, const void *key, size_t klen, uint64_t id, uint64_t retain_ms);
+uint8_t *wal_enc_exact_put_slots(pbuf *b, const void *key, size_t klen, uint64_t id, int64_t period,
+                                 bool in_filter, uint32_t n);
+void wal_enc_exact_drop(pbuf *b, const void *key, size_t klen, uint64_t id, int64_t period);
 void wal_enc_cf_op(pbuf *b, const void *key, size_t klen, uint8_t op, uint32_t max_filters,
                    const uint64_t *h, uint32_t n);
 

@@ -53,6 +53,18 @@ static inline kv_entry *bfc_open_filter(cmd_ctx *c, ks_ref *ref)
     return ck_open(c, ref, c->argv[1], c->argvlen[1], &bfc_kind, CK_MUST_EXIST, &e) ? e : NULL;
 }
 
+/* ---- bf_exact.c: exact windows (o->exact set) ---- */
+
+/* Add items (has_at: at is the items' time, ms), replying in full (an
+ * array when multi); false after an error reply. */
+bool bfc_exact_add(cmd_ctx *c, const char *key, size_t klen, kv_obj *o, bool has_at, int64_t at,
+                   const char **items, const size_t *lens, size_t n, bool multi);
+/* n booleans, or errors for the items the store could not confirm. */
+void bfc_exact_check(cmd_ctx *c, kv_obj *o, const char **items, const size_t *lens, size_t n);
+/* Rotations and expired periods of an idle exact window (window_cron),
+ * with the key locked. */
+void bfc_exact_cron(const char *key, size_t klen, kv_obj *o);
+
 /* ---- bf_create.c ---- */
 
 typedef struct bfc_params {

@@ -227,7 +227,18 @@ bool bfReserveCommand(cmd_ctx *c)
 
 /* ---- BF.INSERT: creation options, then an add ---- */
 
-enum { I_ITEMS, I_ERROR, I_EXPANSION, I_CAPACITY, I_NOCREATE, I_NONSCALING, I_LAYOUT, I_TTL, I_N };
+enum {
+    I_ITEMS,
+    I_ERROR,
+    I_EXPANSION,
+    I_CAPACITY,
+    I_NOCREATE,
+    I_NONSCALING,
+    I_LAYOUT,
+    I_TTL,
+    I_AT,
+    I_N
+};
 
 /* RedisBloom recognises BF.INSERT's options by their first letters only:
  * ITEMS by I, ERROR by ER, EXPANSION by any other E, CAPACITY by C,
@@ -258,6 +269,12 @@ static const opt_spec insert_specs[I_N] = {
                   .bad = LAYOUT_TEXT,
                   .letters = 1},
     [I_TTL] = BF_TTL_SPEC(1, NULL),
+    /* Exact filters: the items' time (Unix ms), bf_exact.c. */
+    [I_AT] = {.name = "AT",
+              .kind = OPT_INT,
+              .lo = 0,
+              .hi = LLONG_MAX,
+              .bad = "ERR AT must be a time in Unix milliseconds"},
 };
 /* RedisBloom 2.4 parses every option before it checks their ranges, and
  * answers any out of range (a capacity below 1, an error rate outside
@@ -305,8 +322,17 @@ bool bfInsertCommand(cmd_ctx *c)
     ks_ref ref;
     int64_t now = 0;
     kv_entry *e = bfc_open_for_add(c, &ref, &p, !v[I_NOCREATE].at, &now);
-    bool ok = e && bfc_add_items(c, c->argv[1], c->argvlen[1], e->obj, now, c->argv + items,
-                                 c->argvlen + items, (size_t)(c->argc - items), true);
+    bool ok;
+    if (e && v[I_AT].at && !e->obj->exact) {
+        reply_error(&c->out, "ERR AT applies to EXACT filters only");
+        ok = false;
+    } else if (e && v[I_AT].at) {
+        ok = bfc_exact_add(c, c->argv[1], c->argvlen[1], e->obj, true, v[I_AT].n, c->argv + items,
+                           c->argvlen + items, (size_t)(c->argc - items), true);
+    } else {
+        ok = e && bfc_add_items(c, c->argv[1], c->argvlen[1], e->obj, now, c->argv + items,
+                                c->argvlen + items, (size_t)(c->argc - items), true);
+    }
     ks_close(&ref);
     return ok;
 }

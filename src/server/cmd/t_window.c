@@ -27,6 +27,8 @@
 #include <string.h>
 
 #include "bf.h"
+#include "exact.h"
+#include "exact_store.h"
 #include "persist.h"
 #include "cmd.h"
 #include "config.h"
@@ -63,6 +65,8 @@ enum {
     W_EXPANSION,
     W_NONSCALING,
     W_COUNTING,
+    W_EXACT,
+    W_RETAIN,
     W_N
 };
 
@@ -70,6 +74,7 @@ enum {
 #define SLICES_TEXT "ERR SLICES must be in the range [1, 64]"
 #define NO_SCALING "ERR WINDOW filters do not scale: EXPANSION and NONSCALING do not apply"
 #define BLOCKED_ONLY "ERR WINDOW filters use the blocked layout"
+#define RETAIN_TEXT "ERR RETAIN must be a positive number of seconds"
 
 static const char *const blocked[] = {"blocked", NULL};
 
@@ -104,6 +109,14 @@ static const opt_spec window_specs[W_N] = {
     [W_COUNTING] = {.name = "COUNTING",
                     .kind = OPT_REFUSED,
                     .bad = "ERR WINDOW filters cannot be COUNTING"},
+    [W_EXACT] = {.name = "EXACT", .kind = OPT_FLAG, .once = true},
+    [W_RETAIN] = {.name = "RETAIN",
+                  .kind = OPT_INT,
+                  .lo = 1,
+                  .hi = WIN_MAX_SECONDS,
+                  .bad = RETAIN_TEXT,
+                  .missing = RETAIN_TEXT,
+                  .once = true},
 };
 static const opt_table window_first = {OPT_SEARCH, 4,    window_specs, W_SLICES + 1,
                                        NULL,       NULL, false,        NULL};
@@ -116,6 +129,8 @@ typedef struct win_params {
     uint64_t window_ms;
     unsigned slices;
     int64_t start_ms;
+    bool exact;
+    uint64_t retain_ms; /* exact: 0 for the window's span, UINT64_MAX for never */
 } win_params;
 
 static int build_window(kv_obj *o, const void *arg)
@@ -123,8 +138,20 @@ static int build_window(kv_obj *o, const void *arg)
     const win_params *p = arg;
     win_t *w;
     int rc = win_create(&w, p->capacity, p->error, p->window_ms, p->slices, p->start_ms, NULL);
-    if (rc == BLOOMERY_OK)
-        o->v = w;
+    if (rc != BLOOMERY_OK)
+        return rc;
+    if (p->exact) {
+        uint64_t retain = p->retain_ms == UINT64_MAX ? 0
+                          : p->retain_ms             ? p->retain_ms
+                                                     : exact_span_ms(w);
+        exact_meta *m = exact_meta_new(0, retain);
+        if (m == NULL) {
+            win_free(w);
+            return BLOOMERY_ENOMEM;
+        }
+        exact_attach(o, m);
+    }
+    o->v = w;
     return rc;
 }
 
@@ -133,30 +160,62 @@ static void log_window(const ks_ref *ref, const kv_entry *e, const void *arg)
     const win_params *p = arg;
     wal_window ww = {p->capacity, p->error, p->window_ms, p->slices, p->start_ms, e->expire_ms};
     wal_log_win_create(ref->key, ref->klen, &ww);
+    if (e->obj->exact)
+        wal_log_exact_create(ref->key, ref->klen, e->obj->exact->id, e->obj->exact->retain_ms);
 }
 
 bool window_requested(cmd_ctx *c)
 {
-    return ck_arg_index(c, 4, "window") >= 0 || ck_arg_index(c, 4, "slices") >= 0;
+    return ck_arg_index(c, 4, "window") >= 0 || ck_arg_index(c, 4, "slices") >= 0 ||
+           ck_arg_index(c, 4, "exact") >= 0 || ck_arg_index(c, 4, "retain") >= 0;
 }
 
 bool window_reserve(cmd_ctx *c)
 {
-    if (ck_arg_index(c, 4, "window") < 0) {
-        reply_error(&c->out, "ERR SLICES needs WINDOW");
+    bool has_window = ck_arg_index(c, 4, "window") >= 0;
+    bool exact = ck_arg_index(c, 4, "exact") >= 0;
+    if (!has_window && !exact) {
+        reply_error(&c->out, ck_arg_index(c, 4, "slices") >= 0 ? "ERR SLICES needs WINDOW"
+                                                               : "ERR RETAIN needs EXACT");
+        return false;
+    }
+    if (exact && !xs_ok()) {
+        char msg[600];
+        snprintf(msg, sizeof(msg), "ERR EXACT is not available: %s", xs_error());
+        reply_error(&c->out, msg);
         return false;
     }
     opt_val v[W_N], rest[W_N - W_WINDOW];
     if (!ck_scan(c, "bf.reserve", &window_first, v, NULL) ||
         !ck_scan(c, "bf.reserve", &window_options, rest, NULL))
         return false;
+    opt_val *retain = &rest[W_RETAIN - W_WINDOW];
+    if (retain->at && !exact) {
+        reply_error(&c->out, "ERR RETAIN needs EXACT");
+        return false;
+    }
     win_params p = {
         .capacity = (uint64_t)v[W_CAPACITY].n,
         .error = v[W_ERROR].d,
         .window_ms = (uint64_t)v[W_WINDOW].n * 1000,
         .slices = v[W_SLICES].at ? (unsigned)v[W_SLICES].n : WIN_DEFAULT_SLICES,
         .start_ms = window_now(),
+        .exact = exact,
+        .retain_ms = retain->at ? (uint64_t)retain->n * 1000 : 0,
     };
+    if (!has_window) {
+        /* EXACT alone: a window as long as RETAIN, or one slice that never
+         * ends (the store keeps every item; the filter only screens). */
+        if (!v[W_SLICES].at && !retain->at)
+            p.slices = 1;
+        p.window_ms = retain->at ? p.retain_ms : (uint64_t)WIN_MAX_SECONDS * 1000;
+        if (!retain->at)
+            p.retain_ms = UINT64_MAX;
+    } else if (retain->at && p.retain_ms < p.window_ms + p.window_ms / p.slices) {
+        reply_error(&c->out, "ERR RETAIN must be at least the window's span (WINDOW + "
+                             "WINDOW/SLICES seconds)");
+        return false;
+    }
     /* A window allocates its slices at once. The parameters are valid: a
      * size of 0 is one beyond 64 bits. */
     uint64_t bytes = win_bytes_for(p.capacity, p.error, p.slices, NULL);
@@ -177,6 +236,8 @@ bool window_reserve(cmd_ctx *c)
 kv_entry *window_open_for_add(cmd_ctx *c, ks_ref *ref, kv_entry *e, int64_t *now)
 {
     *now = window_now();
+    if (e->obj->exact)
+        return e; /* rotates under its own lock (bf_exact.c) */
     if (win_rotation_due(e->obj->v, *now, NULL) == WIN_DUE_NONE)
         return e;
     const char *key = ref->key;
@@ -194,6 +255,8 @@ kv_entry *window_open_for_add(cmd_ctx *c, ks_ref *ref, kv_entry *e, int64_t *now
 bool window_add_items(cmd_ctx *c, const char *key, size_t klen, kv_obj *o, int64_t now,
                       const char **items, const size_t *lens, size_t n, bool multi)
 {
+    if (o->exact)
+        return bfc_exact_add(c, key, klen, o, false, 0, items, lens, n, multi);
     uint8_t small[256];
     uint8_t *res = n <= 256 ? small : malloc(n);
     if (res == NULL) {
@@ -213,6 +276,10 @@ bool window_add_items(cmd_ctx *c, const char *key, size_t klen, kv_obj *o, int64
 
 void window_check_items(cmd_ctx *c, kv_obj *o, const char **items, const size_t *lens, size_t n)
 {
+    if (o->exact) {
+        bfc_exact_check(c, o, items, lens, n);
+        return;
+    }
     int64_t now = window_now();
     uint8_t res[256];
     for (size_t base = 0; base < n; base += 256) {
@@ -239,7 +306,8 @@ bool window_info(cmd_ctx *c, const kv_entry *e, bool card)
                         (long long)win_count(w, now), -1};
     bool all = c->argc == 3 && arg_eq(c, 2, "all");
     bool done;
-    if (!bfc_info_common(c, vals, all ? 16 : 5, &done))
+    const exact_meta *m = e->obj->exact;
+    if (!bfc_info_common(c, vals, all ? (m ? 21 : 16) : 5, &done))
         return false;
     if (done)
         return true;
@@ -273,6 +341,18 @@ bool window_info(cmd_ctx *c, const kv_entry *e, bool card)
         reply_int(r, (long long)win_early_rotations(w));
         reply_simple(r, "TTL");
         reply_int(r, ttl);
+        if (m) {
+            reply_simple(r, "Exact");
+            reply_int(r, 1);
+            reply_simple(r, "Retain");
+            reply_int(r, (long long)(m->retain_ms / 1000));
+            reply_simple(r, "Store periods");
+            reply_int(r, (long long)xs_periods(m->id, NULL, 0));
+            reply_simple(r, "Store lookups");
+            reply_int(r, (long long)atomic_load(&m->lookups));
+            reply_simple(r, "Store confirmed");
+            reply_int(r, (long long)atomic_load(&m->confirmed));
+        }
     }
     return true;
 }
@@ -289,7 +369,11 @@ typedef struct due_keys {
 static void collect_due(void *ctx, const kv_entry *e)
 {
     due_keys *d = ctx;
-    if (e->obj->type != &window_type || win_rotation_due(e->obj->v, d->now, NULL) == WIN_DUE_NONE)
+    if (e->obj->type != &window_type)
+        return;
+    int due = win_rotation_due(e->obj->v, d->now, NULL);
+    /* An exact window rotates on time only; its store expires periods. */
+    if (due == WIN_DUE_NONE || (e->obj->exact && due == WIN_DUE_FULL))
         return;
     if (d->n == d->cap) {
         size_t cap = d->cap ? d->cap * 2 : 16;
@@ -328,7 +412,9 @@ void window_cron(int64_t budget_us)
         if (wal_reserve(wal_bound(0, 0, d.lens[i]), &held)) {
             ks_ref ref;
             kv_entry *e = ks_open(&ref, d.keys[i], d.lens[i], true);
-            if (e && e->obj->type == &window_type) {
+            if (e && e->obj->type == &window_type && e->obj->exact) {
+                bfc_exact_cron(d.keys[i], d.lens[i], e->obj);
+            } else if (e && e->obj->type == &window_type) {
                 rot_ctx rc = {d.keys[i], d.lens[i]};
                 win_advance(e->obj->v, window_now(), log_rotation, &rc);
             }

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "config.h"
+#include "exact.h"
 #include "keyhash.h"
 #include "persist.h"
 #include "util.h"
@@ -304,6 +305,7 @@ void kv_obj_free(kv_obj *o)
         return;
     if (o->v)
         o->type->free_value(o->v);
+    exact_detach(o->exact);
     free(o->chunk_seen);
     free(o->restore_lsns);
     pthread_mutex_destroy(&o->lock);

@@ -52,6 +52,9 @@ typedef struct kv_obj {
      * changes. Set under the key's exclusive lock, read under its shared
      * one, so no write runs across a change of it. */
     bool readonly;
+    /* An exact window (exact.h): its store's name; NULL for any other
+     * value. Moves with the value (RENAME), freed with it. */
+    struct exact_meta *exact;
     /* Owners: the entry, plus a snapshot being written (kv_obj_retain);
      * kv_obj_free drops one and frees at zero. */
     _Atomic unsigned refs;

@@ -157,6 +157,13 @@ void wal_log_win_rotate(const char *key, size_t klen, int64_t start_ms, bool ear
  * debug-clock-offset-ms. The host owns it because a replica inside Redis
  * must run a window command at the time its master ran it. */
 int64_t wal_window_clock_ms(void);
+/* Exact windows (cmd/bf_exact.c): the store's name given to a window, the
+ * fingerprints written to a period (in_filter: the window's current slice
+ * took them too) and a period dropped. */
+void wal_log_exact_create(const char *key, size_t klen, uint64_t id, uint64_t retain_ms);
+void wal_log_exact_put(const char *key, size_t klen, uint64_t id, int64_t period, bool in_filter,
+                       const uint8_t *fps, size_t n);
+void wal_log_exact_drop(const char *key, size_t klen, uint64_t id, int64_t period);
 void wal_log_cf_create(const char *key, size_t klen, const wal_cuckoo *c);
 void wal_log_cf_op(const char *key, size_t klen, uint8_t op, uint32_t max_filters,
                    const uint64_t *hashes, size_t n);

@@ -11,6 +11,7 @@
 #include "config.h"
 #include "datadir.h"
 #include "datadir_fs.h"
+#include "exact.h"
 #include "log.h"
 #include "persist.h"
 #include "snapshot.h"
@@ -25,8 +26,10 @@ bool persist_start(const char *dir, char *err, size_t errlen)
     uint64_t next = 1;
     snapshot_init(dir);
     ks_set_expired_hook(wal_log_expired);
+    exact_start(dir);
     if (!recovery_run(dir, &next, true, err, errlen))
         return false;
+    exact_recovered(next);
     if (atomic_load(&cfg.appendonly))
         return wal_open(dir, next, err, errlen);
     wal_set_next_lsn(dir, next);
@@ -64,6 +67,7 @@ void persist_stop(void)
             server_log(LOG_WARNING, "Error saving the final snapshot: %s", err);
     }
     wal_close();
+    exact_stop();
 }
 
 static _Atomic bool schedule_paused;
@@ -72,6 +76,7 @@ void persist_cron(void)
 {
     if (atomic_load(&schedule_paused))
         return;
+    exact_gc();
     snapshot_stats st;
     snapshot_get_stats(&st);
     if (st.in_progress)
@@ -204,5 +209,6 @@ bool persist_resync_finish(const char *dir, uint64_t *next_lsn, char *err, size_
     snapshot_init(dir);
     if (!recovery_run(dir, next_lsn, false, err, errlen))
         return false;
+    exact_recovered(*next_lsn);
     return wal_open(dir, *next_lsn, err, errlen);
 }

@@ -38,6 +38,7 @@
 #include "persist.h"
 #include "replay.h"
 #include "config.h"
+#include "exact.h"
 #include "log.h"
 #include "snapshot.h"
 #include "util.h"
@@ -157,6 +158,14 @@ static bool note_restores(const snap_index *ix)
 static void replay_restore_record(void *ctx, const wal_record *rec, const wal_op *op)
 {
     (void)ctx;
+    if (op->type == WAL_EXACT_PUT || op->type == WAL_EXACT_DROP) {
+        /* The exact store's part of records it may not hold yet. */
+        const char *why = exact_replay(op, true);
+        if (why)
+            server_log(LOG_WARNING, "LSN %" PRIu64 ": %s: %s", rec->lsn, wal_type_name(op->type),
+                       why);
+        return;
+    }
     restore_rec want = {rec->lsn, 0};
     restore_rec *r = bsearch(&want, restores.recs, restores.n, sizeof(restore_rec), cmp_rec);
     if (r == NULL)
@@ -242,6 +251,16 @@ static bool install_entry(load_job *j, uint64_t k)
     }
     atomic_store(&o->value_bytes, bytes);
     o->readonly = e->readonly;
+    if (e->exact) {
+        exact_meta *m = exact_meta_decode(e->exact, SNAP_EXACT_META_LEN);
+        if (m == NULL) {
+            kv_obj_free(o);
+            job_fail(j, "%s: offset %zu: " KEYFMT ": bad exact filter meta", j->index_path, e->off,
+                     KEYARG(e));
+            return false;
+        }
+        exact_attach(o, m);
+    }
     ks_mem_add((int64_t)bytes);
     ks_ref ref;
     bool dup = ks_open(&ref, (const char *)e->key, e->klen, true) != NULL;
@@ -328,6 +347,11 @@ static bool load_snapshot(const char *dir, uint64_t *start_lsn, uint64_t *from_l
     if (ok) {
         *start_lsn = ix->start_lsn;
         *from_lsn = snap_index_log_from(ix);
+        /* The exact store may lag the snapshot: its records from where it
+         * is complete are read again (exact.h). */
+        uint64_t need = exact_log_needed();
+        if (need != 0 && need != UINT64_MAX && need < *from_lsn)
+            *from_lsn = need;
         server_log(LOG_NOTICE,
                    "Loaded snapshot %s: %" PRIu64 " keys, %" PRIu64
                    " chunks in %.3f s (%d thread%s)",

@@ -58,6 +58,7 @@
 #include "datadir_fs.h"
 #include "persist.h"
 #include "config.h"
+#include "exact.h"
 #include "log.h"
 #include "snapshot.h"
 #include "util.h"
@@ -424,7 +425,7 @@ static bool capture_key(snapshot *s, const kv_entry *e)
     size_t hlen;
     const uint8_t *h = bloomery_image_header(img, &hlen);
     k->key = malloc(e->klen ? e->klen : 1);
-    k->header = malloc(hlen);
+    k->header = malloc(hlen + EXACT_META_LEN);
     k->nchunks = bloomery_image_nchunks(img);
     k->chunks = calloc(k->nchunks, sizeof(cap_chunk));
     if (!k->key || !k->header || !k->chunks)
@@ -433,6 +434,12 @@ static bool capture_key(snapshot *s, const kv_entry *e)
     k->klen = e->klen;
     memcpy(k->header, h, hlen);
     k->hlen = hlen;
+    if (o->exact) {
+        /* The store's name follows the window's header (SNAP_KIND_EXACT). */
+        exact_meta_encode(o->exact, k->header + hlen);
+        k->hlen += EXACT_META_LEN;
+        kind |= SNAP_KIND_EXACT;
+    }
     k->kind = kind | (o->readonly ? SNAP_KIND_READONLY : 0);
     k->expire_ms = e->expire_ms;
     size_t total = 0;
@@ -876,6 +883,10 @@ static bool publish(snapshot *s)
 static void finish(snapshot *s, int64_t t0)
 {
     bool ok = !atomic_load(&s->error);
+    /* Every exact store write below L0 was made before the capture: on
+     * disk before the log that holds them may go. */
+    if (ok)
+        exact_sync(s->start_lsn);
     if (ok)
         ok = publish(s);
     if (ok) {
@@ -886,8 +897,9 @@ static void finish(snapshot *s, int64_t t0)
         pthread_mutex_unlock(&state_lock);
         if (!held) {
             collect_garbage(s);
+            uint64_t keep = exact_log_needed();
             if (wal_wait_rotated(s->start_lsn))
-                wal_delete_below(s->log_from);
+                wal_delete_below(keep < s->log_from ? keep : s->log_from);
         }
         atomic_fetch_sub(&persist_dirty, s->dirty);
     }

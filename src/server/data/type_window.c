@@ -14,6 +14,7 @@
  * (win_add_hashed), so it ends in exactly the live state.
  */
 #include "config.h"
+#include "exact.h"
 #include "keyspace.h"
 #include "le.h"
 #include "types.h"
@@ -25,6 +26,8 @@ static uint64_t adopt(kv_obj *o) { return win_bytes(o->v); }
 
 static const char *replay(const wal_op *op)
 {
+    if (op->type == WAL_EXACT_CREATE || op->type == WAL_EXACT_PUT || op->type == WAL_EXACT_DROP)
+        return exact_replay(op, false);
     if (op->type == WAL_WIN_CREATE) {
         const wal_window *p = &op->win;
         win_t *w;
@@ -64,7 +67,13 @@ static const char *replay(const wal_op *op)
     return NULL;
 }
 
-static const uint8_t records[] = {WAL_WIN_CREATE, WAL_WIN_ADD, WAL_WIN_ROTATE, 0};
+static const uint8_t records[] = {WAL_WIN_CREATE,
+                                  WAL_WIN_ADD,
+                                  WAL_WIN_ROTATE,
+                                  WAL_EXACT_CREATE,
+                                  WAL_EXACT_PUT,
+                                  WAL_EXACT_DROP,
+                                  0};
 
 static void stats(const kv_obj *o, value_stats *s)
 {

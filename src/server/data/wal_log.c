@@ -18,6 +18,8 @@
  * Every function also counts the change for the save schedule, with or
  * without the log.
  */
+#include <string.h>
+
 #include "persist.h"
 #include "config.h"
 #include "util.h"
@@ -221,6 +223,36 @@ void wal_log_win_rotate(const char *key, size_t klen, int64_t start_ms, bool ear
 int64_t wal_window_clock_ms(void)
 {
     return now_ms() + atomic_load_explicit(&cfg.debug_clock_offset_ms, memory_order_relaxed);
+}
+
+void wal_log_exact_create(const char *key, size_t klen, uint64_t id, uint64_t retain_ms)
+{
+    if (!begin(1))
+        return;
+    pbuf *b = wal_record_open();
+    wal_enc_exact_create(b, key, klen, id, retain_ms);
+    wal_record_close(WAL_EXACT_CREATE);
+}
+
+void wal_log_exact_put(const char *key, size_t klen, uint64_t id, int64_t period, bool in_filter,
+                       const uint8_t *fps, size_t n)
+{
+    if (n == 0 || !begin(n))
+        return;
+    pbuf *b = wal_record_open();
+    uint8_t *s = wal_enc_exact_put_slots(b, key, klen, id, period, in_filter, (uint32_t)n);
+    if (s)
+        memcpy(s, fps, 16 * n);
+    wal_record_close(WAL_EXACT_PUT);
+}
+
+void wal_log_exact_drop(const char *key, size_t klen, uint64_t id, int64_t period)
+{
+    if (!begin(1))
+        return;
+    pbuf *b = wal_record_open();
+    wal_enc_exact_drop(b, key, klen, id, period);
+    wal_record_close(WAL_EXACT_DROP);
 }
 
 void wal_log_cf_create(const char *key, size_t klen, const wal_cuckoo *c)

@@ -9,6 +9,7 @@
 #include <sys/utsname.h>
 #include <unistd.h>
 
+#include "exact.h"
 #include "persist.h"
 #include "repl.h"
 #include "server.h"
@@ -923,6 +924,13 @@ bool infoCommand(cmd_ctx *c)
         char pbuf[4096];
         persist_info(pbuf, sizeof(pbuf));
         sb_printf(&b, "%s", pbuf);
+    }
+    /* Not in the default set: it asks the store for every period's size. */
+    if (want_section(c, "exact", false)) {
+        SECTION("Exact");
+        char xbuf[9000];
+        exact_info(xbuf, sizeof(xbuf));
+        sb_printf(&b, "%s", xbuf);
     }
     if (want_section(c, "stats", true)) {
         SECTION("Stats");

@@ -1,0 +1,72 @@
+/* Exact filters: a window (win_t) whose positives are confirmed against the
+ * exact store (exact_store.h), so that no item is ever called present that
+ * was not added. BF.RESERVE ... EXACT makes one (cmd/bf_exact.c); the
+ * value stays a window value (window_type), with this attached to its
+ * kv_obj: snapshots, rotations and the window's records are the window's,
+ * and the store's records (WAL_EXACT_*) replay here. docs/EXACT.md.
+ *
+ * Periods: the store keeps each slice's items in a period of its own,
+ * named by the slice's start. An item added now is present while its
+ * slice is live in the window (the window's rule, now < start + (S+1)P);
+ * a period is dropped once it is RETAIN old (default: the window's span).
+ */
+#ifndef BLOOMERYD_EXACT_H
+#define BLOOMERYD_EXACT_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "bloomery/window.h"
+#include "wal_format.h"
+
+struct kv_obj;
+
+typedef struct exact_meta {
+    uint64_t id;        /* names the filter's periods in the store */
+    uint64_t retain_ms; /* a period's life; 0: never dropped */
+    _Atomic uint64_t lookups, confirmed;
+} exact_meta;
+
+/* The window span an exact window remembers: (S + 1) periods. */
+uint64_t exact_span_ms(const win_t *w);
+uint64_t exact_period_ms(const win_t *w);
+/* The start of the period holding time t (periods are aligned on the
+ * window's slices). */
+int64_t exact_period_of(const win_t *w, int64_t t);
+/* The starts of the slices live at now (at most WIN_MAX_SLICES + 1). */
+size_t exact_live_periods(const win_t *w, int64_t now, int64_t *out);
+
+/* A new meta with a fresh random id (id 0: draw one). */
+exact_meta *exact_meta_new(uint64_t id, uint64_t retain_ms);
+/* Attach m to o (o->exact) and count its id live; kv_obj_free calls
+ * exact_detach. */
+void exact_attach(struct kv_obj *o, exact_meta *m);
+void exact_detach(exact_meta *m);
+
+/* The snapshot's suffix of an exact window's image header. */
+#define EXACT_META_LEN 24
+void exact_meta_encode(const exact_meta *m, uint8_t out[EXACT_META_LEN]);
+/* NULL when the bytes are not a meta (or no memory). */
+exact_meta *exact_meta_decode(const uint8_t *p, size_t len);
+
+/* Replay of WAL_EXACT_*: below_start for records older than the snapshot
+ * (the store's part only). NULL when applied, else why not. */
+const char *exact_replay(const wal_op *op, bool below_start);
+
+/* Persistence: open the store (DIR/exact) before recovery; after it,
+ * record where a new store starts; each snapshot syncs it. */
+void exact_start(const char *dir);
+void exact_recovered(uint64_t next_lsn);
+void exact_stop(void);
+/* The first LSN the store still needs from the log (UINT64_MAX: none). */
+uint64_t exact_log_needed(void);
+/* A snapshot's capture at L0: flush the store so the log below L0 can go. */
+void exact_sync(uint64_t l0);
+/* Drop the periods of filters deleted since the last call. */
+void exact_gc(void);
+/* INFO's exact section. */
+void exact_info(char *out, size_t outlen);
+
+#endif

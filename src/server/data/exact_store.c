@@ -1,0 +1,572 @@
+/* The exact store over RocksDB (exact_store.h).
+ *
+ * Tuned for what exact filters ask of it: many small writes of random
+ * 16-byte keys without values, few point reads (only the in-memory
+ * filter's positives), and whole periods dropped at once. So: no RocksDB
+ * log (ours is the truth), no RocksDB Bloom filters (ours answers the
+ * negatives before the store is asked), a bounded block cache and write
+ * buffer so memory does not grow with the items held, and compression only
+ * on the last level, where sequence numbers are zeroed and compress.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include <rocksdb/c.h>
+
+#include "datadir_fs.h"
+#include "exact_store.h"
+#include "le.h"
+
+#define XS_CACHE_BYTES (64u << 20)
+#define XS_WRITE_BUFFER (64u << 20)
+#define XS_ALL_BUFFERS (256u << 20)
+#define APPLIED_KEY "applied"
+
+typedef struct xs_cf {
+    uint64_t id;
+    int64_t period;
+    rocksdb_column_family_handle_t *h;
+} xs_cf;
+
+static struct {
+    rocksdb_t *db;
+    rocksdb_options_t *opts;
+    rocksdb_block_based_table_options_t *table;
+    rocksdb_cache_t *cache;
+    rocksdb_writeoptions_t *wo;
+    rocksdb_readoptions_t *ro;
+    rocksdb_flushoptions_t *fo;
+    rocksdb_column_family_handle_t *def;
+    /* The periods, sorted by (id, period). Readers and writers of the
+     * store hold it shared; creating or dropping a period holds it
+     * exclusively, so no handle is dropped while in use. */
+    pthread_rwlock_t lock;
+    xs_cf *cfs;
+    size_t n, cap;
+    char error[8192];
+    _Atomic bool ok;
+    _Atomic uint64_t applied, gets, puts;
+} xs = {.lock = PTHREAD_RWLOCK_INITIALIZER, .error = "the exact store is not open"};
+
+static void set_err(char *err, size_t errlen, const char *what, char *rerr)
+{
+    snprintf(err, errlen, "%s: %s", what, rerr ? rerr : "unknown error");
+    free(rerr);
+}
+
+static void cf_name(char *out, size_t len, uint64_t id, int64_t period)
+{
+    snprintf(out, len, "x%016" PRIx64 ".%" PRId64, id, period);
+}
+
+static bool parse_cf_name(const char *name, uint64_t *id, int64_t *period)
+{
+    char *end;
+    if (name[0] != 'x' || strlen(name) < 19 || name[17] != '.')
+        return false;
+    errno = 0;
+    *id = strtoull(name + 1, &end, 16);
+    if (end != name + 17 || errno)
+        return false;
+    *period = strtoll(name + 18, &end, 10);
+    return *end == '\0' && errno == 0;
+}
+
+static int cmp_cf(uint64_t id, int64_t period, const xs_cf *c)
+{
+    if (id != c->id)
+        return id < c->id ? -1 : 1;
+    if (period != c->period)
+        return period < c->period ? -1 : 1;
+    return 0;
+}
+
+/* The index of (id, period), or where it would go (*found false). */
+static size_t find_cf(uint64_t id, int64_t period, bool *found)
+{
+    size_t lo = 0, hi = xs.n;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        int c = cmp_cf(id, period, &xs.cfs[mid]);
+        if (c == 0) {
+            *found = true;
+            return mid;
+        }
+        if (c < 0)
+            hi = mid;
+        else
+            lo = mid + 1;
+    }
+    *found = false;
+    return lo;
+}
+
+static bool insert_cf(size_t at, uint64_t id, int64_t period, rocksdb_column_family_handle_t *h)
+{
+    if (xs.n == xs.cap) {
+        size_t cap = xs.cap ? 2 * xs.cap : 64;
+        xs_cf *p = realloc(xs.cfs, cap * sizeof(*p));
+        if (p == NULL)
+            return false;
+        xs.cfs = p;
+        xs.cap = cap;
+    }
+    memmove(xs.cfs + at + 1, xs.cfs + at, (xs.n - at) * sizeof(xs_cf));
+    xs.cfs[at] = (xs_cf){id, period, h};
+    xs.n++;
+    return true;
+}
+
+static void make_options(void)
+{
+    xs.opts = rocksdb_options_create();
+    rocksdb_options_set_create_if_missing(xs.opts, 1);
+    rocksdb_options_set_create_missing_column_families(xs.opts, 1);
+    rocksdb_options_set_max_background_jobs(xs.opts, 2);
+    rocksdb_options_set_write_buffer_size(xs.opts, XS_WRITE_BUFFER);
+    rocksdb_options_set_db_write_buffer_size(xs.opts, XS_ALL_BUFFERS);
+    rocksdb_options_set_max_write_buffer_number(xs.opts, 3);
+    rocksdb_options_set_level_compaction_dynamic_level_bytes(xs.opts, 1);
+    rocksdb_options_set_target_file_size_base(xs.opts, 64u << 20);
+    rocksdb_options_set_compression(xs.opts, rocksdb_no_compression);
+    rocksdb_options_set_bottommost_compression(xs.opts, rocksdb_zstd_compression);
+    rocksdb_options_set_info_log_level(xs.opts, 2 /* warn */);
+    rocksdb_options_set_keep_log_file_num(xs.opts, 2);
+    rocksdb_options_set_bytes_per_sync(xs.opts, 1u << 20);
+    xs.cache = rocksdb_cache_create_lru(XS_CACHE_BYTES);
+    xs.table = rocksdb_block_based_options_create();
+    rocksdb_block_based_options_set_block_cache(xs.table, xs.cache);
+    rocksdb_block_based_options_set_cache_index_and_filter_blocks(xs.table, 1);
+    rocksdb_block_based_options_set_block_size(xs.table, 16u << 10);
+    rocksdb_options_set_block_based_table_factory(xs.opts, xs.table);
+    xs.wo = rocksdb_writeoptions_create();
+    rocksdb_writeoptions_disable_WAL(xs.wo, 1);
+    xs.ro = rocksdb_readoptions_create();
+    rocksdb_readoptions_set_verify_checksums(xs.ro, 1);
+    xs.fo = rocksdb_flushoptions_create();
+    rocksdb_flushoptions_set_wait(xs.fo, 1);
+}
+
+static void free_options(void)
+{
+    if (xs.opts)
+        rocksdb_options_destroy(xs.opts);
+    if (xs.table)
+        rocksdb_block_based_options_destroy(xs.table);
+    if (xs.cache)
+        rocksdb_cache_destroy(xs.cache);
+    if (xs.wo)
+        rocksdb_writeoptions_destroy(xs.wo);
+    if (xs.ro)
+        rocksdb_readoptions_destroy(xs.ro);
+    if (xs.fo)
+        rocksdb_flushoptions_destroy(xs.fo);
+    xs.opts = NULL;
+    xs.table = NULL;
+    xs.cache = NULL;
+    xs.wo = NULL;
+    xs.ro = NULL;
+    xs.fo = NULL;
+}
+
+static void fail_open(const char *msg, char *err, size_t errlen)
+{
+    snprintf(xs.error, sizeof(xs.error), "%s", msg);
+    snprintf(err, errlen, "%s", msg);
+    free_options();
+}
+
+bool xs_open(const char *dir, char *err, size_t errlen)
+{
+    char path[4200], msg[8192];
+    snprintf(path, sizeof(path), "%s/exact", dir);
+    /* RocksDB opens its files by name: the directory itself must be a real
+     * directory, not a link to somewhere else (docs/SECURITY.md). */
+    struct stat st;
+    if (lstat(path, &st) == 0 && !S_ISDIR(st.st_mode)) {
+        snprintf(msg, sizeof(msg), "%s is not a directory", path);
+        fail_open(msg, err, errlen);
+        return false;
+    }
+    if (!datadir_mkdir(path)) {
+        snprintf(msg, sizeof(msg), "can't create %s: %s", path, datadir_strerror(errno));
+        fail_open(msg, err, errlen);
+        return false;
+    }
+    make_options();
+    char *rerr = NULL;
+    size_t nnames = 0;
+    char **names = rocksdb_list_column_families(xs.opts, path, &nnames, &rerr);
+    if (rerr) {
+        /* A new store has no column family list yet. */
+        free(rerr);
+        rerr = NULL;
+        names = NULL;
+        nnames = 0;
+    }
+    size_t ncf = nnames ? nnames : 1;
+    const char **cfn = calloc(ncf, sizeof(char *));
+    const rocksdb_options_t **cfo = calloc(ncf, sizeof(*cfo));
+    rocksdb_column_family_handle_t **hs = calloc(ncf, sizeof(*hs));
+    if (!cfn || !cfo || !hs) {
+        free(cfn);
+        free(cfo);
+        free(hs);
+        if (names)
+            rocksdb_list_column_families_destroy(names, nnames);
+        fail_open("out of memory opening the exact store", err, errlen);
+        return false;
+    }
+    for (size_t i = 0; i < ncf; i++) {
+        cfn[i] = nnames ? names[i] : "default";
+        cfo[i] = xs.opts;
+    }
+    xs.db = rocksdb_open_column_families(xs.opts, path, (int)ncf, cfn, cfo, hs, &rerr);
+    bool ok = rerr == NULL;
+    if (!ok) {
+        snprintf(msg, sizeof(msg), "can't open %s: %s", path, rerr);
+        free(rerr);
+    }
+    pthread_rwlock_wrlock(&xs.lock);
+    for (size_t i = 0; ok && i < ncf; i++) {
+        uint64_t id;
+        int64_t period;
+        bool found;
+        if (strcmp(cfn[i], "default") == 0) {
+            xs.def = hs[i];
+        } else if (parse_cf_name(cfn[i], &id, &period)) {
+            size_t at = find_cf(id, period, &found);
+            if (!insert_cf(at, id, period, hs[i])) {
+                snprintf(msg, sizeof(msg), "out of memory opening %s", path);
+                ok = false;
+            }
+        } else {
+            rocksdb_column_family_handle_destroy(hs[i]);
+        }
+    }
+    pthread_rwlock_unlock(&xs.lock);
+    if (ok) {
+        size_t vlen = 0;
+        char *v =
+            rocksdb_get_cf(xs.db, xs.ro, xs.def, APPLIED_KEY, strlen(APPLIED_KEY), &vlen, &rerr);
+        if (rerr) {
+            snprintf(msg, sizeof(msg), "can't read %s: %s", path, rerr);
+            free(rerr);
+            ok = false;
+        } else if (v && vlen == 8) {
+            atomic_store(&xs.applied, le_load((const uint8_t *)v, 8));
+        }
+        free(v);
+    }
+    free(cfn);
+    free(cfo);
+    free(hs);
+    if (names)
+        rocksdb_list_column_families_destroy(names, nnames);
+    if (!ok) {
+        xs_close();
+        fail_open(msg, err, errlen);
+        return false;
+    }
+    atomic_store(&xs.ok, true);
+    return true;
+}
+
+void xs_close(void)
+{
+    atomic_store(&xs.ok, false);
+    pthread_rwlock_wrlock(&xs.lock);
+    for (size_t i = 0; i < xs.n; i++)
+        rocksdb_column_family_handle_destroy(xs.cfs[i].h);
+    free(xs.cfs);
+    xs.cfs = NULL;
+    xs.n = xs.cap = 0;
+    if (xs.def)
+        rocksdb_column_family_handle_destroy(xs.def);
+    xs.def = NULL;
+    if (xs.db)
+        rocksdb_close(xs.db);
+    xs.db = NULL;
+    pthread_rwlock_unlock(&xs.lock);
+    free_options();
+    snprintf(xs.error, sizeof(xs.error), "the exact store is closed");
+}
+
+bool xs_ok(void) { return atomic_load(&xs.ok); }
+
+const char *xs_error(void) { return xs.error; }
+
+static bool unavailable(char *err, size_t errlen)
+{
+    snprintf(err, errlen, "%s", xs.error);
+    return false;
+}
+
+bool xs_get(uint64_t id, const int64_t *periods, size_t np, const uint8_t *fps, size_t n,
+            uint8_t *found, char *err, size_t errlen)
+{
+    memset(found, 0, n);
+    if (n == 0)
+        return true;
+    if (!xs_ok())
+        return unavailable(err, errlen);
+    const char **keys = malloc(n * sizeof(char *));
+    size_t *lens = malloc(n * sizeof(size_t));
+    size_t *idx = malloc(n * sizeof(size_t));
+    rocksdb_pinnableslice_t **vals = calloc(n, sizeof(*vals));
+    char **errs = calloc(n, sizeof(char *));
+    bool ok = keys && lens && idx && vals && errs;
+    if (!ok)
+        snprintf(err, errlen, "out of memory reading the exact store");
+    pthread_rwlock_rdlock(&xs.lock);
+    for (size_t p = 0; ok && p < np; p++) {
+        bool have;
+        size_t at = find_cf(id, periods[p], &have);
+        if (!have)
+            continue;
+        size_t m = 0;
+        for (size_t i = 0; i < n; i++) {
+            if (found[i])
+                continue;
+            keys[m] = (const char *)fps + XS_FP_LEN * i;
+            lens[m] = XS_FP_LEN;
+            idx[m++] = i;
+        }
+        if (m == 0)
+            break;
+        rocksdb_batched_multi_get_cf(xs.db, xs.ro, xs.cfs[at].h, m, keys, lens, vals, errs, false);
+        for (size_t j = 0; j < m; j++) {
+            if (errs[j]) {
+                if (ok)
+                    set_err(err, errlen, "exact store read", errs[j]);
+                else
+                    free(errs[j]);
+                errs[j] = NULL;
+                ok = false;
+            }
+            if (vals[j]) {
+                found[idx[j]] = 1;
+                rocksdb_pinnableslice_destroy(vals[j]);
+                vals[j] = NULL;
+            }
+        }
+    }
+    pthread_rwlock_unlock(&xs.lock);
+    atomic_fetch_add_explicit(&xs.gets, n, memory_order_relaxed);
+    free(keys);
+    free(lens);
+    free(idx);
+    free(vals);
+    free(errs);
+    return ok;
+}
+
+/* The handle of (id, period), created when missing; the lock is held
+ * shared on return (true), released on failure. */
+static rocksdb_column_family_handle_t *open_period(uint64_t id, int64_t period, char *err,
+                                                   size_t errlen)
+{
+    bool have;
+    pthread_rwlock_rdlock(&xs.lock);
+    size_t at = find_cf(id, period, &have);
+    if (have)
+        return xs.cfs[at].h;
+    pthread_rwlock_unlock(&xs.lock);
+    pthread_rwlock_wrlock(&xs.lock);
+    at = find_cf(id, period, &have);
+    if (!have) {
+        char name[64], *rerr = NULL;
+        cf_name(name, sizeof(name), id, period);
+        rocksdb_column_family_handle_t *h =
+            rocksdb_create_column_family(xs.db, xs.opts, name, &rerr);
+        if (rerr) {
+            pthread_rwlock_unlock(&xs.lock);
+            set_err(err, errlen, "exact store: can't create a period", rerr);
+            return NULL;
+        }
+        if (!insert_cf(at, id, period, h)) {
+            rocksdb_drop_column_family(xs.db, h, &rerr);
+            free(rerr);
+            rocksdb_column_family_handle_destroy(h);
+            pthread_rwlock_unlock(&xs.lock);
+            snprintf(err, errlen, "out of memory creating an exact store period");
+            return NULL;
+        }
+    }
+    /* Downgrade: readers may run meanwhile, nobody drops it before we
+     * take the lock again because drops look it up again. */
+    pthread_rwlock_unlock(&xs.lock);
+    pthread_rwlock_rdlock(&xs.lock);
+    at = find_cf(id, period, &have);
+    if (!have) {
+        pthread_rwlock_unlock(&xs.lock);
+        snprintf(err, errlen, "exact store period dropped while written");
+        return NULL;
+    }
+    return xs.cfs[at].h;
+}
+
+bool xs_put(uint64_t id, int64_t period, const uint8_t *fps, size_t n, char *err, size_t errlen)
+{
+    if (n == 0)
+        return true;
+    if (!xs_ok())
+        return unavailable(err, errlen);
+    rocksdb_column_family_handle_t *h = open_period(id, period, err, errlen);
+    if (h == NULL)
+        return false;
+    rocksdb_writebatch_t *b = rocksdb_writebatch_create();
+    for (size_t i = 0; i < n; i++)
+        rocksdb_writebatch_put_cf(b, h, (const char *)fps + XS_FP_LEN * i, XS_FP_LEN, "", 0);
+    char *rerr = NULL;
+    rocksdb_write(xs.db, xs.wo, b, &rerr);
+    pthread_rwlock_unlock(&xs.lock);
+    rocksdb_writebatch_destroy(b);
+    if (rerr) {
+        set_err(err, errlen, "exact store write", rerr);
+        return false;
+    }
+    atomic_fetch_add_explicit(&xs.puts, n, memory_order_relaxed);
+    return true;
+}
+
+static bool drop_at(size_t at, char *err, size_t errlen)
+{
+    char *rerr = NULL;
+    rocksdb_drop_column_family(xs.db, xs.cfs[at].h, &rerr);
+    if (rerr) {
+        set_err(err, errlen, "exact store: can't drop a period", rerr);
+        return false;
+    }
+    rocksdb_column_family_handle_destroy(xs.cfs[at].h);
+    memmove(xs.cfs + at, xs.cfs + at + 1, (xs.n - at - 1) * sizeof(xs_cf));
+    xs.n--;
+    return true;
+}
+
+bool xs_drop(uint64_t id, int64_t period, char *err, size_t errlen)
+{
+    if (!xs_ok())
+        return unavailable(err, errlen);
+    bool ok = true, have;
+    pthread_rwlock_wrlock(&xs.lock);
+    if (period != INT64_MIN) {
+        size_t at = find_cf(id, period, &have);
+        if (have)
+            ok = drop_at(at, err, errlen);
+    } else {
+        size_t at = find_cf(id, INT64_MIN, &have);
+        while (ok && at < xs.n && xs.cfs[at].id == id)
+            ok = drop_at(at, err, errlen);
+    }
+    pthread_rwlock_unlock(&xs.lock);
+    return ok;
+}
+
+size_t xs_periods(uint64_t id, int64_t *out, size_t max)
+{
+    bool have;
+    size_t k = 0;
+    pthread_rwlock_rdlock(&xs.lock);
+    for (size_t at = find_cf(id, INT64_MIN, &have); at < xs.n && xs.cfs[at].id == id; at++, k++)
+        if (k < max)
+            out[k] = xs.cfs[at].period;
+    pthread_rwlock_unlock(&xs.lock);
+    return k;
+}
+
+bool xs_sync(uint64_t upto, char *err, size_t errlen)
+{
+    if (!xs_ok())
+        return unavailable(err, errlen);
+    char *rerr = NULL;
+    pthread_rwlock_rdlock(&xs.lock);
+    for (size_t i = 0; i < xs.n && rerr == NULL; i++)
+        rocksdb_flush_cf(xs.db, xs.fo, xs.cfs[i].h, &rerr);
+    pthread_rwlock_unlock(&xs.lock);
+    if (rerr) {
+        set_err(err, errlen, "exact store flush", rerr);
+        return false;
+    }
+    /* Only once every period is on disk: the mark, flushed too. */
+    uint8_t v[8];
+    le_store(v, upto, 8);
+    rocksdb_put_cf(xs.db, xs.wo, xs.def, APPLIED_KEY, strlen(APPLIED_KEY), (const char *)v, 8,
+                   &rerr);
+    if (rerr == NULL)
+        rocksdb_flush_cf(xs.db, xs.fo, xs.def, &rerr);
+    if (rerr) {
+        set_err(err, errlen, "exact store flush", rerr);
+        return false;
+    }
+    atomic_store(&xs.applied, upto);
+    return true;
+}
+
+uint64_t xs_applied(void) { return atomic_load(&xs.applied); }
+
+void xs_gc(bool (*live)(uint64_t id))
+{
+    if (!xs_ok())
+        return;
+    char err[256];
+    pthread_rwlock_wrlock(&xs.lock);
+    for (size_t at = 0; at < xs.n;)
+        if (live(xs.cfs[at].id) || !drop_at(at, err, sizeof(err)))
+            at++;
+    pthread_rwlock_unlock(&xs.lock);
+}
+
+void xs_compact(void)
+{
+    if (!xs_ok())
+        return;
+    pthread_rwlock_rdlock(&xs.lock);
+    for (size_t i = 0; i < xs.n; i++)
+        rocksdb_compact_range_cf(xs.db, xs.cfs[i].h, NULL, 0, NULL, 0);
+    pthread_rwlock_unlock(&xs.lock);
+}
+
+static uint64_t prop(rocksdb_column_family_handle_t *h, const char *name)
+{
+    uint64_t v = 0;
+    return rocksdb_property_int_cf(xs.db, h, name, &v) == 0 ? v : 0;
+}
+
+void xs_get_stats(xs_stats *s)
+{
+    memset(s, 0, sizeof(*s));
+    s->gets = atomic_load(&xs.gets);
+    s->puts = atomic_load(&xs.puts);
+    if (!xs_ok())
+        return;
+    pthread_rwlock_rdlock(&xs.lock);
+    s->periods = xs.n;
+    for (size_t i = 0; i < xs.n; i++) {
+        if (i == 0 || xs.cfs[i].id != xs.cfs[i - 1].id)
+            s->filters++;
+        s->sst_bytes += prop(xs.cfs[i].h, "rocksdb.total-sst-files-size");
+        s->memtable_bytes += prop(xs.cfs[i].h, "rocksdb.cur-size-all-mem-tables");
+        s->keys += prop(xs.cfs[i].h, "rocksdb.estimate-num-keys");
+    }
+    pthread_rwlock_unlock(&xs.lock);
+}
+
+uint64_t xs_count(uint64_t id)
+{
+    uint64_t k = 0;
+    bool have;
+    if (!xs_ok())
+        return 0;
+    pthread_rwlock_rdlock(&xs.lock);
+    for (size_t at = find_cf(id, INT64_MIN, &have); at < xs.n && xs.cfs[at].id == id; at++)
+        k += prop(xs.cfs[at].h, "rocksdb.estimate-num-keys");
+    pthread_rwlock_unlock(&xs.lock);
+    return k;
+}
