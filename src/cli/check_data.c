@@ -20,7 +20,10 @@
  * refuses to start on it). The server must run as the directory's owner:
  * when that is not the user running the check, a warning says so. Files
  * inside that are links, not regular, owned by another user or writable by
- * others are warnings. */
+ * others are warnings.
+ *
+ * Exact filters' store is read through and checked against their windows
+ * (check_exact.c). */
 #include <errno.h>
 #include <inttypes.h>
 #include <stdarg.h>
@@ -32,6 +35,7 @@
 #include <unistd.h>
 
 #include "bloomery/bloomery.h"
+#include "check_exact.h"
 #include "cli.h"
 #include "datadir.h"
 #include "datadir_fs.h"
@@ -89,10 +93,12 @@ static void check_entry(const char *dir, const char *ipath, const snap_entry *e)
     datadir_chunk_buf_free(&buf);
     bloomery_object obj = {0};
     if (ok) {
-        if (datadir_finish_entry(ipath, e, l, &obj, err, sizeof(err)))
-            bloomery_object_free(&obj);
-        else
+        if (!datadir_finish_entry(ipath, e, l, &obj, err, sizeof(err)))
             problem(err);
+        else if (e->exact)
+            check_exact_keep(e, &obj);
+        else
+            bloomery_object_free(&obj);
     }
     bloomery_loader_free(l);
 }
@@ -124,10 +130,19 @@ static uint64_t check_snapshot(const char *dir, bool *found)
     return start;
 }
 
+static void log_record(void *ctx, const wal_record *rec, const wal_op *op)
+{
+    (void)ctx, (void)rec;
+    check_exact_record(op);
+}
+
 static void check_logs(const char *dir, uint64_t start, bool have_snapshot, bool fix)
 {
-    datadir_log lg = {
-        .start = start, .from = log_from, .have_snapshot = have_snapshot, .keep_torn = fix};
+    datadir_log lg = {.start = start,
+                      .from = log_from,
+                      .have_snapshot = have_snapshot,
+                      .keep_torn = fix,
+                      .fn = log_record};
     char err[1024];
     bool ok = datadir_scan_log(dir, &lg, err, sizeof(err));
     if (lg.torn) {
@@ -209,6 +224,7 @@ int cmd_check_data(int argc, char **argv)
     bool found;
     uint64_t start = check_snapshot(dir, &found);
     check_logs(dir, start, found, fix);
+    check_exact_run(dir, problem);
     printf("%s: %s\n", dir, problems ? "DAMAGED" : "ok");
     return problems ? CLI_ERROR : CLI_OK;
 }

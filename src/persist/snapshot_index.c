@@ -86,6 +86,10 @@ bool snap_index_parse(const uint8_t *buf, size_t len, snap_index *out, char *err
             why = "entry truncated";
         else if (exact && (kind != SNAP_KIND_WINDOW || n <= SNAP_EXACT_META_LEN))
             why = "bad exact entry";
+        else if (exact && (le_load(p + n - SNAP_EXACT_META_LEN, 4) != SNAP_EXACT_MAGIC ||
+                           le_load(p + n - SNAP_EXACT_META_LEN + 4, 4) != SNAP_EXACT_VERSION ||
+                           le_load(p + n - SNAP_EXACT_META_LEN + 8, 8) == 0))
+            why = "bad exact filter meta";
         else if (kind < SNAP_KIND_BLOOM || kind > SNAP_KIND_MAX)
             why = "unknown key kind";
         else if (exp < 0)

@@ -56,7 +56,11 @@
  * exact store (id, retention), which the parse splits off into
  * snap_entry.exact. */
 #define SNAP_KIND_EXACT 0x40
+/* The meta: u32 magic "EXCT", u32 version 1, u64 store id (not 0), u64
+ * retention in ms (0: none). */
 #define SNAP_EXACT_META_LEN 24
+#define SNAP_EXACT_MAGIC 0x54434558u
+#define SNAP_EXACT_VERSION 1
 
 #define SNAP_CHUNK_FILE 0
 #define SNAP_CHUNK_INLINE 1
@@ -100,6 +104,12 @@ bool snap_index_parse(const uint8_t *buf, size_t len, snap_index *out, char *err
                       size_t *err_off);
 void snap_index_free(snap_index *ix);
 
+/* An exact entry's store id and retention. */
+static inline uint64_t snap_exact_id(const snap_entry *e) { return le_load(e->exact + 8, 8); }
+static inline uint64_t snap_exact_retain_ms(const snap_entry *e)
+{
+    return le_load(e->exact + 16, 8);
+}
 /* A restore entry's record LSNs (SNAP_KIND_RESTORE). */
 static inline uint64_t snap_restore_count(const snap_entry *e) { return e->hlen / 8; }
 static inline uint64_t snap_restore_lsn(const snap_entry *e, uint64_t i)

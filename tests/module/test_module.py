@@ -814,3 +814,16 @@ def test_writes_count_for_the_save_points(m):
     m.execute_command("BF.EXISTS", "k", "a")
     m.execute_command("CF.COUNT", "c", "a")
     assert changes() == 2
+
+
+def test_exact_filters_are_refused_with_the_reason(m):
+    """bloomery.so keeps no exact store (docs/EXACT.md): BF.RESERVE ...
+    EXACT answers why and creates nothing; windows without EXACT work."""
+    for args in (["EXACT"], ["WINDOW", 60, "EXACT"], ["EXACT", "RETAIN", 3600]):
+        with pytest.raises(redis.ResponseError) as e:
+            m.execute_command("BF.RESERVE", "ex", 0.01, 1000, *args)
+        assert str(e.value).startswith("EXACT is not available: bloomery.so keeps no exact store")
+        assert m.exists("ex") == 0
+    assert m.execute_command("BF.RESERVE", "w", 0.01, 1000, "WINDOW", 60) in (b"OK", "OK", True)
+    with pytest.raises(redis.ResponseError, match="AT applies to EXACT filters only"):
+        m.execute_command("BF.INSERT", "w", "AT", 1000, "ITEMS", "a")

@@ -139,6 +139,10 @@ static const cfg_entry table[] = {
     /* Threads that load a snapshot's chunks at start-up and full resync;
      * 0: one per CPU (at most 16). */
     {"load-threads", T_INT, true, &cfg.load_threads, 0, 256, NULL, NULL, NULL, "0"},
+    /* Exact filters (docs/EXACT.md): fingerprints a period gathers in
+     * memory before they are written out as one table file. */
+    {"exact-buffer-keys", T_INT, true, &cfg.exact_buffer_keys, 1, 1LL << 26, NULL, NULL, NULL,
+     "4194304"},
     {"appendonly", T_ENUM, false, &cfg.appendonly, 0, 0, NULL, yesno, NULL, "yes"},
     {"appendfsync", T_ENUM, true, &cfg.appendfsync, 0, 0, NULL, fsyncs, NULL, "everysec"},
     /* Replication (docs/REPLICATION.md). replicaof: "<host> <port>" or "". */

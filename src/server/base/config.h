@@ -17,7 +17,8 @@
 typedef struct server_config {
     _Atomic long long port;
     _Atomic long long threads;
-    _Atomic long long load_threads; /* snapshot loading; 0: one per CPU */
+    _Atomic long long load_threads;      /* snapshot loading; 0: one per CPU */
+    _Atomic long long exact_buffer_keys; /* exact store: keys per table file */
     _Atomic long long maxmemory;
     _Atomic long long maxclients;
     _Atomic long long timeout;

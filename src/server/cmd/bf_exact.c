@@ -56,8 +56,10 @@ static bool advance(const char *key, size_t klen, kv_obj *o, int64_t now, char *
     }
     if (m->retain_ms == 0)
         return true;
-    /* Periods are ascending: look until the first one still kept. */
-    for (;;) {
+    /* Periods are ascending: look until the first one still kept. A few
+     * per call, within the log room a command reserves; the rest go with
+     * the next (nothing reads a period past its retention meanwhile). */
+    for (int dropped = 0; dropped < 32; dropped++) {
         int64_t oldest;
         if (xs_periods(m->id, &oldest, 1) == 0 || oldest + (int64_t)m->retain_ms > now)
             return true;
@@ -65,6 +67,7 @@ static bool advance(const char *key, size_t klen, kv_obj *o, int64_t now, char *
             return false;
         wal_log_exact_drop(key, klen, m->id, oldest);
     }
+    return true;
 }
 
 void bfc_exact_cron(const char *key, size_t klen, kv_obj *o)

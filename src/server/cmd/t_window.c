@@ -179,7 +179,7 @@ bool window_reserve(cmd_ctx *c)
                                                                : "ERR RETAIN needs EXACT");
         return false;
     }
-    if (exact && !xs_ok()) {
+    if (exact && !exact_store_ready()) {
         char msg[600];
         snprintf(msg, sizeof(msg), "ERR EXACT is not available: %s", xs_error());
         reply_error(&c->out, msg);

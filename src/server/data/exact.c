@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <sys/stat.h>
 
 #include "exact.h"
 #include "exact_store.h"
@@ -16,9 +17,7 @@
 #include "le.h"
 #include "log.h"
 #include "persist.h"
-
-#define META_MAGIC 0x54434558u /* "EXCT" */
-#define META_VERSION 1
+#include "snapshot_index.h"
 
 uint64_t exact_period_ms(const win_t *w)
 {
@@ -144,16 +143,16 @@ void exact_gc(void)
 
 void exact_meta_encode(const exact_meta *m, uint8_t out[EXACT_META_LEN])
 {
-    le_store(out, META_MAGIC, 4);
-    le_store(out + 4, META_VERSION, 4);
+    le_store(out, SNAP_EXACT_MAGIC, 4);
+    le_store(out + 4, SNAP_EXACT_VERSION, 4);
     le_store(out + 8, m->id, 8);
     le_store(out + 16, m->retain_ms, 8);
 }
 
 exact_meta *exact_meta_decode(const uint8_t *p, size_t len)
 {
-    if (len != EXACT_META_LEN || le_load(p, 4) != META_MAGIC || le_load(p + 4, 4) != META_VERSION ||
-        le_load(p + 8, 8) == 0)
+    if (len != EXACT_META_LEN || le_load(p, 4) != SNAP_EXACT_MAGIC ||
+        le_load(p + 4, 4) != SNAP_EXACT_VERSION || le_load(p + 8, 8) == 0)
         return NULL;
     return exact_meta_new(le_load(p + 8, 8), le_load(p + 16, 8));
 }
@@ -178,11 +177,11 @@ const char *exact_replay(const wal_op *op, bool below_start)
             exact_attach(e->obj, m);
         ks_close(&ref);
         /* A new id's periods start empty (nothing can be left of it). */
-        if (why == NULL && xs_ok())
+        if (why == NULL && exact_store_ready())
             xs_drop(op->store_id, INT64_MIN, err, sizeof(err));
         return why;
     }
-    if (!xs_ok())
+    if (!exact_store_ready())
         return "the exact store is unavailable";
     if (op->type == WAL_EXACT_DROP)
         return xs_drop(op->store_id, op->period, err, sizeof(err)) ? NULL : "store drop failed";
@@ -210,21 +209,56 @@ const char *exact_replay(const wal_op *op, bool below_start)
 
 /* ---- persistence ---- */
 
-static bool store_started;
+/* The store opens when first needed (a server without exact filters never
+ * starts RocksDB), once: a failure stays until a restart. */
+static struct {
+    pthread_mutex_t lock;
+    char dir[4096];
+    bool known, tried;
+} store = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
-void exact_start(const char *dir)
+static void open_locked(void)
 {
     char err[1024];
-    store_started = true;
-    if (!xs_open(dir, err, sizeof(err)))
+    store.tried = true;
+    if (!xs_open(store.dir, err, sizeof(err)))
         server_log(LOG_WARNING,
                    "The exact store cannot be used (%s): exact filters answer errors, "
                    "every other key is served",
                    err);
 }
 
+bool exact_store_ready(void)
+{
+    if (xs_ok())
+        return true;
+    pthread_mutex_lock(&store.lock);
+    if (store.known && !store.tried)
+        open_locked();
+    pthread_mutex_unlock(&store.lock);
+    return xs_ok();
+}
+
+void exact_start(const char *dir)
+{
+    char path[4200];
+    struct stat st;
+    pthread_mutex_lock(&store.lock);
+    snprintf(store.dir, sizeof(store.dir), "%s", dir);
+    store.known = true;
+    store.tried = false;
+    snprintf(path, sizeof(path), "%s/exact", dir);
+    if (lstat(path, &st) == 0)
+        open_locked();
+    pthread_mutex_unlock(&store.lock);
+}
+
 void exact_recovered(uint64_t next_lsn)
 {
+    /* Periods of filters deleted before a crash: swept once. */
+    pthread_mutex_lock(&live.lock);
+    live.dead = true;
+    pthread_mutex_unlock(&live.lock);
     /* A new store holds everything from here on. */
     char err[512];
     if (xs_ok() && xs_applied() == 0 && !xs_sync(next_lsn, err, sizeof(err)))
@@ -236,8 +270,7 @@ void exact_stop(void)
     pthread_mutex_lock(&live.lock);
     live.stopped = true;
     pthread_mutex_unlock(&live.lock);
-    if (store_started)
-        xs_close();
+    xs_close();
 }
 
 uint64_t exact_log_needed(void)
@@ -280,4 +313,28 @@ void exact_info(char *out, size_t outlen)
              "exact_store_applied_lsn:%" PRIu64 "\r\n",
              xs_ok() ? "ok" : "unavailable", xs_ok() ? "" : xs_error(), filters, s.periods, s.keys,
              s.sst_bytes, s.memtable_bytes, s.gets, s.puts, xs_applied());
+}
+
+bool exact_summarize(exact_summary *out)
+{
+    pthread_mutex_lock(&live.lock);
+    uint64_t filters = live.n;
+    pthread_mutex_unlock(&live.lock);
+    pthread_mutex_lock(&store.lock);
+    bool tried = store.tried;
+    pthread_mutex_unlock(&store.lock);
+    if (!tried && filters == 0)
+        return false;
+    xs_stats st;
+    xs_get_stats(&st);
+    *out = (exact_summary){.store_ok = xs_ok(),
+                           .filters = filters,
+                           .periods = st.periods,
+                           .keys = st.keys,
+                           .disk_bytes = st.sst_bytes,
+                           .buffer_bytes = st.memtable_bytes,
+                           .lookups = st.gets,
+                           .puts = st.puts,
+                           .applied_lsn = xs_applied()};
+    return true;
 }

@@ -19,6 +19,7 @@
 #include <stdint.h>
 
 #include "bloomery/window.h"
+#include "exact_manifest.h"
 #include "wal_format.h"
 
 struct kv_obj;
@@ -46,7 +47,7 @@ void exact_attach(struct kv_obj *o, exact_meta *m);
 void exact_detach(exact_meta *m);
 
 /* The snapshot's suffix of an exact window's image header. */
-#define EXACT_META_LEN 24
+#define EXACT_META_LEN 24 /* SNAP_EXACT_META_LEN: the format is snapshot_index.h's */
 void exact_meta_encode(const exact_meta *m, uint8_t out[EXACT_META_LEN]);
 /* NULL when the bytes are not a meta (or no memory). */
 exact_meta *exact_meta_decode(const uint8_t *p, size_t len);
@@ -55,9 +56,12 @@ exact_meta *exact_meta_decode(const uint8_t *p, size_t len);
  * (the store's part only). NULL when applied, else why not. */
 const char *exact_replay(const wal_op *op, bool below_start);
 
-/* Persistence: open the store (DIR/exact) before recovery; after it,
+/* Persistence: the store's directory, before recovery (the store opens
+ * then when DIR/exact exists, else when first needed); after recovery,
  * record where a new store starts; each snapshot syncs it. */
 void exact_start(const char *dir);
+/* Whether the store can be used, opening it the first time. */
+bool exact_store_ready(void);
 void exact_recovered(uint64_t next_lsn);
 void exact_stop(void);
 /* The first LSN the store still needs from the log (UINT64_MAX: none). */
@@ -68,5 +72,29 @@ void exact_sync(uint64_t l0);
 void exact_gc(void);
 /* INFO's exact section. */
 void exact_info(char *out, size_t outlen);
+
+/* The figures /metrics exports; false while no exact filter was ever used
+ * here (the store never opened, none loaded). */
+typedef struct exact_summary {
+    bool store_ok;
+    uint64_t filters, periods, keys, disk_bytes, buffer_bytes, lookups, puts, applied_lsn;
+} exact_summary;
+bool exact_summarize(exact_summary *out);
+
+/* ---- exact_ship.c: the store in a full resync ---- */
+
+/* Master: a checkpoint of the store (in DIR/exact-ship, replacing the last
+ * one) that holds everything below start_lsn, and its files. */
+bool exact_ship_prepare(const char *dir, uint64_t start_lsn, exact_file **files, size_t *n,
+                        char *err, size_t errlen);
+void exact_ship_path(const char *dir, const exact_file *f, char *out, size_t len);
+/* Replica: whether a file is here already (by content); keep one received
+ * (checked against its hash); then build DIR/exact from the list, the store
+ * closed, and drop received files the list does not name. */
+bool exact_recv_have(const char *dir, const exact_file *f);
+bool exact_recv_store(const char *dir, const exact_file *f, const uint8_t *data, size_t len,
+                      char *err, size_t errlen);
+bool exact_recv_install(const char *dir, const exact_file *files, size_t n, char *err,
+                        size_t errlen);
 
 #endif

@@ -16,22 +16,37 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <rocksdb/c.h>
 
+#include "config.h"
 #include "datadir_fs.h"
+#include "exact_buffer.h"
 #include "exact_store.h"
 #include "le.h"
+#include "log.h"
 
 #define XS_CACHE_BYTES (64u << 20)
 #define XS_WRITE_BUFFER (64u << 20)
 #define XS_ALL_BUFFERS (256u << 20)
 #define APPLIED_KEY "applied"
 
+/* A period's fingerprints not yet in a table file, under its own lock
+ * (flushes by a snapshot run beside the commands' puts and gets). */
+typedef struct xs_pending {
+    pthread_mutex_t mu;
+    pthread_cond_t idle; /* frozen written out */
+    xs_buffer buf;       /* taking adds */
+    xs_buffer frozen;    /* full, being written out by the flusher; still read */
+    bool busy;           /* frozen is in the flusher's hands */
+} xs_pending;
+
 typedef struct xs_cf {
     uint64_t id;
     int64_t period;
     rocksdb_column_family_handle_t *h;
+    xs_pending *pend;
 } xs_cf;
 
 static struct {
@@ -42,6 +57,9 @@ static struct {
     rocksdb_writeoptions_t *wo;
     rocksdb_readoptions_t *ro;
     rocksdb_flushoptions_t *fo;
+    rocksdb_envoptions_t *eo;
+    rocksdb_ingestexternalfileoptions_t *io;
+    char tmpdir[4200];
     rocksdb_column_family_handle_t *def;
     /* The periods, sorted by (id, period). Readers and writers of the
      * store hold it shared; creating or dropping a period holds it
@@ -53,6 +71,9 @@ static struct {
     _Atomic bool ok;
     _Atomic uint64_t applied, gets, puts;
 } xs = {.lock = PTHREAD_RWLOCK_INITIALIZER, .error = "the exact store is not open"};
+
+static bool flusher_start(void);
+static void flusher_stop(void);
 
 static void set_err(char *err, size_t errlen, const char *what, char *rerr)
 {
@@ -109,18 +130,36 @@ static size_t find_cf(uint64_t id, int64_t period, bool *found)
 
 static bool insert_cf(size_t at, uint64_t id, int64_t period, rocksdb_column_family_handle_t *h)
 {
+    xs_pending *pend = calloc(1, sizeof(*pend));
+    if (pend == NULL)
+        return false;
+    pthread_mutex_init(&pend->mu, NULL);
+    pthread_cond_init(&pend->idle, NULL);
     if (xs.n == xs.cap) {
         size_t cap = xs.cap ? 2 * xs.cap : 64;
         xs_cf *p = realloc(xs.cfs, cap * sizeof(*p));
-        if (p == NULL)
+        if (p == NULL) {
+            pthread_mutex_destroy(&pend->mu);
+            pthread_cond_destroy(&pend->idle);
+            free(pend);
             return false;
+        }
         xs.cfs = p;
         xs.cap = cap;
     }
     memmove(xs.cfs + at + 1, xs.cfs + at, (xs.n - at) * sizeof(xs_cf));
-    xs.cfs[at] = (xs_cf){id, period, h};
+    xs.cfs[at] = (xs_cf){id, period, h, pend};
     xs.n++;
     return true;
+}
+
+static void free_pending(xs_pending *p)
+{
+    xb_clear(&p->buf);
+    xb_clear(&p->frozen);
+    pthread_mutex_destroy(&p->mu);
+    pthread_cond_destroy(&p->idle);
+    free(p);
 }
 
 static void make_options(void)
@@ -133,6 +172,12 @@ static void make_options(void)
     rocksdb_options_set_db_write_buffer_size(xs.opts, XS_ALL_BUFFERS);
     rocksdb_options_set_max_write_buffer_number(xs.opts, 3);
     rocksdb_options_set_level_compaction_dynamic_level_bytes(xs.opts, 1);
+    /* Nothing is written through RocksDB's write buffer but the applied
+     * mark: periods arrive as sorted table files (flush_pending). Those
+     * overlap, so L0 gathers them; they are merged a batch at a time. */
+    rocksdb_options_set_level0_file_num_compaction_trigger(xs.opts, 8);
+    rocksdb_options_set_level0_slowdown_writes_trigger(xs.opts, 1 << 20);
+    rocksdb_options_set_level0_stop_writes_trigger(xs.opts, 1 << 20);
     rocksdb_options_set_target_file_size_base(xs.opts, 64u << 20);
     rocksdb_options_set_compression(xs.opts, rocksdb_no_compression);
     rocksdb_options_set_bottommost_compression(xs.opts, rocksdb_zstd_compression);
@@ -151,6 +196,9 @@ static void make_options(void)
     rocksdb_readoptions_set_verify_checksums(xs.ro, 1);
     xs.fo = rocksdb_flushoptions_create();
     rocksdb_flushoptions_set_wait(xs.fo, 1);
+    xs.eo = rocksdb_envoptions_create();
+    xs.io = rocksdb_ingestexternalfileoptions_create();
+    rocksdb_ingestexternalfileoptions_set_move_files(xs.io, 1);
 }
 
 static void free_options(void)
@@ -167,6 +215,12 @@ static void free_options(void)
         rocksdb_readoptions_destroy(xs.ro);
     if (xs.fo)
         rocksdb_flushoptions_destroy(xs.fo);
+    if (xs.eo)
+        rocksdb_envoptions_destroy(xs.eo);
+    if (xs.io)
+        rocksdb_ingestexternalfileoptions_destroy(xs.io);
+    xs.eo = NULL;
+    xs.io = NULL;
     xs.opts = NULL;
     xs.table = NULL;
     xs.cache = NULL;
@@ -196,6 +250,13 @@ bool xs_open(const char *dir, char *err, size_t errlen)
     }
     if (!datadir_mkdir(path)) {
         snprintf(msg, sizeof(msg), "can't create %s: %s", path, datadir_strerror(errno));
+        fail_open(msg, err, errlen);
+        return false;
+    }
+    /* Table files are written here, then moved into the store. */
+    snprintf(xs.tmpdir, sizeof(xs.tmpdir), "%s/exact-tmp", dir);
+    if (!datadir_mkdir(xs.tmpdir)) {
+        snprintf(msg, sizeof(msg), "can't create %s: %s", xs.tmpdir, datadir_strerror(errno));
         fail_open(msg, err, errlen);
         return false;
     }
@@ -274,6 +335,11 @@ bool xs_open(const char *dir, char *err, size_t errlen)
         fail_open(msg, err, errlen);
         return false;
     }
+    if (!flusher_start()) {
+        xs_close();
+        fail_open("can't start the exact store's flusher thread", err, errlen);
+        return false;
+    }
     atomic_store(&xs.ok, true);
     return true;
 }
@@ -281,9 +347,12 @@ bool xs_open(const char *dir, char *err, size_t errlen)
 void xs_close(void)
 {
     atomic_store(&xs.ok, false);
+    flusher_stop();
     pthread_rwlock_wrlock(&xs.lock);
-    for (size_t i = 0; i < xs.n; i++)
+    for (size_t i = 0; i < xs.n; i++) {
         rocksdb_column_family_handle_destroy(xs.cfs[i].h);
+        free_pending(xs.cfs[i].pend);
+    }
     free(xs.cfs);
     xs.cfs = NULL;
     xs.n = xs.cap = 0;
@@ -325,12 +394,26 @@ bool xs_get(uint64_t id, const int64_t *periods, size_t np, const uint8_t *fps, 
     if (!ok)
         snprintf(err, errlen, "out of memory reading the exact store");
     pthread_rwlock_rdlock(&xs.lock);
+    if (ok && xs.db == NULL) {
+        snprintf(err, errlen, "%s", xs.error);
+        ok = false;
+    }
     for (size_t p = 0; ok && p < np; p++) {
         bool have;
         size_t at = find_cf(id, periods[p], &have);
         if (!have)
             continue;
         size_t m = 0;
+        /* The period's buffer first; what it lacks is either in a table
+         * file already or nowhere (adds to a filter are serialized with its
+         * reads, so nothing enters the buffer meanwhile). */
+        xs_pending *pend = xs.cfs[at].pend;
+        pthread_mutex_lock(&pend->mu);
+        for (size_t i = 0; i < n; i++)
+            if (!found[i] && (xb_has(&pend->buf, fps + XS_FP_LEN * i) ||
+                              xb_has(&pend->frozen, fps + XS_FP_LEN * i)))
+                found[i] = 1;
+        pthread_mutex_unlock(&pend->mu);
         for (size_t i = 0; i < n; i++) {
             if (found[i])
                 continue;
@@ -379,6 +462,11 @@ static rocksdb_column_family_handle_t *open_period(uint64_t id, int64_t period, 
         return xs.cfs[at].h;
     pthread_rwlock_unlock(&xs.lock);
     pthread_rwlock_wrlock(&xs.lock);
+    if (xs.db == NULL) {
+        pthread_rwlock_unlock(&xs.lock);
+        unavailable(err, errlen);
+        return NULL;
+    }
     at = find_cf(id, period, &have);
     if (!have) {
         char name[64], *rerr = NULL;
@@ -412,28 +500,200 @@ static rocksdb_column_family_handle_t *open_period(uint64_t id, int64_t period, 
     return xs.cfs[at].h;
 }
 
+/* Write keys as one table file and move it into the period's column
+ * family. */
+static bool write_table(const xs_cf *cf, const xs_buffer *b, char *err, size_t errlen)
+{
+    if (b->n == 0)
+        return true;
+    uint8_t *keys = xb_sorted(b);
+    if (keys == NULL) {
+        snprintf(err, errlen, "out of memory writing the exact store");
+        return false;
+    }
+    static _Atomic uint64_t seq;
+    char path[4400], *rerr = NULL;
+    snprintf(path, sizeof(path), "%s/%016" PRIx64 ".%" PRId64 ".%" PRIu64 ".sst", xs.tmpdir, cf->id,
+             cf->period, atomic_fetch_add(&seq, 1));
+    rocksdb_sstfilewriter_t *w = rocksdb_sstfilewriter_create(xs.eo, xs.opts);
+    rocksdb_sstfilewriter_open(w, path, &rerr);
+    for (size_t i = 0; rerr == NULL && i < b->n; i++)
+        rocksdb_sstfilewriter_put(w, (const char *)keys + XB_KEY * i, XB_KEY, "", 0, &rerr);
+    if (rerr == NULL)
+        rocksdb_sstfilewriter_finish(w, &rerr);
+    rocksdb_sstfilewriter_destroy(w);
+    free(keys);
+    if (rerr == NULL) {
+        const char *files[1] = {path};
+        rocksdb_ingest_external_file_cf(xs.db, cf->h, files, 1, xs.io, &rerr);
+    }
+    unlink(path);
+    if (rerr) {
+        set_err(err, errlen, "exact store: writing a table file", rerr);
+        return false;
+    }
+    return true;
+}
+
+/* ---- the flusher: full buffers written out beside the commands ---- */
+
+typedef struct fl_job {
+    uint64_t id;
+    int64_t period;
+} fl_job;
+
+static struct {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    pthread_t th;
+    fl_job *q;
+    size_t n, cap;
+    bool running, stop;
+} fl = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
+
+/* A frozen buffer written out; if that fails its keys go back to the
+ * buffer taking adds (kept for the next try, still read). xs.lock held
+ * shared, pend->busy set. */
+static void flush_frozen(const xs_cf *cf)
+{
+    char err[512];
+    xs_pending *pend = cf->pend;
+    /* Nobody changes frozen while busy: written without pend->mu. */
+    bool ok = write_table(cf, &pend->frozen, err, sizeof(err));
+    pthread_mutex_lock(&pend->mu);
+    if (!ok) {
+        server_log(LOG_WARNING, "exact store: %s (the keys stay in memory for the next try)", err);
+        for (size_t i = 0; i < pend->frozen.n; i++)
+            if (!xb_add(&pend->buf, pend->frozen.keys + XB_KEY * i))
+                break;
+    }
+    xb_clear(&pend->frozen);
+    pend->busy = false;
+    pthread_cond_broadcast(&pend->idle);
+    pthread_mutex_unlock(&pend->mu);
+}
+
+static void *flusher(void *arg)
+{
+    (void)arg;
+    pthread_mutex_lock(&fl.mu);
+    for (;;) {
+        while (fl.n == 0 && !fl.stop)
+            pthread_cond_wait(&fl.cv, &fl.mu);
+        if (fl.n == 0)
+            break; /* stopping, every job done */
+        fl_job j = fl.q[0];
+        memmove(fl.q, fl.q + 1, (--fl.n) * sizeof(fl_job));
+        pthread_mutex_unlock(&fl.mu);
+        pthread_rwlock_rdlock(&xs.lock);
+        bool have;
+        size_t at = find_cf(j.id, j.period, &have);
+        /* Dropped meanwhile (and its buffers with it), or already done. */
+        if (have && xs.cfs[at].pend->busy)
+            flush_frozen(&xs.cfs[at]);
+        pthread_rwlock_unlock(&xs.lock);
+        pthread_mutex_lock(&fl.mu);
+    }
+    pthread_mutex_unlock(&fl.mu);
+    return NULL;
+}
+
+static bool flusher_start(void)
+{
+    pthread_mutex_lock(&fl.mu);
+    fl.stop = false;
+    fl.running = pthread_create(&fl.th, NULL, flusher, NULL) == 0;
+    pthread_mutex_unlock(&fl.mu);
+    return fl.running;
+}
+
+/* After the jobs queued: a store closed leaves only the buffers taking adds
+ * unwritten (their keys are in the log from the applied mark). */
+static void flusher_stop(void)
+{
+    pthread_mutex_lock(&fl.mu);
+    bool running = fl.running;
+    fl.stop = true;
+    fl.running = false;
+    pthread_cond_signal(&fl.cv);
+    pthread_mutex_unlock(&fl.mu);
+    if (running)
+        pthread_join(fl.th, NULL);
+}
+
+/* Hand the full buffer to the flusher (after the one before it is out);
+ * pend->mu and xs.lock (shared) held. */
+static bool freeze(const xs_cf *cf, char *err, size_t errlen)
+{
+    xs_pending *pend = cf->pend;
+    while (pend->busy)
+        pthread_cond_wait(&pend->idle, &pend->mu);
+    pthread_mutex_lock(&fl.mu);
+    if (fl.n == fl.cap) {
+        size_t cap = fl.cap ? 2 * fl.cap : 16;
+        fl_job *q = realloc(fl.q, cap * sizeof(*q));
+        if (q == NULL) {
+            pthread_mutex_unlock(&fl.mu);
+            /* Written here instead. */
+            if (!write_table(cf, &pend->buf, err, errlen))
+                return false;
+            xb_clear(&pend->buf);
+            return true;
+        }
+        fl.q = q;
+        fl.cap = cap;
+    }
+    fl.q[fl.n++] = (fl_job){cf->id, cf->period};
+    pend->frozen = pend->buf;
+    memset(&pend->buf, 0, sizeof(pend->buf));
+    pend->busy = true;
+    pthread_cond_signal(&fl.cv);
+    pthread_mutex_unlock(&fl.mu);
+    return true;
+}
+
+/* Everything a period holds in memory written out, now; pend->mu and
+ * xs.lock (shared) held. */
+static bool flush_pending(const xs_cf *cf, char *err, size_t errlen)
+{
+    xs_pending *pend = cf->pend;
+    while (pend->busy)
+        pthread_cond_wait(&pend->idle, &pend->mu);
+    if (!write_table(cf, &pend->buf, err, errlen))
+        return false;
+    xb_clear(&pend->buf);
+    return true;
+}
+
 bool xs_put(uint64_t id, int64_t period, const uint8_t *fps, size_t n, char *err, size_t errlen)
 {
     if (n == 0)
         return true;
     if (!xs_ok())
         return unavailable(err, errlen);
-    rocksdb_column_family_handle_t *h = open_period(id, period, err, errlen);
-    if (h == NULL)
+    if (open_period(id, period, err, errlen) == NULL)
         return false;
-    rocksdb_writebatch_t *b = rocksdb_writebatch_create();
-    for (size_t i = 0; i < n; i++)
-        rocksdb_writebatch_put_cf(b, h, (const char *)fps + XS_FP_LEN * i, XS_FP_LEN, "", 0);
-    char *rerr = NULL;
-    rocksdb_write(xs.db, xs.wo, b, &rerr);
-    pthread_rwlock_unlock(&xs.lock);
-    rocksdb_writebatch_destroy(b);
-    if (rerr) {
-        set_err(err, errlen, "exact store write", rerr);
-        return false;
+    bool have;
+    const xs_cf *cf = &xs.cfs[find_cf(id, period, &have)];
+    pthread_mutex_lock(&cf->pend->mu);
+    size_t limit = (size_t)atomic_load(&cfg.exact_buffer_keys);
+    xs_buffer *b = &cf->pend->buf;
+    bool ok = true;
+    /* Handed out before it would have to grow: a rehash costs more than a
+     * smaller table file. */
+    if (b->n && b->n + n > b->cap)
+        ok = freeze(cf, err, errlen);
+    if (ok && !(xb_reserve(b, limit) && xb_add_many(b, fps, n))) {
+        snprintf(err, errlen, "out of memory writing the exact store");
+        ok = false;
     }
-    atomic_fetch_add_explicit(&xs.puts, n, memory_order_relaxed);
-    return true;
+    if (ok && b->n >= limit)
+        ok = freeze(cf, err, errlen);
+    pthread_mutex_unlock(&cf->pend->mu);
+    pthread_rwlock_unlock(&xs.lock);
+    if (ok)
+        atomic_fetch_add_explicit(&xs.puts, n, memory_order_relaxed);
+    return ok;
 }
 
 static bool drop_at(size_t at, char *err, size_t errlen)
@@ -445,6 +705,7 @@ static bool drop_at(size_t at, char *err, size_t errlen)
         return false;
     }
     rocksdb_column_family_handle_destroy(xs.cfs[at].h);
+    free_pending(xs.cfs[at].pend);
     memmove(xs.cfs + at, xs.cfs + at + 1, (xs.n - at - 1) * sizeof(xs_cf));
     xs.n--;
     return true;
@@ -456,7 +717,9 @@ bool xs_drop(uint64_t id, int64_t period, char *err, size_t errlen)
         return unavailable(err, errlen);
     bool ok = true, have;
     pthread_rwlock_wrlock(&xs.lock);
-    if (period != INT64_MIN) {
+    if (xs.db == NULL)
+        ok = unavailable(err, errlen);
+    else if (period != INT64_MIN) {
         size_t at = find_cf(id, period, &have);
         if (have)
             ok = drop_at(at, err, errlen);
@@ -487,20 +750,29 @@ bool xs_sync(uint64_t upto, char *err, size_t errlen)
         return unavailable(err, errlen);
     char *rerr = NULL;
     pthread_rwlock_rdlock(&xs.lock);
-    for (size_t i = 0; i < xs.n && rerr == NULL; i++)
-        rocksdb_flush_cf(xs.db, xs.fo, xs.cfs[i].h, &rerr);
-    pthread_rwlock_unlock(&xs.lock);
-    if (rerr) {
-        set_err(err, errlen, "exact store flush", rerr);
+    if (xs.db == NULL) {
+        pthread_rwlock_unlock(&xs.lock);
+        return unavailable(err, errlen);
+    }
+    bool ok = true;
+    for (size_t i = 0; i < xs.n && ok; i++) {
+        pthread_mutex_lock(&xs.cfs[i].pend->mu);
+        ok = flush_pending(&xs.cfs[i], err, errlen);
+        pthread_mutex_unlock(&xs.cfs[i].pend->mu);
+    }
+    if (!ok) {
+        pthread_rwlock_unlock(&xs.lock);
         return false;
     }
     /* Only once every period is on disk: the mark, flushed too. */
     uint8_t v[8];
     le_store(v, upto, 8);
-    rocksdb_put_cf(xs.db, xs.wo, xs.def, APPLIED_KEY, strlen(APPLIED_KEY), (const char *)v, 8,
-                   &rerr);
+    if (rerr == NULL)
+        rocksdb_put_cf(xs.db, xs.wo, xs.def, APPLIED_KEY, strlen(APPLIED_KEY), (const char *)v, 8,
+                       &rerr);
     if (rerr == NULL)
         rocksdb_flush_cf(xs.db, xs.fo, xs.def, &rerr);
+    pthread_rwlock_unlock(&xs.lock);
     if (rerr) {
         set_err(err, errlen, "exact store flush", rerr);
         return false;
@@ -517,10 +789,31 @@ void xs_gc(bool (*live)(uint64_t id))
         return;
     char err[256];
     pthread_rwlock_wrlock(&xs.lock);
-    for (size_t at = 0; at < xs.n;)
+    for (size_t at = 0; xs.db && at < xs.n;)
         if (live(xs.cfs[at].id) || !drop_at(at, err, sizeof(err)))
             at++;
     pthread_rwlock_unlock(&xs.lock);
+}
+
+bool xs_checkpoint(const char *path, char *err, size_t errlen)
+{
+    if (!xs_ok())
+        return unavailable(err, errlen);
+    char *rerr = NULL;
+    pthread_rwlock_rdlock(&xs.lock);
+    rocksdb_checkpoint_t *cp = xs.db ? rocksdb_checkpoint_object_create(xs.db, &rerr) : NULL;
+    if (cp)
+        rocksdb_checkpoint_create(cp, path, 0, &rerr);
+    if (cp)
+        rocksdb_checkpoint_object_destroy(cp);
+    pthread_rwlock_unlock(&xs.lock);
+    if (cp == NULL && rerr == NULL)
+        return unavailable(err, errlen);
+    if (rerr) {
+        set_err(err, errlen, "exact store checkpoint", rerr);
+        return false;
+    }
+    return true;
 }
 
 void xs_compact(void)
@@ -528,7 +821,7 @@ void xs_compact(void)
     if (!xs_ok())
         return;
     pthread_rwlock_rdlock(&xs.lock);
-    for (size_t i = 0; i < xs.n; i++)
+    for (size_t i = 0; xs.db && i < xs.n; i++)
         rocksdb_compact_range_cf(xs.db, xs.cfs[i].h, NULL, 0, NULL, 0);
     pthread_rwlock_unlock(&xs.lock);
 }
@@ -552,8 +845,11 @@ void xs_get_stats(xs_stats *s)
         if (i == 0 || xs.cfs[i].id != xs.cfs[i - 1].id)
             s->filters++;
         s->sst_bytes += prop(xs.cfs[i].h, "rocksdb.total-sst-files-size");
-        s->memtable_bytes += prop(xs.cfs[i].h, "rocksdb.cur-size-all-mem-tables");
-        s->keys += prop(xs.cfs[i].h, "rocksdb.estimate-num-keys");
+        pthread_mutex_lock(&xs.cfs[i].pend->mu);
+        const xs_pending *p = xs.cfs[i].pend;
+        s->memtable_bytes += xb_bytes(&p->buf) + xb_bytes(&p->frozen);
+        s->keys += prop(xs.cfs[i].h, "rocksdb.estimate-num-keys") + p->buf.n + p->frozen.n;
+        pthread_mutex_unlock(&xs.cfs[i].pend->mu);
     }
     pthread_rwlock_unlock(&xs.lock);
 }
@@ -566,7 +862,8 @@ uint64_t xs_count(uint64_t id)
         return 0;
     pthread_rwlock_rdlock(&xs.lock);
     for (size_t at = find_cf(id, INT64_MIN, &have); at < xs.n && xs.cfs[at].id == id; at++)
-        k += prop(xs.cfs[at].h, "rocksdb.estimate-num-keys");
+        k += prop(xs.cfs[at].h, "rocksdb.estimate-num-keys") + xs.cfs[at].pend->buf.n +
+             xs.cfs[at].pend->frozen.n;
     pthread_rwlock_unlock(&xs.lock);
     return k;
 }

@@ -50,6 +50,10 @@ uint64_t xs_applied(void);
 /* Drop the periods of filters for which live(id) is false. */
 void xs_gc(bool (*live)(uint64_t id));
 
+/* A consistent copy of the store in path (which must not exist): hard
+ * links to its table files plus its own manifest (full resync). */
+bool xs_checkpoint(const char *path, char *err, size_t errlen);
+
 /* Compact every period down to its last level (tests, benchmarks, check). */
 void xs_compact(void);
 

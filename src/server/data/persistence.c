@@ -12,6 +12,7 @@
 #include "datadir.h"
 #include "datadir_fs.h"
 #include "exact.h"
+#include "exact_store.h"
 #include "log.h"
 #include "persist.h"
 #include "snapshot.h"
@@ -207,6 +208,9 @@ bool persist_resync_finish(const char *dir, uint64_t *next_lsn, char *err, size_
     wal_close();
     ks_flush();
     snapshot_init(dir);
+    /* A resync that shipped a store closed the old one to put it in place. */
+    if (!xs_ok())
+        exact_start(dir);
     if (!recovery_run(dir, next_lsn, false, err, errlen))
         return false;
     exact_recovered(*next_lsn);

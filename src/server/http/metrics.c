@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "http.h"
+#include "exact.h"
 #include "persist.h"
 #include "repl.h"
 #include "server.h"
@@ -157,6 +158,30 @@ static void persistence_series(textbuf *b)
           (double)load(&persist_dirty));
 }
 
+/* Exact filters' store (docs/EXACT.md), once exact filters are used. */
+static void exact_series(textbuf *b)
+{
+    exact_summary x;
+    if (!exact_summarize(&x))
+        return;
+    gauge(b, "bloomery_exact_store_up", "0 when the exact store could not be opened.",
+          x.store_ok ? 1 : 0);
+    gauge(b, "bloomery_exact_filters", "Exact filters in the keyspace.", (double)x.filters);
+    gauge(b, "bloomery_exact_store_periods", "Periods (column families) the store holds.",
+          (double)x.periods);
+    gauge(b, "bloomery_exact_store_keys", "Fingerprints the store holds (estimate).",
+          (double)x.keys);
+    gauge(b, "bloomery_exact_store_disk_bytes", "Bytes of the store's table files.",
+          (double)x.disk_bytes);
+    gauge(b, "bloomery_exact_store_buffer_bytes", "Bytes of fingerprints not yet in a table file.",
+          (double)x.buffer_bytes);
+    counter(b, "bloomery_exact_store_lookups_total", "Fingerprints looked up in the store.",
+            x.lookups);
+    counter(b, "bloomery_exact_store_puts_total", "Fingerprints written to the store.", x.puts);
+    gauge(b, "bloomery_exact_store_applied_lsn",
+          "The log position below which the store is complete.", (double)x.applied_lsn);
+}
+
 static void replication_series(textbuf *b)
 {
     repl_status rs;
@@ -276,6 +301,7 @@ bool metrics_render(const http_who *who, textbuf *b)
     server_series(b);
     command_series(b);
     persistence_series(b);
+    exact_series(b);
     replication_series(b);
     keys_series(who, b);
     return !b->failed;

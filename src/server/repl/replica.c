@@ -33,6 +33,7 @@
 #include "config.h"
 #include "datadir.h"
 #include "datadir_fs.h"
+#include "exact.h"
 #include "log.h"
 #include "persist.h"
 #include "repl_conn.h"
@@ -160,10 +161,61 @@ static bool store_chunk(repl_conn *c, chunk_hash h)
     return ok;
 }
 
+/* Exact filters' store (sender.c): the master's list (*files, *nfiles),
+ * the files not here yet asked for and kept; the caller builds DIR/exact
+ * from the list once the resync has begun. */
+static bool receive_store(repl_conn *c, exact_file **files_out, size_t *nfiles)
+{
+    uint8_t *list = NULL, *wire = NULL;
+    size_t llen, n = 0, k = 0;
+    exact_file *files = NULL;
+    char err[512];
+    bool ok = rc_read_bulk(c, &list, &llen, MAX_INDEX);
+    if (ok && !exact_manifest_decode(list, llen, &files, &n)) {
+        snprintf(c->err, sizeof(c->err), "exact store list from the master refused");
+        ok = false;
+    }
+    free(list);
+    if (ok && (wire = malloc(4 * (n ? n : 1))) == NULL) {
+        snprintf(c->err, sizeof(c->err), "out of memory");
+        ok = false;
+    }
+    for (size_t i = 0; ok && i < n; i++)
+        if (!exact_recv_have(repl_dir(), &files[i]))
+            le_store(wire + 4 * k++, i, 4);
+    char h[32];
+    int hl = snprintf(h, sizeof(h), "$%zu\r\n", 4 * k);
+    ok = ok && rc_send(c, h, (size_t)hl) && rc_send(c, wire, 4 * k) && rc_send(c, "\r\n", 2);
+    for (size_t j = 0; ok && j < k; j++) {
+        const exact_file *f = &files[le_load(wire + 4 * j, 4)];
+        uint8_t *data;
+        size_t len;
+        ok = rc_read_bulk(c, &data, &len, (size_t)f->size + 1);
+        if (ok) {
+            if (!exact_recv_store(repl_dir(), f, data, len, err, sizeof(err))) {
+                snprintf(c->err, sizeof(c->err), "%.400s", err);
+                ok = false;
+            }
+            free(data);
+        }
+    }
+    if (ok)
+        server_log(LOG_NOTICE, "Full resync: %zu exact store files fetched, %zu already here", k,
+                   n - k);
+    free(wire);
+    if (ok) {
+        *files_out = files;
+        *nfiles = n;
+    } else {
+        free(files);
+    }
+    return ok;
+}
+
 /* The index and the chunks it names that are not here yet. On success the
  * replica is ready to install (persist_resync_install). */
 static bool receive_snapshot(repl_conn *c, uint64_t offset, uint8_t **index, size_t *ilen,
-                             snap_index *ix)
+                             snap_index *ix, exact_file **xfiles, size_t *nx)
 {
     if (!rc_read_bulk(c, index, ilen, MAX_INDEX))
         return false;
@@ -211,6 +263,11 @@ static bool receive_snapshot(repl_conn *c, uint64_t offset, uint8_t **index, siz
     for (size_t i = 0; ok && i < k; i++)
         ok = store_chunk(c, want[i]);
     free(want);
+    bool exact = false;
+    for (uint64_t i = 0; i < ix->nkeys; i++)
+        exact = exact || ix->entries[i].exact != NULL;
+    if (ok && exact)
+        ok = receive_store(c, xfiles, nx);
     if (ok) {
         repl_count(&repl_stat_chunks_fetched, k);
         repl_count(&repl_stat_chunks_present, present);
@@ -398,15 +455,20 @@ static void run_once(void)
         snap_index ix = {0};
         char err[512];
         uint64_t in0 = c.bytes_in;
-        bool ok = receive_snapshot(&c, off, &index, &ilen, &ix);
+        exact_file *xfiles = NULL;
+        size_t nx = 0;
+        bool ok = receive_snapshot(&c, off, &index, &ilen, &ix, &xfiles, &nx);
         repl_count(&repl_stat_sync_bytes, c.bytes_in - in0);
         if (ok) {
             uint64_t log_from = snap_index_log_from(&ix);
             repl_forget_id();
             persist_resync_begin();
             repl_set_loading(true);
-            ok =
-                persist_resync_install(repl_dir(), index, ilen, ix.seq, log_from, err, sizeof(err));
+            /* The master's exact store replaces ours (persist_resync_finish
+             * opens it again). */
+            ok = xfiles == NULL || exact_recv_install(repl_dir(), xfiles, nx, err, sizeof(err));
+            ok = ok && persist_resync_install(repl_dir(), index, ilen, ix.seq, log_from, err,
+                                              sizeof(err));
             if (!ok) {
                 snprintf(c.err, sizeof(c.err), "installing the master's snapshot: %.200s", err);
                 finish_load(&c);
@@ -417,6 +479,7 @@ static void run_once(void)
         }
         snap_index_free(&ix);
         free(index);
+        free(xfiles);
         atomic_store(&L.syncing, false);
     } else {
         snprintf(c.err, sizeof(c.err), "PSYNC: unexpected reply '%.100s'", reply);

@@ -11,6 +11,10 @@
  *          <- $<16 k> the content hashes of the chunks the replica lacks
  *   $<n> each of those chunk files, in the order asked, read from disk
  *        and sent piece by piece: no copy of the data set in memory
+ *   when the snapshot holds exact filters, their store likewise:
+ *   $<n> the list of a store checkpoint's files (data/exact_ship.c)
+ *          <- $<4 k> the indexes of the files the replica lacks
+ *   $<n> each of those files
  *
  * then the log from the snapshot's start (from earlier when a restore in
  * progress needs older records). The log goes as bulk strings holding
@@ -38,6 +42,7 @@
 #include "config.h"
 #include "datadir.h"
 #include "datadir_fs.h"
+#include "exact.h"
 #include "log.h"
 #include "persist.h"
 #include "repl_conn.h"
@@ -96,12 +101,9 @@ static bool send_bulk_header(sender *s, uint64_t n)
     return rc_send(&s->conn, h, (size_t)l);
 }
 
-/* One chunk file, as stored (compressed), piece by piece. */
-static bool send_chunk_file(sender *s, chunk_hash h)
+/* One file as a bulk string, piece by piece: no copy in memory. */
+static bool send_file(sender *s, const char *path)
 {
-    char hex[33], path[4400];
-    chunk_hash_hex(h, hex);
-    snprintf(path, sizeof(path), "%s/chunks/%s.zst", repl_dir(), hex);
     int fd = datadir_open_read(path);
     struct stat st;
     if (fd < 0 || fstat(fd, &st) != 0) {
@@ -124,6 +126,59 @@ static bool send_chunk_file(sender *s, chunk_hash h)
     free(buf);
     close(fd);
     return ok && rc_send(&s->conn, "\r\n", 2);
+}
+
+/* One chunk file, as stored (compressed). */
+static bool send_chunk_file(sender *s, chunk_hash h)
+{
+    char hex[33], path[4400];
+    chunk_hash_hex(h, hex);
+    snprintf(path, sizeof(path), "%s/chunks/%s.zst", repl_dir(), hex);
+    return send_file(s, path);
+}
+
+static bool index_has_exact(const snap_index *ix)
+{
+    for (uint64_t i = 0; i < ix->nkeys; i++)
+        if (ix->entries[i].exact)
+            return true;
+    return false;
+}
+
+/* Exact filters' store, when the snapshot holds any: the list of a
+ * checkpoint's files, <- the indexes (u32 each) of those the replica
+ * lacks, and those files. */
+static bool send_store(sender *s, const snap_index *ix)
+{
+    exact_file *xf;
+    size_t nx, nwant = 0;
+    char err[512];
+    if (!exact_ship_prepare(repl_dir(), ix->start_lsn, &xf, &nx, err, sizeof(err))) {
+        server_log(LOG_WARNING, "Full resync of %s:%d: %s", s->peer.ip, s->peer.port, err);
+        return false;
+    }
+    pbuf b = {0};
+    exact_manifest_encode(&b, xf, nx);
+    bool ok = !b.failed && send_bulk_header(s, b.len) && rc_send(&s->conn, b.p, b.len) &&
+              rc_send(&s->conn, "\r\n", 2);
+    free(b.p);
+    uint8_t *want = NULL;
+    size_t wlen = 0;
+    ok = ok && rc_read_bulk(&s->conn, &want, &wlen, 4 * (nx + 1)) && wlen % 4 == 0;
+    for (size_t i = 0; ok && i < wlen / 4; i++, nwant++) {
+        uint32_t k = (uint32_t)le_load(want + 4 * i, 4);
+        char path[4400];
+        ok = k < nx;
+        if (ok)
+            exact_ship_path(repl_dir(), &xf[k], path, sizeof(path));
+        ok = ok && send_file(s, path);
+    }
+    if (ok)
+        server_log(LOG_NOTICE, "Full resync of replica %s:%d: %zu of %zu exact store files sent",
+                   s->peer.ip, s->peer.port, nwant, nx);
+    free(want);
+    free(xf);
+    return ok;
 }
 
 /* A snapshot for this sync, its index and the chunks the replica lacks;
@@ -182,6 +237,8 @@ static wal_reader *full_sync(sender *s, const char *id)
              send_chunk_file(s, h);
     }
     free(want);
+    if (ok && index_has_exact(ix))
+        ok = send_store(s, ix);
     if (!ok)
         goto fail;
     server_log(LOG_NOTICE,
