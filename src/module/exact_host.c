@@ -19,6 +19,10 @@ bool xs_open(const char *dir, char *err, size_t errlen)
 }
 
 void xs_close(void) {}
+bool xs_write_failing(void) { return false; }
+void xs_heal(void) {}
+
+void xs_close_failed(const char *why) { (void)why; }
 bool xs_ok(void) { return false; }
 const char *xs_error(void) { return NO_STORE; }
 
@@ -76,4 +80,10 @@ uint64_t xs_count(uint64_t id)
 {
     (void)id;
     return 0;
+}
+
+bool xs_reopen(const char *dir, char *err, size_t errlen)
+{
+    (void)dir;
+    return refuse(err, errlen);
 }

@@ -15,7 +15,8 @@
  *                     call and re-read when it changed; replace it with a
  *                     rename so it is never read half-written. Lines:
  *                       fsync=ok|eio|block|skip   (fsync, fdatasync, syncfs)
- *                       write=ok|eio              (write, pwrite, writev)
+ *                       write=ok|eio|enospc       (write, pwrite, writev;
+ *                                                 enospc: a full disk)
  *                       match=<substring>         faults only for paths
  *                                                 containing it
  *                       delay=<ms>                every sync takes that much
@@ -28,7 +29,9 @@
  * A file's size is taken just before the real sync: the bytes written
  * before the call are what a successful sync guarantees (a write racing the
  * sync may or may not be covered, so it is not claimed). "skip" returns 0
- * without syncing or journaling: a build without that fsync. The journal is
+ * without syncing or journaling: a build without that fsync; a syncfs leaves
+ * the files it matches out of its journal lines too, as if they lived on
+ * another file system (a store must not count on another's syncfs). The journal is
  * written with O_APPEND write(2): the page cache survives the SIGKILL that
  * ends the process, and the power cut is applied by the test afterwards.
  */
@@ -51,7 +54,7 @@
 #include <time.h>
 #include <unistd.h>
 
-enum { OK, FAIL_EIO, BLOCK, SKIP };
+enum { OK, FAIL_EIO, BLOCK, SKIP, FAIL_ENOSPC };
 
 typedef struct ctl {
     int fsync, write;
@@ -186,6 +189,8 @@ static int parse_mode(const char *v, bool sync)
 {
     if (strcmp(v, "eio") == 0)
         return FAIL_EIO;
+    if (!sync && strcmp(v, "enospc") == 0)
+        return FAIL_ENOSPC;
     if (sync && strcmp(v, "block") == 0)
         return BLOCK;
     if (sync && strcmp(v, "skip") == 0)
@@ -268,7 +273,7 @@ static int write_mode(int fd)
 }
 
 /* Every regular file under path with its size, one journal line each,
- * appended to *buf. */
+ * appended to *buf; not those whose syncs are skipped. */
 static void walk(const char *path, char **buf, size_t *len, size_t *cap)
 {
     DIR *d = opendir(path);
@@ -286,7 +291,7 @@ static void walk(const char *path, char **buf, size_t *len, size_t *cap)
             continue;
         if (S_ISDIR(st.st_mode)) {
             walk(sub, buf, len, cap);
-        } else if (S_ISREG(st.st_mode)) {
+        } else if (S_ISREG(st.st_mode) && sync_mode(sub, NULL) != SKIP) {
             size_t need = strlen(sub) + 32;
             if (*len + need > *cap) {
                 size_t ncap = (*cap ? *cap * 2 : 4096) + need;
@@ -358,6 +363,16 @@ static int do_sync(int fd, int kind)
     return rc;
 }
 
+/* A write the control file fails: errno set, true. */
+static bool write_failed(int fd)
+{
+    int mode = write_mode(fd);
+    if (mode != FAIL_EIO && mode != FAIL_ENOSPC)
+        return false;
+    errno = mode == FAIL_EIO ? EIO : ENOSPC;
+    return true;
+}
+
 int fsync(int fd) { return do_sync(fd, SYNC_FILE); }
 int fdatasync(int fd) { return do_sync(fd, SYNC_DATA); }
 int syncfs(int fd) { return do_sync(fd, SYNC_FS); }
@@ -365,40 +380,32 @@ int syncfs(int fd) { return do_sync(fd, SYNC_FS); }
 ssize_t write(int fd, const void *buf, size_t n)
 {
     ensure();
-    if (write_mode(fd) == FAIL_EIO) {
-        errno = EIO;
+    if (write_failed(fd))
         return -1;
-    }
     return real_write(fd, buf, n);
 }
 
 ssize_t pwrite(int fd, const void *buf, size_t n, off_t off)
 {
     ensure();
-    if (write_mode(fd) == FAIL_EIO) {
-        errno = EIO;
+    if (write_failed(fd))
         return -1;
-    }
     return real_pwrite(fd, buf, n, off);
 }
 
 ssize_t pwrite64(int fd, const void *buf, size_t n, off64_t off)
 {
     ensure();
-    if (write_mode(fd) == FAIL_EIO) {
-        errno = EIO;
+    if (write_failed(fd))
         return -1;
-    }
     return real_pwrite64(fd, buf, n, off);
 }
 
 ssize_t writev(int fd, const struct iovec *iov, int cnt)
 {
     ensure();
-    if (write_mode(fd) == FAIL_EIO) {
-        errno = EIO;
+    if (write_failed(fd))
         return -1;
-    }
     return real_writev(fd, iov, cnt);
 }
 

@@ -13,9 +13,10 @@ surviving or not (names follow the journal's renames at once), and part of
 an unsynced tail surviving (the cut is exactly at the synced size).
 
 Faults: ``Faults.set(fsync=..., write=..., match=..., delay=...)`` rewrites
-the shim's control file (see syncshim.c); the shim looks at it on every
-call. Use the ``faults`` fixture (import it into the test module) so the
-faults are cleared before the servers are stopped at teardown.
+the shim's control file (see syncshim.c; write="enospc" is a full disk); the
+shim looks at it on every call. Use the ``faults`` fixture (import it into
+the test module) so the faults are cleared before the servers are stopped at
+teardown.
 """
 import functools
 import os

@@ -321,7 +321,17 @@ bool bfInsertCommand(cmd_ctx *c)
     int items = v[I_ITEMS].at + 1;
     ks_ref ref;
     int64_t now = 0;
-    kv_entry *e = bfc_open_for_add(c, &ref, &p, !v[I_NOCREATE].at, &now);
+    /* AT never creates: only BF.RESERVE makes an exact filter. */
+    if (v[I_AT].at) {
+        kv_entry *x = ks_open(&ref, c->argv[1], c->argvlen[1], false);
+        bool missing = x == NULL;
+        ks_close(&ref);
+        if (missing) {
+            reply_error(&c->out, "ERR AT applies to EXACT filters only");
+            return false;
+        }
+    }
+    kv_entry *e = bfc_open_for_add(c, &ref, &p, !v[I_NOCREATE].at && !v[I_AT].at, &now);
     bool ok;
     if (e && v[I_AT].at && !e->obj->exact) {
         reply_error(&c->out, "ERR AT applies to EXACT filters only");

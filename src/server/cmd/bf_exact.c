@@ -190,8 +190,8 @@ static bool confirm(exact_meta *m, const int64_t *periods, size_t np, work *k, s
 bool bfc_exact_add(cmd_ctx *c, const char *key, size_t klen, kv_obj *o, bool has_at, int64_t at,
                    const char **items, const size_t *lens, size_t n, bool multi)
 {
-    if (!xs_ok()) {
-        reply_store_error(c, xs_error());
+    if (!exact_store_usable()) {
+        reply_store_error(c, exact_store_error());
         return false;
     }
     work k = {0};
@@ -287,7 +287,11 @@ void bfc_exact_check(cmd_ctx *c, kv_obj *o, const char **items, const size_t *le
         k.maybe[i] = win_check_hashed(w, hash_at(k.fps, i), now);
     int64_t periods[WIN_MAX_SLICES + 1];
     size_t np = exact_live_periods(w, now, periods);
-    bool ok = confirm(o->exact, periods, np, &k, n, err, sizeof(err));
+    bool ok = exact_store_usable();
+    if (!ok)
+        snprintf(err, sizeof(err), "%s", exact_store_error());
+    else
+        ok = confirm(o->exact, periods, np, &k, n, err, sizeof(err));
     pthread_mutex_unlock(&o->lock);
     for (size_t i = 0; i < n; i++) {
         if (ok || !k.maybe[i])

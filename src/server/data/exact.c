@@ -10,6 +10,7 @@
 #include <string.h>
 #include <sys/random.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "exact.h"
 #include "exact_store.h"
@@ -18,6 +19,7 @@
 #include "log.h"
 #include "persist.h"
 #include "snapshot_index.h"
+#include "util.h"
 
 uint64_t exact_period_ms(const win_t *w)
 {
@@ -157,6 +159,34 @@ exact_meta *exact_meta_decode(const uint8_t *p, size_t len)
     return exact_meta_new(le_load(p + 8, 8), le_load(p + 16, 8));
 }
 
+/* ---- a store short of what the log holds ---- */
+
+static struct {
+    pthread_mutex_t lock;
+    _Atomic bool set;
+    char why[600];
+} incomplete = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+static void mark_incomplete(const char *err)
+{
+    pthread_mutex_lock(&incomplete.lock);
+    if (!atomic_load(&incomplete.set)) {
+        snprintf(incomplete.why, sizeof(incomplete.why),
+                 "a write replayed at start failed (%.400s): restart once the store can be written",
+                 err);
+        atomic_store(&incomplete.set, true);
+        server_log(LOG_WARNING, "exact store: %s", incomplete.why);
+    }
+    pthread_mutex_unlock(&incomplete.lock);
+}
+
+bool exact_store_usable(void) { return xs_ok() && !atomic_load(&incomplete.set); }
+
+const char *exact_store_error(void)
+{
+    return atomic_load(&incomplete.set) ? incomplete.why : xs_error();
+}
+
 /* ---- replay ---- */
 
 const char *exact_replay(const wal_op *op, bool below_start)
@@ -181,18 +211,29 @@ const char *exact_replay(const wal_op *op, bool below_start)
             xs_drop(op->store_id, INT64_MIN, err, sizeof(err));
         return why;
     }
-    if (!exact_store_ready())
-        return "the exact store is unavailable";
-    if (op->type == WAL_EXACT_DROP)
-        return xs_drop(op->store_id, op->period, err, sizeof(err)) ? NULL : "store drop failed";
+    /* Without the store the window's part is still applied: its items
+     * then answer an error rather than "absent", and a snapshot keeps
+     * them. The log stays for the store's part (exact_log_needed). */
+    const char *store_why = exact_store_ready() ? NULL : "the exact store is unavailable";
+    if (op->type == WAL_EXACT_DROP) {
+        if (store_why)
+            return store_why;
+        if (xs_drop(op->store_id, op->period, err, sizeof(err)))
+            return NULL;
+        mark_incomplete(err);
+        return "store drop failed";
+    }
     /* WAL_EXACT_PUT: the store's part by the id the record names (the key
-     * may have been renamed or deleted since), then the window's. */
-    if (!xs_put(op->store_id, op->period, op->items, op->n, err, sizeof(err))) {
-        server_log(LOG_WARNING, "exact store: %s", err);
-        return "store write failed";
+     * may have been renamed or deleted since), then the window's. A failed
+     * write leaves the store short of what the window will say: it is
+     * marked incomplete (exact commands answer an error, the log is kept
+     * for a restart) and the window still takes the items. */
+    if (!store_why && !xs_put(op->store_id, op->period, op->items, op->n, err, sizeof(err))) {
+        mark_incomplete(err);
+        store_why = "store write failed";
     }
     if (below_start || !op->in_filter)
-        return NULL;
+        return store_why;
     ks_ref ref;
     const char *why;
     kv_entry *e = type_open_record_key(&ref, op, &window_type, false, &why);
@@ -204,7 +245,7 @@ const char *exact_replay(const wal_op *op, bool below_start)
         win_add_hashed(e->obj->v, h);
     }
     ks_close(&ref);
-    return NULL;
+    return store_why;
 }
 
 /* ---- persistence ---- */
@@ -233,8 +274,18 @@ bool exact_store_ready(void)
     if (xs_ok())
         return true;
     pthread_mutex_lock(&store.lock);
-    if (store.known && !store.tried)
+    if (store.known && !store.tried) {
         open_locked();
+        /* A store made now holds nothing from before this LSN: its mark,
+         * before anything is written to it (a replay's store gets its mark
+         * once recovery is done, exact_recovered). */
+        char err[512];
+        if (xs_ok() && !persist_replaying && xs_applied() == 0 &&
+            !xs_sync(wal_next_lsn(), err, sizeof(err))) {
+            server_log(LOG_WARNING, "The exact store cannot be used: %s", err);
+            xs_close_failed(err);
+        }
+    }
     pthread_mutex_unlock(&store.lock);
     return xs_ok();
 }
@@ -288,6 +339,9 @@ uint64_t exact_log_needed(void)
 void exact_sync(uint64_t l0)
 {
     char err[512];
+    /* A store short of the log keeps its mark: the log stays from there. */
+    if (atomic_load(&incomplete.set))
+        return;
     if (xs_ok() && !xs_sync(l0, err, sizeof(err)))
         server_log(LOG_WARNING, "exact store: %s (the log is kept from LSN %" PRIu64 ")", err,
                    xs_applied());
@@ -311,7 +365,8 @@ void exact_info(char *out, size_t outlen)
              "exact_lookups:%" PRIu64 "\r\n"
              "exact_puts:%" PRIu64 "\r\n"
              "exact_store_applied_lsn:%" PRIu64 "\r\n",
-             xs_ok() ? "ok" : "unavailable", xs_ok() ? "" : xs_error(), filters, s.periods, s.keys,
+             exact_store_usable() ? "ok" : "unavailable",
+             exact_store_usable() ? "" : exact_store_error(), filters, s.periods, s.keys,
              s.sst_bytes, s.memtable_bytes, s.gets, s.puts, xs_applied());
 }
 
@@ -327,7 +382,7 @@ bool exact_summarize(exact_summary *out)
         return false;
     xs_stats st;
     xs_get_stats(&st);
-    *out = (exact_summary){.store_ok = xs_ok(),
+    *out = (exact_summary){.store_ok = exact_store_usable(),
                            .filters = filters,
                            .periods = st.periods,
                            .keys = st.keys,
@@ -338,3 +393,5 @@ bool exact_summarize(exact_summary *out)
                            .applied_lsn = xs_applied()};
     return true;
 }
+
+void exact_heal(void) { xs_heal(); }

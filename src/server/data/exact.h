@@ -62,6 +62,10 @@ const char *exact_replay(const wal_op *op, bool below_start);
 void exact_start(const char *dir);
 /* Whether the store can be used, opening it the first time. */
 bool exact_store_ready(void);
+/* Whether it is open and holds everything the log says (false after a
+ * write replayed at start failed), and why not. */
+bool exact_store_usable(void);
+const char *exact_store_error(void);
 void exact_recovered(uint64_t next_lsn);
 void exact_stop(void);
 /* The first LSN the store still needs from the log (UINT64_MAX: none). */
@@ -70,6 +74,9 @@ uint64_t exact_log_needed(void);
 void exact_sync(uint64_t l0);
 /* Drop the periods of filters deleted since the last call. */
 void exact_gc(void);
+/* After table files could not be written: once the disk takes writes
+ * again, open the store again (from the cron, at most once a second). */
+void exact_heal(void);
 /* INFO's exact section. */
 void exact_info(char *out, size_t outlen);
 

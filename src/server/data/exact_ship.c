@@ -109,7 +109,8 @@ bool exact_ship_prepare(const char *dir, uint64_t start_lsn, exact_file **out, s
     size_t k = 0, cap = 0;
     bool ok = true;
     for (struct dirent *de; ok && (de = readdir(d)) != NULL;) {
-        if (de->d_name[0] == '.' || strlen(de->d_name) >= sizeof(files->name))
+        size_t nlen = strlen(de->d_name);
+        if (de->d_name[0] == '.' || nlen >= sizeof(files->name))
             continue;
         if (k == cap) {
             cap = cap ? 2 * cap : 64;
@@ -123,7 +124,7 @@ bool exact_ship_prepare(const char *dir, uint64_t start_lsn, exact_file **out, s
             files = p;
         }
         exact_file *f = &files[k];
-        snprintf(f->name, sizeof(f->name), "%s", de->d_name);
+        memcpy(f->name, de->d_name, nlen + 1); /* fits: checked above */
         char fp[4300];
         snprintf(fp, sizeof(fp), "%s/%s", path, f->name);
         if (!hash_file(fp, &f->size, &f->hash)) {

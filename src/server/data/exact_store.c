@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <rocksdb/c.h>
@@ -59,7 +60,12 @@ static struct {
     rocksdb_flushoptions_t *fo;
     rocksdb_envoptions_t *eo;
     rocksdb_ingestexternalfileoptions_t *io;
-    char tmpdir[4200];
+    char dir[4096], tmpdir[4200];
+    /* The last table file write failed (write_error says why): buffers
+     * then stop growing past XS_FAILED_FACTOR times their size. */
+    _Atomic bool write_failing;
+    pthread_mutex_t werr_lock;
+    char write_error[600];
     rocksdb_column_family_handle_t *def;
     /* The periods, sorted by (id, period). Readers and writers of the
      * store hold it shared; creating or dropping a period holds it
@@ -70,7 +76,11 @@ static struct {
     char error[8192];
     _Atomic bool ok;
     _Atomic uint64_t applied, gets, puts;
-} xs = {.lock = PTHREAD_RWLOCK_INITIALIZER, .error = "the exact store is not open"};
+} xs = {.lock = PTHREAD_RWLOCK_INITIALIZER,
+        .werr_lock = PTHREAD_MUTEX_INITIALIZER,
+        .error = "the exact store is not open"};
+
+#define XS_FAILED_FACTOR 4
 
 static bool flusher_start(void);
 static void flusher_stop(void);
@@ -181,7 +191,11 @@ static void make_options(void)
     rocksdb_options_set_target_file_size_base(xs.opts, 64u << 20);
     rocksdb_options_set_compression(xs.opts, rocksdb_no_compression);
     rocksdb_options_set_bottommost_compression(xs.opts, rocksdb_zstd_compression);
-    rocksdb_options_set_info_log_level(xs.opts, 2 /* warn */);
+    /* RocksDB's own LOG only gets its header at open: a LOG write that
+     * failed (a full disk) makes every later one abort in Debian's build,
+     * which keeps RocksDB's assertions. Errors reach our log through the
+     * statuses RocksDB returns. */
+    rocksdb_options_set_info_log_level(xs.opts, 5 /* header only */);
     rocksdb_options_set_keep_log_file_num(xs.opts, 2);
     rocksdb_options_set_bytes_per_sync(xs.opts, 1u << 20);
     xs.cache = rocksdb_cache_create_lru(XS_CACHE_BYTES);
@@ -236,7 +250,8 @@ static void fail_open(const char *msg, char *err, size_t errlen)
     free_options();
 }
 
-bool xs_open(const char *dir, char *err, size_t errlen)
+/* Open DIR/exact and its flusher; xs.ok is left to the caller. */
+static bool open_store(const char *dir, char *err, size_t errlen)
 {
     char path[4200], msg[8192];
     snprintf(path, sizeof(path), "%s/exact", dir);
@@ -253,6 +268,7 @@ bool xs_open(const char *dir, char *err, size_t errlen)
         fail_open(msg, err, errlen);
         return false;
     }
+    snprintf(xs.dir, sizeof(xs.dir), "%s", dir);
     /* Table files are written here, then moved into the store. */
     snprintf(xs.tmpdir, sizeof(xs.tmpdir), "%s/exact-tmp", dir);
     if (!datadir_mkdir(xs.tmpdir)) {
@@ -265,9 +281,11 @@ bool xs_open(const char *dir, char *err, size_t errlen)
     size_t nnames = 0;
     char **names = rocksdb_list_column_families(xs.opts, path, &nnames, &rerr);
     if (rerr) {
-        /* A new store has no column family list yet. */
+        /* A new store has no column family list yet. The call still
+         * allocated the (empty) list. */
         free(rerr);
         rerr = NULL;
+        rocksdb_list_column_families_destroy(names, nnames);
         names = NULL;
         nnames = 0;
     }
@@ -340,6 +358,76 @@ bool xs_open(const char *dir, char *err, size_t errlen)
         fail_open("can't start the exact store's flusher thread", err, errlen);
         return false;
     }
+    return true;
+}
+
+bool xs_open(const char *dir, char *err, size_t errlen)
+{
+    if (!open_store(dir, err, errlen))
+        return false;
+    atomic_store(&xs.ok, true);
+    return true;
+}
+
+bool xs_write_failing(void) { return atomic_load(&xs.write_failing); }
+
+bool xs_reopen(const char *dir, char *err, size_t errlen)
+{
+    /* The buffers stay: what they hold is acknowledged and not yet in a
+     * table file. */
+    atomic_store(&xs.ok, false);
+    flusher_stop();
+    pthread_rwlock_wrlock(&xs.lock);
+    xs_cf *kept = xs.cfs;
+    size_t nkept = xs.n;
+    xs.cfs = NULL;
+    xs.n = xs.cap = 0;
+    for (size_t i = 0; i < nkept; i++)
+        rocksdb_column_family_handle_destroy(kept[i].h);
+    if (xs.def)
+        rocksdb_column_family_handle_destroy(xs.def);
+    xs.def = NULL;
+    if (xs.db)
+        rocksdb_close(xs.db);
+    xs.db = NULL;
+    pthread_rwlock_unlock(&xs.lock);
+    free_options();
+    bool ok = open_store(dir, err, errlen);
+    pthread_rwlock_wrlock(&xs.lock);
+    for (size_t i = 0; ok && i < nkept; i++) {
+        bool have;
+        size_t at = find_cf(kept[i].id, kept[i].period, &have);
+        if (!have) {
+            char name[64], *rerr = NULL;
+            cf_name(name, sizeof(name), kept[i].id, kept[i].period);
+            rocksdb_column_family_handle_t *h =
+                rocksdb_create_column_family(xs.db, xs.opts, name, &rerr);
+            if (rerr) {
+                set_err(err, errlen, "can't create a period", rerr);
+                ok = false;
+                break;
+            }
+            if (!insert_cf(at, kept[i].id, kept[i].period, h)) {
+                rocksdb_column_family_handle_destroy(h);
+                snprintf(err, errlen, "out of memory reopening the exact store");
+                ok = false;
+                break;
+            }
+        }
+        free_pending(xs.cfs[at].pend);
+        xs.cfs[at].pend = kept[i].pend;
+        kept[i].pend = NULL;
+    }
+    pthread_rwlock_unlock(&xs.lock);
+    for (size_t i = 0; i < nkept; i++)
+        if (kept[i].pend)
+            free_pending(kept[i].pend);
+    free(kept);
+    if (!ok) {
+        xs_close_failed(err);
+        return false;
+    }
+    atomic_store(&xs.write_failing, false);
     atomic_store(&xs.ok, true);
     return true;
 }
@@ -365,6 +453,12 @@ void xs_close(void)
     pthread_rwlock_unlock(&xs.lock);
     free_options();
     snprintf(xs.error, sizeof(xs.error), "the exact store is closed");
+}
+
+void xs_close_failed(const char *why)
+{
+    xs_close();
+    snprintf(xs.error, sizeof(xs.error), "%s", why);
 }
 
 bool xs_ok(void) { return atomic_load(&xs.ok); }
@@ -475,7 +569,7 @@ static rocksdb_column_family_handle_t *open_period(uint64_t id, int64_t period, 
             rocksdb_create_column_family(xs.db, xs.opts, name, &rerr);
         if (rerr) {
             pthread_rwlock_unlock(&xs.lock);
-            set_err(err, errlen, "exact store: can't create a period", rerr);
+            set_err(err, errlen, "can't create a period", rerr);
             return NULL;
         }
         if (!insert_cf(at, id, period, h)) {
@@ -529,9 +623,14 @@ static bool write_table(const xs_cf *cf, const xs_buffer *b, char *err, size_t e
     }
     unlink(path);
     if (rerr) {
-        set_err(err, errlen, "exact store: writing a table file", rerr);
+        set_err(err, errlen, "writing a table file", rerr);
+        pthread_mutex_lock(&xs.werr_lock);
+        snprintf(xs.write_error, sizeof(xs.write_error), "%s", err);
+        pthread_mutex_unlock(&xs.werr_lock);
+        atomic_store(&xs.write_failing, true);
         return false;
     }
+    atomic_store(&xs.write_failing, false);
     return true;
 }
 
@@ -679,9 +778,14 @@ bool xs_put(uint64_t id, int64_t period, const uint8_t *fps, size_t n, char *err
     size_t limit = (size_t)atomic_load(&cfg.exact_buffer_keys);
     xs_buffer *b = &cf->pend->buf;
     bool ok = true;
+    /* Table files failing: the buffer keeps what they would hold, up to a
+     * bound; past it each put tries a write itself and is refused while
+     * that fails. */
+    if (atomic_load(&xs.write_failing) && b->n + n > XS_FAILED_FACTOR * limit)
+        ok = flush_pending(cf, err, errlen);
     /* Handed out before it would have to grow: a rehash costs more than a
      * smaller table file. */
-    if (b->n && b->n + n > b->cap)
+    else if (b->n && b->n + n > b->cap)
         ok = freeze(cf, err, errlen);
     if (ok && !(xb_reserve(b, limit) && xb_add_many(b, fps, n))) {
         snprintf(err, errlen, "out of memory writing the exact store");
@@ -701,7 +805,7 @@ static bool drop_at(size_t at, char *err, size_t errlen)
     char *rerr = NULL;
     rocksdb_drop_column_family(xs.db, xs.cfs[at].h, &rerr);
     if (rerr) {
-        set_err(err, errlen, "exact store: can't drop a period", rerr);
+        set_err(err, errlen, "can't drop a period", rerr);
         return false;
     }
     rocksdb_column_family_handle_destroy(xs.cfs[at].h);
@@ -866,4 +970,39 @@ uint64_t xs_count(uint64_t id)
              xs.cfs[at].pend->frozen.n;
     pthread_rwlock_unlock(&xs.lock);
     return k;
+}
+
+void xs_heal(void)
+{
+    static int64_t last_ms;
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    int64_t now = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+    if (!xs_ok() || !xs_write_failing() || now - last_ms < 1000)
+        return;
+    last_ms = now;
+    /* A file written and synced where table files go: the disk takes
+     * writes again. Only then is the store opened again (RocksDB refuses
+     * every write after one failed, until then). */
+    char path[4300];
+    static const uint8_t block[4096];
+    snprintf(path, sizeof(path), "%s/probe", xs.tmpdir);
+    int fd = datadir_create(path);
+    bool writable =
+        fd >= 0 && write(fd, block, sizeof(block)) == (ssize_t)sizeof(block) && fsync(fd) == 0;
+    if (fd >= 0)
+        close(fd);
+    datadir_unlink(path);
+    if (!writable)
+        return;
+    char dir[4096], err[1024];
+    snprintf(dir, sizeof(dir), "%s", xs.dir);
+    if (xs_reopen(dir, err, sizeof(err)))
+        server_log(LOG_NOTICE,
+                   "The exact store takes writes again: opened again after write errors");
+    else
+        server_log(LOG_WARNING,
+                   "The exact store could not be opened again (%s): exact filters answer errors "
+                   "until a restart, which replays the log into it",
+                   err);
 }

@@ -25,6 +25,17 @@
  * server still runs and exact filters answer xs_error(). */
 bool xs_open(const char *dir, char *err, size_t errlen);
 void xs_close(void);
+/* Whether the last table file could not be written (a full disk, an I/O
+ * error): RocksDB then refuses further writes until it is opened again. */
+bool xs_write_failing(void);
+/* Close and open it again, keeping what its buffers hold (a failed open
+ * closes it for good: xs_error says why). */
+bool xs_reopen(const char *dir, char *err, size_t errlen);
+/* After table files could not be written: once a file can be written and
+ * synced beside them again, reopen (the cron's, at most once a second). */
+void xs_heal(void);
+/* Close it for good with the reason xs_error() then gives. */
+void xs_close_failed(const char *why);
 /* Whether the store is open, and why not. */
 bool xs_ok(void);
 const char *xs_error(void);
@@ -34,6 +45,9 @@ const char *xs_error(void);
 bool xs_get(uint64_t id, const int64_t *periods, size_t np, const uint8_t *fps, size_t n,
             uint8_t *found, char *err, size_t errlen);
 /* Add n fingerprints to a period (created when missing). */
+/* After a table file could not be written, a period's buffer grows up to
+ * XS_FAILED_FACTOR times its size (kept for the next try), then puts are
+ * refused with that error until a write succeeds. */
 bool xs_put(uint64_t id, int64_t period, const uint8_t *fps, size_t n, char *err, size_t errlen);
 /* Drop one period, or every period of a filter (period INT64_MIN). */
 bool xs_drop(uint64_t id, int64_t period, char *err, size_t errlen);

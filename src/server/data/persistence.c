@@ -78,6 +78,7 @@ void persist_cron(void)
     if (atomic_load(&schedule_paused))
         return;
     exact_gc();
+    exact_heal();
     snapshot_stats st;
     snapshot_get_stats(&st);
     if (st.in_progress)
