@@ -19,6 +19,16 @@
  * place with fresh random ones (--no-refresh keeps them, and the stream
  * repeats), so adds keep adding new items.
  *
+ * `--dups F` makes a fraction F of the items duplicates of items sent
+ * earlier: the thread's items are then numbered (item = a bijective mix of
+ * the thread and a counter, so fresh items never collide) and a batch's
+ * items are written just before it is sent; a duplicate repeats one, drawn
+ * uniformly, of the thread's items whose replies are all in (below the
+ * oldest batch in flight), so the server has seen it whatever the order in
+ * which it serves the connections. Integer replies of 0 are counted: to
+ * BF.MADD into an exact filter they are exactly the duplicates; into a
+ * plain one, the duplicates and the false positives.
+ *
  * Replies are counted by scanning RESP (simple strings, errors, integers,
  * bulk strings, arrays, and RESP3's types), errors included at any depth:
  * the first one ends the run and the exit status is 1, unless --allow-errors
@@ -31,7 +41,8 @@
  *
  *   build/bench/loadgen [-h HOST] [-p PORT] [-t THREADS] [-c CONNS/THREAD]
  *       [-P PIPELINE] [-n REQUESTS | -d SECONDS] --cmd TEMPLATE [-i ITEMS]
- *       [-k KEYS] [--server-pid PID [--server-cores N]] [--allow-errors]
+ *       [-k KEYS] [--dups F] [--server-pid PID [--server-cores N]]
+ *       [--allow-errors]
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -85,7 +96,8 @@ static struct {
     uint64_t seed;
     int server_pid;
     int server_cores;
-} opt = {"127.0.0.1", 6379, 1, 50, 1, 0, 0, NULL, 1, 1, 0, true, false, 1, 0, 0};
+    double dups; /* < 0: items are random, refreshed after the reply */
+} opt = {"127.0.0.1", 6379, 1, 50, 1, 0, 0, NULL, 1, 1, 0, true, false, 1, 0, 0, -1};
 
 /* The template split into arguments; `item_arg` is the placeholder's index
  * (-1: none). */
@@ -116,6 +128,7 @@ struct conn {
     uint32_t next;      /* first request of the next batch */
     uint32_t first, n;  /* the batch in flight */
     uint32_t pending;   /* its replies not yet read */
+    uint64_t id_lo;     /* --dups: the batch in flight's first item number */
     uint64_t sent_at;
     bool writing, deferred, closed;
     struct parser ps;
@@ -134,6 +147,9 @@ struct worker {
     uint64_t rng;
     char *rbuf;
     uint64_t requests, errors, batches;
+    uint64_t zeros;                      /* integer replies of 0 */
+    uint64_t next_id, fresh, duplicates; /* --dups */
+    uint64_t dup_threshold;
     uint64_t hist[HIST_BUCKETS];
     char first_error[128];
 };
@@ -260,6 +276,35 @@ static void refresh_items(struct conn *c, uint32_t first, uint32_t n)
     }
 }
 
+/* --dups: the items of the requests [first, first + n), just before they are
+ * sent. A duplicate is one of the thread's items below the oldest batch in
+ * flight on any of its connections, all of which have been answered. */
+static void fill_items(struct conn *c, uint32_t first, uint32_t n)
+{
+    struct worker *w = c->w;
+    uint64_t answered = w->next_id;
+    for (int i = 0; i < opt.conns; i++) {
+        if (w->conns[i].id_lo < answered)
+            answered = w->conns[i].id_lo;
+    }
+    c->id_lo = w->next_id;
+    uint64_t base = (uint64_t)w->id << 40, key = splitmix(opt.seed ^ 0xd0b5);
+    for (uint32_t r = first; r < first + n; r++) {
+        char *p = c->stream + c->item_off[r] + 5;
+        for (int i = 0; i < opt.items; i++, p += ITEM_BYTES) {
+            uint64_t id;
+            if (answered && xorshift(&w->rng) < w->dup_threshold) {
+                id = xorshift(&w->rng) % answered;
+                w->duplicates++;
+            } else {
+                id = w->next_id++;
+                w->fresh++;
+            }
+            put_item(p, splitmix((base | id) ^ key));
+        }
+    }
+}
+
 /* ---- replies ---- */
 
 /* One element is complete: returns 1 when that completes a top-level reply. */
@@ -319,6 +364,7 @@ static uint32_t parse(struct parser *ps, struct worker *w, const char *p, const 
         if (!ps->type) {
             /* The usual reply to an add or a check, in one step. */
             if (end - p >= 4 && p[0] == ':' && p[2] == '\r' && p[3] == '\n') {
+                w->zeros += p[1] == '0';
                 p += 4;
                 done += element_done(ps);
                 continue;
@@ -376,7 +422,10 @@ static uint32_t parse(struct parser *ps, struct worker *w, const char *p, const 
             else
                 push_array(ps, (uint64_t)num);
             break;
-        default: done += element_done(ps); break;
+        default:
+            w->zeros += type == ':' && num == 0;
+            done += element_done(ps);
+            break;
         }
     }
     return done;
@@ -444,6 +493,8 @@ static void send_batch(struct conn *c)
     c->first = first;
     c->n = n;
     c->pending = n;
+    if (opt.dups >= 0 && item_arg >= 0)
+        fill_items(c, first, n);
     c->next = (first + (uint32_t)opt.pipeline) % c->nreq;
     c->sent_at = uv_hrtime();
     uv_buf_t b = uv_buf_init(c->stream + from, (unsigned)(to - from));
@@ -501,7 +552,8 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *b)
     hist_add(w, uv_hrtime() - c->sent_at);
     w->requests += c->n;
     w->batches++;
-    if (opt.refresh && item_arg >= 0)
+    c->id_lo = UINT64_MAX;
+    if (opt.refresh && opt.dups < 0 && item_arg >= 0)
         refresh_items(c, c->first, c->n);
     if (c->writing)
         c->deferred = true;
@@ -541,6 +593,7 @@ static void *run_worker(void *arg)
     for (int i = 0; i < opt.conns; i++) {
         struct conn *c = &w->conns[i];
         c->w = w;
+        c->id_lo = UINT64_MAX;
         c->nreq = (uint32_t)opt.stream;
         build_stream(c, &w->rng);
         uv_tcp_init(&w->loop, &c->tcp);
@@ -650,6 +703,7 @@ static void usage(FILE *f)
                "      --no-refresh           send the same encoded items again, never new ones\n"
                "      --seed N               random seed (1)\n"
                "      --allow-errors         error replies are counted, not fatal\n"
+               "      --dups F               a fraction F of the items repeat earlier ones\n"
                "      --server-pid PID       also measure that process's CPU time\n"
                "      --server-cores N       cores the server may use (default: its affinity)\n");
 }
@@ -666,7 +720,7 @@ static uint64_t num_arg(const char *s, const char *name, uint64_t min, uint64_t 
 
 static void parse_options(int argc, char **argv)
 {
-    enum { O_CMD = 256, O_STREAM, O_NOREFRESH, O_SEED, O_ALLOW, O_SPID, O_SCORES, O_HELP };
+    enum { O_CMD = 256, O_STREAM, O_NOREFRESH, O_SEED, O_ALLOW, O_SPID, O_SCORES, O_DUPS, O_HELP };
     static const struct option longopts[] = {
         {"host", required_argument, NULL, 'h'},
         {"port", required_argument, NULL, 'p'},
@@ -684,6 +738,7 @@ static void parse_options(int argc, char **argv)
         {"allow-errors", no_argument, NULL, O_ALLOW},
         {"server-pid", required_argument, NULL, O_SPID},
         {"server-cores", required_argument, NULL, O_SCORES},
+        {"dups", required_argument, NULL, O_DUPS},
         {"help", no_argument, NULL, O_HELP},
         {NULL, 0, NULL, 0},
     };
@@ -712,6 +767,13 @@ static void parse_options(int argc, char **argv)
         case O_ALLOW: opt.allow_errors = true; break;
         case O_SPID: opt.server_pid = (int)num_arg(optarg, "--server-pid", 1, INT32_MAX); break;
         case O_SCORES: opt.server_cores = (int)num_arg(optarg, "--server-cores", 1, 65536); break;
+        case O_DUPS: {
+            char *end;
+            opt.dups = strtod(optarg, &end);
+            if (*end || end == optarg || !(opt.dups >= 0 && opt.dups < 1))
+                die("--dups: %s is not a fraction in [0, 1)", optarg);
+            break;
+        }
         case O_HELP: usage(stdout); exit(0);
         default: usage(stderr); exit(2);
         }
@@ -738,6 +800,8 @@ static void parse_options(int argc, char **argv)
     }
     if (opt.items > 1 && item_arg < 0)
         die("--items-per-request needs a {} in --cmd");
+    if (opt.dups >= 0 && item_arg < 0)
+        die("--dups needs a {} in --cmd");
     if (opt.keys > 1 && (nargs < 2 || item_arg == 1))
         die("--keys needs a key after the command name");
 
@@ -786,6 +850,7 @@ int main(int argc, char **argv)
         w->id = t;
         w->rng = splitmix(opt.seed * 0x100000001b3ULL + (uint64_t)t) | 1;
         w->budget = UINT64_MAX;
+        w->dup_threshold = opt.dups > 0 ? (uint64_t)(opt.dups * 18446744073709551615.0) : 0;
         if (opt.requests) {
             w->budget = opt.requests / (uint64_t)opt.threads +
                         ((uint64_t)t < opt.requests % (uint64_t)opt.threads);
@@ -810,7 +875,7 @@ int main(int argc, char **argv)
     double user1, sys1;
     rusage_cpu(&user1, &sys1);
 
-    uint64_t requests = 0, errors = 0, batches = 0;
+    uint64_t requests = 0, errors = 0, batches = 0, zeros = 0, fresh = 0, duplicates = 0;
     static uint64_t hist[HIST_BUCKETS];
     const char *first_error = "";
     for (int t = 0; t < opt.threads; t++) {
@@ -818,6 +883,9 @@ int main(int argc, char **argv)
         requests += w->requests;
         errors += w->errors;
         batches += w->batches;
+        zeros += w->zeros;
+        fresh += w->fresh;
+        duplicates += w->duplicates;
         for (int i = 0; i < HIST_BUCKETS; i++)
             hist[i] += w->hist[i];
         if (!first_error[0])
@@ -846,6 +914,11 @@ int main(int argc, char **argv)
            ", \"first_error\": ",
            requests, items, errors);
     json_string(first_error);
+    printf(", \"replies_zero\": %" PRIu64, zeros);
+    if (opt.dups >= 0) {
+        printf(", \"dups\": %g, \"items_fresh\": %" PRIu64 ", \"items_dup\": %" PRIu64, opt.dups,
+               fresh, duplicates);
+    }
     printf(", \"wall_s\": %.4f, \"requests_s\": %.0f, \"items_s\": %.0f,\n", wall,
            (double)requests / wall, (double)items / wall);
     printf(" \"latency_us\": {\"p50\": %.1f, \"p99\": %.1f, \"p999\": %.1f, \"max\": %.1f, "
