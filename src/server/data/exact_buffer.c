@@ -98,15 +98,23 @@ static int cmp_key(const void *a, const void *b) { return memcmp(a, b, XB_KEY); 
 
 uint8_t *xb_sorted(const xs_buffer *b)
 {
+    uint8_t *out = malloc(b->n ? b->n * XB_KEY : 1);
+    if (out)
+        xb_sorted_into(b, out);
+    return out;
+}
+
+void xb_sorted_into(const xs_buffer *b, uint8_t *out)
+{
     /* One counting pass on the first two bytes, then each bucket (a few
      * dozen keys at most sizes) sorted on its own. */
     enum { BUCKETS = 1 << 16 };
     size_t *start = calloc(BUCKETS + 1, sizeof(size_t));
-    uint8_t *out = malloc(b->n ? b->n * XB_KEY : 1);
-    if (start == NULL || out == NULL) {
-        free(start);
-        free(out);
-        return NULL;
+    if (start == NULL) {
+        /* Without the counts: one sort of the whole. */
+        memcpy(out, b->keys, b->n * XB_KEY);
+        qsort(out, b->n, XB_KEY, cmp_key);
+        return;
     }
     for (size_t i = 0; i < b->n; i++) {
         const uint8_t *k = b->keys + XB_KEY * i;
@@ -123,7 +131,13 @@ uint8_t *xb_sorted(const xs_buffer *b)
         if (start[i] - from > 1)
             qsort(out + XB_KEY * from, start[i] - from, XB_KEY, cmp_key);
     free(start);
-    return out;
+}
+
+void xb_recycle(xs_buffer *b)
+{
+    if (b->slot)
+        memset(b->slot, 0, 2 * b->cap * sizeof(uint64_t));
+    b->n = 0;
 }
 
 void xb_clear(xs_buffer *b)

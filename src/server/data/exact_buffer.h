@@ -35,6 +35,11 @@ bool xb_add_many(xs_buffer *b, const uint8_t *keys, size_t n);
  * memory): b stays as it is until it is written out. */
 uint8_t *xb_sorted(const xs_buffer *b);
 void xb_clear(xs_buffer *b);
+/* Empty it but keep its memory for the next keys: the index is zeroed in
+ * place, where fresh memory would be zeroed by page faults. */
+void xb_recycle(xs_buffer *b);
+/* xb_sorted into out, which holds b->n keys. */
+void xb_sorted_into(const xs_buffer *b, uint8_t *out);
 /* Bytes held. */
 size_t xb_bytes(const xs_buffer *b);
 

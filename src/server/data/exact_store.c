@@ -41,6 +41,11 @@ typedef struct xs_pending {
     xs_buffer buf;       /* taking adds */
     xs_buffer frozen;    /* full, being written out by the flusher; still read */
     bool busy;           /* frozen is in the flusher's hands */
+    /* Memory kept from a buffer written out, for the next one, and where
+     * keys are sorted: fresh memory costs a page fault per page. */
+    xs_buffer spare;
+    uint8_t *sorted;
+    size_t sorted_cap;
 } xs_pending;
 
 typedef struct xs_cf {
@@ -167,6 +172,8 @@ static void free_pending(xs_pending *p)
 {
     xb_clear(&p->buf);
     xb_clear(&p->frozen);
+    xb_clear(&p->spare);
+    free(p->sorted);
     pthread_mutex_destroy(&p->mu);
     pthread_cond_destroy(&p->idle);
     free(p);
@@ -600,11 +607,19 @@ static bool write_table(const xs_cf *cf, const xs_buffer *b, char *err, size_t e
 {
     if (b->n == 0)
         return true;
-    uint8_t *keys = xb_sorted(b);
-    if (keys == NULL) {
-        snprintf(err, errlen, "out of memory writing the exact store");
-        return false;
+    /* One writer per period at a time (busy, or pend->mu held). */
+    xs_pending *pend = cf->pend;
+    if (pend->sorted_cap < b->n) {
+        free(pend->sorted);
+        pend->sorted = malloc(b->n * XB_KEY);
+        pend->sorted_cap = pend->sorted ? b->n : 0;
+        if (pend->sorted == NULL) {
+            snprintf(err, errlen, "out of memory writing the exact store");
+            return false;
+        }
     }
+    uint8_t *keys = pend->sorted;
+    xb_sorted_into(b, keys);
     static _Atomic uint64_t seq;
     char path[4400], *rerr = NULL;
     snprintf(path, sizeof(path), "%s/%016" PRIx64 ".%" PRId64 ".%" PRIu64 ".sst", xs.tmpdir, cf->id,
@@ -616,7 +631,6 @@ static bool write_table(const xs_cf *cf, const xs_buffer *b, char *err, size_t e
     if (rerr == NULL)
         rocksdb_sstfilewriter_finish(w, &rerr);
     rocksdb_sstfilewriter_destroy(w);
-    free(keys);
     if (rerr == NULL) {
         const char *files[1] = {path};
         rocksdb_ingest_external_file_cf(xs.db, cf->h, files, 1, xs.io, &rerr);
@@ -665,7 +679,13 @@ static bool flush_frozen(const xs_cf *cf, char *err, size_t errlen)
             if (!xb_add(&pend->buf, pend->frozen.keys + XB_KEY * i))
                 break;
     }
-    xb_clear(&pend->frozen);
+    if (pend->spare.cap == 0) {
+        xb_recycle(&pend->frozen);
+        pend->spare = pend->frozen;
+        memset(&pend->frozen, 0, sizeof(pend->frozen));
+    } else {
+        xb_clear(&pend->frozen);
+    }
     pend->busy = false;
     pthread_cond_broadcast(&pend->idle);
     pthread_mutex_unlock(&pend->mu);
@@ -745,7 +765,8 @@ static bool freeze(const xs_cf *cf, char *err, size_t errlen)
     }
     fl.q[fl.n++] = (fl_job){cf->id, cf->period};
     pend->frozen = pend->buf;
-    memset(&pend->buf, 0, sizeof(pend->buf));
+    pend->buf = pend->spare;
+    memset(&pend->spare, 0, sizeof(pend->spare));
     pend->busy = true;
     pthread_cond_signal(&fl.cv);
     pthread_mutex_unlock(&fl.mu);
@@ -870,7 +891,8 @@ bool xs_sync(uint64_t upto, char *err, size_t errlen)
         bool some = pend->buf.n > 0;
         if (some) {
             pend->frozen = pend->buf;
-            memset(&pend->buf, 0, sizeof(pend->buf));
+            pend->buf = pend->spare;
+            memset(&pend->spare, 0, sizeof(pend->spare));
             pend->busy = true;
         }
         pthread_mutex_unlock(&pend->mu);
