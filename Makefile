@@ -15,9 +15,9 @@ ASAN_BUILD  ?= build-asan
 TSAN_BUILD  ?= build-tsan
 FUZZ_BUILD  ?= build-fuzz
 JOBS        ?= $(shell nproc)
-# Seconds each fuzz target runs in `make test` (the 21 targets take both
-# cores for FUZZ_SECONDS x 21 / 2); `make fuzz FUZZ_SECONDS=600` for a long run.
-FUZZ_SECONDS ?= 20
+# Seconds each fuzz target runs in `make test` (the 22 targets take both
+# cores for FUZZ_SECONDS x 22 / 2); `make fuzz FUZZ_SECONDS=600` for a long run.
+FUZZ_SECONDS ?= 12
 SHARDS      ?= 3
 
 PY          := /usr/bin/python3 -m pytest -q -p no:cacheprovider
