@@ -21,6 +21,7 @@
 
 #include "bloomery/window.h"
 #include "check_exact.h"
+#include "exact_manifest.h"
 #include "hset.h"
 #include "le.h"
 
@@ -83,18 +84,6 @@ static const kept *find_kept(uint64_t id)
         if (keys[i].id == id)
             return &keys[i];
     return NULL;
-}
-
-static bool parse_name(const char *name, uint64_t *id, int64_t *period)
-{
-    char *end;
-    if (name[0] != 'x' || strlen(name) < 19 || name[17] != '.')
-        return false;
-    *id = strtoull(name + 1, &end, 16);
-    if (end != name + 17)
-        return false;
-    *period = strtoll(name + 18, &end, 10);
-    return *end == '\0';
 }
 
 /* The slice of w that starts at period, or NULL. */
@@ -193,7 +182,7 @@ void check_exact_run(const char *dir, void (*problem)(const char *))
     for (size_t i = 0; db && i < nnames; i++) {
         uint64_t id;
         int64_t period;
-        if (!parse_name(names[i], &id, &period))
+        if (!exact_period_parse(names[i], &id, &period))
             continue;
         const kept *k = find_kept(id);
         if (k)

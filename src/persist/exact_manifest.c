@@ -1,5 +1,8 @@
 /* The list of exact store files a master sends in a full resync
  * (exact_manifest.h). */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -56,4 +59,22 @@ bool exact_manifest_decode(const uint8_t *p, size_t len, exact_file **out, size_
 bad:
     free(files);
     return false;
+}
+
+void exact_period_name(char *out, size_t len, uint64_t id, int64_t period)
+{
+    snprintf(out, len, "x%016" PRIx64 ".%" PRId64, id, period);
+}
+
+bool exact_period_parse(const char *name, uint64_t *id, int64_t *period)
+{
+    char *end;
+    if (name[0] != 'x' || strlen(name) < 19 || name[17] != '.')
+        return false;
+    errno = 0;
+    *id = strtoull(name + 1, &end, 16);
+    if (end != name + 17 || errno)
+        return false;
+    *period = strtoll(name + 18, &end, 10);
+    return *end == '\0' && errno == 0;
 }

@@ -20,6 +20,11 @@ typedef struct exact_file {
     chunk_hash hash; /* XXH3-128 of its bytes */
 } exact_file;
 
+/* A store period's column family name, x<id, 16 hex>.<period start ms>:
+ * made by the server, read back by it at open and by check-data. */
+void exact_period_name(char *out, size_t len, uint64_t id, int64_t period);
+bool exact_period_parse(const char *name, uint64_t *id, int64_t *period);
+
 void exact_manifest_encode(pbuf *b, const exact_file *files, size_t n);
 /* Every length checked; a name that is not a bare file name of the store
  * (empty, with '/' or NUL, starting with '.') refuses the list. */

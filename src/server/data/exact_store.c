@@ -24,6 +24,7 @@
 #include "config.h"
 #include "datadir_fs.h"
 #include "exact_buffer.h"
+#include "exact_manifest.h"
 #include "exact_store.h"
 #include "le.h"
 #include "log.h"
@@ -94,24 +95,6 @@ static void set_err(char *err, size_t errlen, const char *what, char *rerr)
 {
     snprintf(err, errlen, "%s: %s", what, rerr ? rerr : "unknown error");
     free(rerr);
-}
-
-static void cf_name(char *out, size_t len, uint64_t id, int64_t period)
-{
-    snprintf(out, len, "x%016" PRIx64 ".%" PRId64, id, period);
-}
-
-static bool parse_cf_name(const char *name, uint64_t *id, int64_t *period)
-{
-    char *end;
-    if (name[0] != 'x' || strlen(name) < 19 || name[17] != '.')
-        return false;
-    errno = 0;
-    *id = strtoull(name + 1, &end, 16);
-    if (end != name + 17 || errno)
-        return false;
-    *period = strtoll(name + 18, &end, 10);
-    return *end == '\0' && errno == 0;
 }
 
 static int cmp_cf(uint64_t id, int64_t period, const xs_cf *c)
@@ -326,7 +309,7 @@ static bool open_store(const char *dir, char *err, size_t errlen)
         bool found;
         if (strcmp(cfn[i], "default") == 0) {
             xs.def = hs[i];
-        } else if (parse_cf_name(cfn[i], &id, &period)) {
+        } else if (exact_period_parse(cfn[i], &id, &period)) {
             size_t at = find_cf(id, period, &found);
             if (!insert_cf(at, id, period, hs[i])) {
                 snprintf(msg, sizeof(msg), "out of memory opening %s", path);
@@ -406,7 +389,7 @@ bool xs_reopen(const char *dir, char *err, size_t errlen)
         size_t at = find_cf(kept[i].id, kept[i].period, &have);
         if (!have) {
             char name[64], *rerr = NULL;
-            cf_name(name, sizeof(name), kept[i].id, kept[i].period);
+            exact_period_name(name, sizeof(name), kept[i].id, kept[i].period);
             rocksdb_column_family_handle_t *h =
                 rocksdb_create_column_family(xs.db, xs.opts, name, &rerr);
             if (rerr) {
@@ -571,7 +554,7 @@ static rocksdb_column_family_handle_t *open_period(uint64_t id, int64_t period, 
     at = find_cf(id, period, &have);
     if (!have) {
         char name[64], *rerr = NULL;
-        cf_name(name, sizeof(name), id, period);
+        exact_period_name(name, sizeof(name), id, period);
         rocksdb_column_family_handle_t *h =
             rocksdb_create_column_family(xs.db, xs.opts, name, &rerr);
         if (rerr) {
