@@ -43,6 +43,15 @@ def save(c):
     assert c.info("persistence")["bloomery_snapshot_seq"] == seq + 1
 
 
+def exact_server(servers):
+    """A server of this suite's settings holding the exact filter x."""
+    s = Server(*ARGS)
+    servers.append(s)
+    c = s.client()
+    c.execute_command("BF.RESERVE", "x", 0.01, 100000, "EXACT")
+    return s, c
+
+
 @pytest.fixture
 def servers():
     made = []
@@ -53,10 +62,7 @@ def servers():
 
 
 def test_clean_store_passes(servers):
-    s = Server(*ARGS)
-    servers.append(s)
-    c = s.client()
-    c.execute_command("BF.RESERVE", "x", 0.01, 100000, "EXACT")
+    s, c = exact_server(servers)
     add(c, "x", ["a%d" % i for i in range(3000)])
     save(c)
     # After the snapshot: in the store's table files and buffer, and in the
@@ -71,10 +77,7 @@ def test_clean_store_passes(servers):
 
 
 def test_store_ahead_of_snapshot_and_log_fails(servers):
-    s = Server(*ARGS)
-    servers.append(s)
-    c = s.client()
-    c.execute_command("BF.RESERVE", "x", 0.01, 100000, "EXACT")
+    s, c = exact_server(servers)
     add(c, "x", ["a%d" % i for i in range(2000)])
     save(c)
     early = os.path.join(s.dir, "early")
@@ -94,10 +97,7 @@ def test_store_ahead_of_snapshot_and_log_fails(servers):
 
 
 def test_damaged_table_file_fails(servers):
-    s = Server(*ARGS)
-    servers.append(s)
-    c = s.client()
-    c.execute_command("BF.RESERVE", "x", 0.01, 100000, "EXACT")
+    s, c = exact_server(servers)
     add(c, "x", ["a%d" % i for i in range(3000)])
     save(c)
     s.stop()
@@ -115,10 +115,7 @@ def test_damaged_table_file_fails(servers):
 
 
 def test_missing_store_fails(servers):
-    s = Server(*ARGS)
-    servers.append(s)
-    c = s.client()
-    c.execute_command("BF.RESERVE", "x", 0.01, 100000, "EXACT")
+    s, c = exact_server(servers)
     add(c, "x", ["a%d" % i for i in range(100)])
     save(c)
     s.stop()
