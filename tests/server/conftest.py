@@ -151,7 +151,7 @@ class Server:
             self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT,
                                          env=None if env is None else {**os.environ, **env},
                                          preexec_fn=preexec_fn)
-            deadline = time.time() + 20
+            deadline = time.time() + 60  # a sanitizer build on a loaded machine
             while not listening(self.proc.pid, self.port):
                 if self.proc.poll() is not None or time.time() > deadline:
                     break

@@ -467,7 +467,7 @@ def test_console_in_chromium(start_server):
         b.wait_css("#ro-badge")
         b.wait_gone("#add-form")
         assert c.execute_command("BF.CONFIG", "emails", "READONLY") == b"yes"
-        assert b.css("#check-form")[0].is_displayed()
+        b.wait(lambda: b.css("#check-form")[0].is_displayed(), "the check form")
         b.click("#view-actions button.readonly")
         b.wait_css("#add-form")
         b.wait_gone("#ro-badge")
@@ -501,7 +501,7 @@ def test_console_in_chromium(start_server):
         assert not b.errors()
 
         # A user who may not write sees no control that writes.
-        assert b.css("#create")[0].is_displayed()
+        b.wait(lambda: b.css("#create")[0].is_displayed(), "the create form")
         c.execute_command("ACL", "SETUSER", "default", "-@write")
         drv.refresh()
         b.wait(lambda: row("emails"), "the emails row")
