@@ -199,6 +199,24 @@ def test_per_key_series_are_bounded(start_server):
     m = parse(scrape(s))
     assert len([k for k in m if k[0] == "bloomery_filter_items"]) == 3
     assert value(m, "bloomery_filter_series_truncated") == 1
+    # The first in key order, whatever order the keyspace's scan meets them
+    # in: among 500 keys that scan order is all but never the names'.
+    c.execute_command("BF.MADD", "g", "x")
+    p = c.pipeline(transaction=False)
+    for i in range(500):
+        p.execute_command("BF.ADD", "h%03d" % i, "x")
+    p.execute()
+    m = parse(scrape(s))
+    assert sorted(dict(k[1])["key"] for k in m if k[0] == "bloomery_filter_items") \
+        == ["f0", "f1", "f2"]
+    c.config_set("metrics-max-key-series", 200)
+    m = parse(scrape(s))
+    assert sorted(dict(k[1])["key"] for k in m if k[0] == "bloomery_filter_items") \
+        == sorted(["f%d" % i for i in range(10)] + ["g"] + ["h%03d" % i for i in range(189)])
+    for i in range(500):
+        p.delete("h%03d" % i)
+    p.delete("g")
+    p.execute()
     c.config_set("metrics-max-key-series", 100)
     m = parse(scrape(s))
     assert len([k for k in m if k[0] == "bloomery_filter_items"]) == 10

@@ -15,6 +15,44 @@
 
 #define SCAN_STEP 64
 
+static int by_key(const void *a, const void *b)
+{
+    const filter_row *x = a, *y = b;
+    size_t n = x->klen < y->klen ? x->klen : y->klen;
+    int c = memcmp(x->key, y->key, n);
+    return c ? c : (x->klen > y->klen) - (x->klen < y->klen);
+}
+
+static void row_release(filter_row *r)
+{
+    kv_obj_free(r->obj);
+    free(r->key);
+}
+
+/* Rows in key order, one per key (the scan may return a key twice, in a
+ * table that grew meanwhile), the first limit of them. Run whenever twice
+ * the limit has gathered, so the limit is the first filters by name, not
+ * the first the scan met, in memory bounded by the limit (and a step). */
+static void trim(filter_list *fl)
+{
+    if (fl->n)
+        qsort(fl->rows, fl->n, sizeof(*fl->rows), by_key);
+    size_t out = 0;
+    for (size_t i = 0; i < fl->n; i++) {
+        filter_row *r = &fl->rows[i];
+        if (out > 0 && by_key(&fl->rows[out - 1], r) == 0) {
+            row_release(r);
+        } else if (out == fl->limit) {
+            row_release(r);
+            fl->truncated = true;
+        } else {
+            fl->rows[out++] = *r;
+        }
+    }
+    fl->n = out;
+    fl->full = out == fl->limit;
+}
+
 static void visit(void *ctx, const kv_entry *e)
 {
     filter_list *fl = ctx;
@@ -26,9 +64,17 @@ static void visit(void *ctx, const kv_entry *e)
         return;
     if (fl->match && !glob_match(fl->match, fl->mlen, e->key, e->klen, false))
         return;
-    if (fl->n >= fl->limit) {
+    if (fl->limit == 0) {
         fl->truncated = true;
         return;
+    }
+    if (fl->full) {
+        const filter_row *last = &fl->rows[fl->limit - 1];
+        int c = by_key(&(filter_row){.key = (char *)e->key, .klen = e->klen}, last);
+        if (c >= 0) {
+            fl->truncated |= c > 0;
+            return;
+        }
     }
     if (fl->n == fl->cap) {
         size_t cap = fl->cap ? fl->cap * 2 : 64;
@@ -58,14 +104,6 @@ static void visit(void *ctx, const kv_entry *e)
     kv_obj_retain(o);
 }
 
-static int by_key(const void *a, const void *b)
-{
-    const filter_row *x = a, *y = b;
-    size_t n = x->klen < y->klen ? x->klen : y->klen;
-    int c = memcmp(x->key, y->key, n);
-    return c ? c : (x->klen > y->klen) - (x->klen < y->klen);
-}
-
 void filters_fpr(filter_row *r)
 {
     kv_obj *o = r->obj;
@@ -85,39 +123,28 @@ void filters_find(filter_list *fl, size_t limit, const char *match, size_t mlen,
 {
     *fl = (filter_list){.limit = limit, .match = match, .mlen = mlen};
     uint64_t cursor = 0;
-    do
+    do {
         cursor = ks_scan(cursor, SCAN_STEP, visit, fl);
-    while (cursor != 0);
-    /* The scan may return a key twice (a table that grew meanwhile): keep
-     * one row per key, in key order. */
-    if (fl->n)
-        qsort(fl->rows, fl->n, sizeof(*fl->rows), by_key);
-    size_t out = 0;
+        if (fl->limit <= SIZE_MAX / 4 && fl->n >= 2 * fl->limit)
+            trim(fl); /* outside the stripe's lock: it may free values */
+    } while (cursor != 0);
+    trim(fl);
     int64_t now = now_ms();
     for (size_t i = 0; i < fl->n; i++) {
         filter_row *r = &fl->rows[i];
-        if (out > 0 && by_key(&fl->rows[out - 1], r) == 0) {
-            kv_obj_free(r->obj);
-            free(r->key);
-            continue;
-        }
         if (fpr)
             filters_fpr(r);
         r->fill = r->stats.capacity ? (double)r->stats.items / (double)r->stats.capacity : 0;
         r->ttl_s = -1;
         if (r->expire_ms)
             r->ttl_s = r->expire_ms > now ? (double)(r->expire_ms - now) / 1000.0 : 0;
-        fl->rows[out++] = *r;
     }
-    fl->n = out;
 }
 
 void filters_free(filter_list *fl)
 {
-    for (size_t i = 0; i < fl->n; i++) {
-        kv_obj_free(fl->rows[i].obj);
-        free(fl->rows[i].key);
-    }
+    for (size_t i = 0; i < fl->n; i++)
+        row_release(&fl->rows[i]);
     free(fl->rows);
     *fl = (filter_list){0};
 }

@@ -184,8 +184,9 @@ typedef struct filter_list {
     size_t n, cap, limit;
     uint64_t by_type[FILTERS_MAX_TYPES]; /* keys of each type_at(i), all of them */
     bool truncated;                      /* filters past limit were left out */
-    bool failed;                         /* out of memory: rows are missing */
-    const char *match;                   /* a glob on the names; NULL: all */
+    bool full;         /* limit rows kept: a key past rows[limit - 1] is left out */
+    bool failed;       /* out of memory: rows are missing */
+    const char *match; /* a glob on the names; NULL: all */
     size_t mlen;
 } filter_list;
 /* At most limit filters, in key order, with their statistics. */
