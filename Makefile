@@ -65,7 +65,7 @@ test-asan: build-asan
 # snapshot holds every keyspace stripe.
 build-tsan:
 	cmake -S . -B $(TSAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DBLOOMERY_TSAN=ON -DBLOOMERY_BENCH=OFF >/dev/null
-	cmake --build $(TSAN_BUILD) -j $(JOBS)
+	cmake --build $(TSAN_BUILD) -j $(JOBS) --target threaded_tests bloomeryd
 
 test-tsan: suite-tsan-c suite-tsan-concurrency
 

@@ -396,7 +396,7 @@ static void read_info(cn_topo *t, const cn_topo *prev, cn_node *n, bool nodes_mo
     if (nodes_mode && master) {
         /* Its replicas: "slaveN:ip=...,port=...,state=...,offset=...". */
         for (int i = 0; i < CN_MAX_REPLICAS; i++) {
-            char key[16], val[256], ip[CN_ADDR], port[16], a[CN_ADDR];
+            char key[24], val[256], ip[CN_ADDR], port[16], a[CN_ADDR];
             snprintf(key, sizeof(key), "slave%d", i);
             if (!rc_info_field(v, key, val, sizeof(val)))
                 break;
