@@ -4,8 +4,10 @@
 # Debian's redis-server, the node-redis suite, then the fuzz targets for a
 # bounded time.
 #
-# `make test` runs the suites side by side, JOBS at a time (a make -j of its
-# own), each suite's output printed in one piece when it ends (--output-sync)
+# `make test` runs the suites side by side, TEST_JOBS at a time (a make -j of
+# its own; one more than the cores, as the server suites keep a core only
+# about 70% busy: they wait on servers, Sentinel and fsyncs), each suite's
+# output printed in one piece when it ends (--output-sync)
 # and every suite run even when one fails (-k); make's last lines name the
 # suites that failed. The server suites run as SHARDS groups of files each
 # (tests/server/test_*.py, every SHARDS-th file), so that the longest
@@ -15,10 +17,11 @@ ASAN_BUILD  ?= build-asan
 TSAN_BUILD  ?= build-tsan
 FUZZ_BUILD  ?= build-fuzz
 JOBS        ?= $(shell nproc)
+TEST_JOBS   ?= $(shell echo $$(( $$(nproc) + 1 )))
 # Seconds each fuzz target runs in `make test` (the 22 targets take both
 # cores for FUZZ_SECONDS x 22 / 2); `make fuzz FUZZ_SECONDS=600` for a long run.
 FUZZ_SECONDS ?= 12
-SHARDS      ?= 3
+SHARDS      ?= 4
 
 PY          := /usr/bin/python3 -m pytest -q -p no:cacheprovider
 SHARD_IDS   := $(shell seq 1 $(SHARDS))
@@ -36,7 +39,7 @@ deps:
 	./scripts/install-deps
 
 test:
-	@$(MAKE) --no-print-directory -k -j $(JOBS) --output-sync=target test-all
+	@$(MAKE) --no-print-directory -k -j $(TEST_JOBS) --output-sync=target test-all
 
 # The C suites first (the ThreadSanitizer ones, then the release and ASan
 # ones): their longest tests run for minutes on one core each, and started
