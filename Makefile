@@ -10,8 +10,8 @@
 # output printed in one piece when it ends (--output-sync)
 # and every suite run even when one fails (-k); make's last lines name the
 # suites that failed. The server suites run as SHARDS groups of files each
-# (tests/server/test_*.py, every SHARDS-th file), so that the longest
-# suites do not end the run alone.
+# (tests/server/test_*.py, every SHARDS-th file), small enough that no
+# group ends the run alone.
 BUILD       ?= build
 ASAN_BUILD  ?= build-asan
 TSAN_BUILD  ?= build-tsan
@@ -21,7 +21,7 @@ TEST_JOBS   ?= $(shell echo $$(( $$(nproc) + 1 )))
 # Seconds each fuzz target runs in `make test` (the 22 targets take both
 # cores for FUZZ_SECONDS x 22 / 2); `make fuzz FUZZ_SECONDS=600` for a long run.
 FUZZ_SECONDS ?= 12
-SHARDS      ?= 4
+SHARDS      ?= 8
 
 PY          := /usr/bin/python3 -m pytest -q -p no:cacheprovider
 SHARD_IDS   := $(shell seq 1 $(SHARDS))
@@ -43,10 +43,11 @@ test:
 
 # The C suites first (the ThreadSanitizer ones, then the release and ASan
 # ones): their longest tests run for minutes on one core each, and started
-# after the server suites they were left running alone at the end. The
-# server suites, in SHARDS groups each, then fill the cores to the end. make
-# starts prerequisites in this order; the fuzz targets fill both cores and
-# can go last.
+# after the server suites they were left running alone at the end. Then
+# the module, console and CLI suites, which wait more than they compute,
+# and the server suites in SHARDS small groups each, which fill the cores
+# to the end. make starts prerequisites in this order; the fuzz targets
+# fill both cores and can go last.
 test-all: test-tsan test-release test-asan test-server test-node fuzz
 
 test-release: all
@@ -85,8 +86,8 @@ suite-tsan-concurrency: build-tsan
 # programs and again against the sanitizer build; the module suite runs
 # bloomery.so in Debian's redis-server next to bloomeryd, release and
 # sanitizer builds (the sanitizer runtime preloaded into Redis).
-test-server: $(foreach n,$(SHARD_IDS),suite-server-asan-$(n) suite-server-$(n)) \
-	test-module suite-module-asan suite-cli suite-cli-asan suite-console suite-console-asan
+test-server: test-module suite-module-asan suite-console suite-console-asan suite-cli suite-cli-asan \
+	$(foreach n,$(SHARD_IDS),suite-server-asan-$(n) suite-server-$(n))
 
 suite-server-%: all
 	BLOOMERYD=$(CURDIR)/$(BUILD)/bloomeryd $(PY) $(call server_shard,$*)
