@@ -51,6 +51,41 @@ static void test_window_semantics(void **state)
     win_free(w);
 }
 
+/* The batched check of hashes answers as the single one, item by item, over
+ * slices of several ages and more items than one prefetched group. */
+static void test_check_many_hashed_matches_single(void **state)
+{
+    (void)state;
+    win_t *w;
+    assert_int_equal(win_create(&w, 20000, 0.01, 4000, 4, 0, NULL), BLOOMERY_OK);
+    enum { N = 3000, Q = 1000 };
+    static bloomery_hash h[N];
+    static uint8_t got[N];
+    char key[32];
+    for (uint64_t i = 0; i < N; i++)
+        h[i] = bloomery_hash_item(key, tu_key(key, "b:", i), win_seed(w));
+    /* Items 0..2999 added 1 s apart in thirds: the first third's slice
+     * has left the window at t = 6000. */
+    for (uint64_t i = 0; i < N; i++) {
+        int64_t t = (int64_t)(i / Q) * 2500;
+        win_advance(w, t, NULL, NULL);
+        win_add_hashed(w, h[i]);
+    }
+    const int64_t now = 6000;
+    win_advance(w, now, NULL, NULL);
+    for (int for_add = 0; for_add < 2; for_add++) {
+        win_check_many_hashed(w, h, N, now, for_add, got);
+        uint64_t present = 0;
+        for (uint64_t i = 0; i < N; i++) {
+            assert_int_equal(got[i], win_check_hashed(w, h[i], now));
+            present += got[i];
+        }
+        /* The later two thirds are there; most of the first is gone. */
+        assert_true(present >= 2 * Q && present < 2 * Q + Q / 10);
+    }
+    win_free(w);
+}
+
 static void test_reads_ignore_overdue_slices(void **state)
 {
     (void)state;
@@ -364,6 +399,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_window_semantics),
+        cmocka_unit_test(test_check_many_hashed_matches_single),
         cmocka_unit_test(test_reads_ignore_overdue_slices),
         cmocka_unit_test(test_long_gap),
         cmocka_unit_test(test_early_rotation),

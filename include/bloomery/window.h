@@ -59,6 +59,11 @@ BLOOMERY_API void win_check_and_add_many(win_t *w, const void *const *items, con
                                          size_t n, int64_t now_ms, uint8_t *out);
 BLOOMERY_API void win_check_many(const win_t *w, const void *const *items, const size_t *lens,
                                  size_t n, int64_t now_ms, uint8_t *out);
+/* win_check_hashed for n hashes, their blocks prefetched a group at a
+ * time (for writing in the current slice when for_add: the caller adds
+ * some of them next), so the misses of a big filter overlap. */
+BLOOMERY_API void win_check_many_hashed(const win_t *w, const bloomery_hash *h, size_t n,
+                                        int64_t now_ms, bool for_add, uint8_t *out);
 /* The replay of an add that reported the item new: set its bits in the
  * current slice and count it there, whatever the slices hold already (a
  * snapshot whose slices were read while writers ran may have its bits). */

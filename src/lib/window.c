@@ -257,6 +257,21 @@ void win_check_many(const win_t *w, const void *const *items, const size_t *lens
     run_many((win_t *)w, items, lens, n, now_ms, out, false);
 }
 
+void win_check_many_hashed(const win_t *w, const bloomery_hash *h, size_t n, int64_t now_ms,
+                           bool for_add, uint8_t *out)
+{
+    win_t *m = (win_t *)w;
+    pthread_rwlock_rdlock(&m->lock);
+    for (size_t base = 0; base < n; base += BATCH) {
+        size_t g = n - base < BATCH ? n - base : BATCH;
+        for (size_t i = 0; i < g; i++)
+            prefetch(w, h[base + i], now_ms, for_add);
+        for (size_t i = 0; i < g; i++)
+            out[base + i] = (uint8_t)seen(w, h[base + i], now_ms);
+    }
+    pthread_rwlock_unlock(&m->lock);
+}
+
 void win_add_hashed(win_t *w, bloomery_hash h)
 {
     /* Exclusive: the count is corrected without racing adds. */

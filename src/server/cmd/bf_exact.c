@@ -161,6 +161,21 @@ static bloomery_hash hash_at(const uint8_t *fps, size_t i)
     return (bloomery_hash){le_load(fps + XS_FP_LEN * i, 8), le_load(fps + XS_FP_LEN * i + 8, 8)};
 }
 
+/* The window's answers for the n fingerprints (maybe[i]), their blocks
+ * prefetched a group at a time: a big window misses the cache on each. */
+static void window_answers(const win_t *w, const uint8_t *fps, size_t n, int64_t now, bool for_add,
+                           uint8_t *maybe)
+{
+    enum { G = 64 };
+    bloomery_hash h[G];
+    for (size_t base = 0; base < n; base += G) {
+        size_t g = n - base < G ? n - base : G;
+        for (size_t i = 0; i < g; i++)
+            h[i] = hash_at(fps, base + i);
+        win_check_many_hashed(w, h, g, now, for_add, maybe + base);
+    }
+}
+
 /* The store's answer for the items whose maybe[i] is set, in periods. */
 static bool confirm(exact_meta *m, const int64_t *periods, size_t np, work *k, size_t n, char *err,
                     size_t errlen)
@@ -236,8 +251,10 @@ bool bfc_exact_add(cmd_ctx *c, const char *key, size_t klen, kv_obj *o, bool has
             np = 1;
         }
     }
-    for (size_t i = 0; i < n; i++)
-        k.maybe[i] = archive || win_check_hashed(w, hash_at(k.fps, i), now);
+    if (archive)
+        memset(k.maybe, 1, n);
+    else
+        window_answers(w, k.fps, n, now, true, k.maybe);
     if (!confirm(m, periods, np, &k, n, err, sizeof(err))) {
         reply_store_error(c, err);
         ok = false;
@@ -283,8 +300,7 @@ void bfc_exact_check(cmd_ctx *c, kv_obj *o, const char **items, const size_t *le
     pthread_mutex_lock(&o->lock);
     int64_t now = wal_window_clock_ms();
     fingerprints(w, items, lens, n, k.fps);
-    for (size_t i = 0; i < n; i++)
-        k.maybe[i] = win_check_hashed(w, hash_at(k.fps, i), now);
+    window_answers(w, k.fps, n, now, false, k.maybe);
     int64_t periods[WIN_MAX_SLICES + 1];
     size_t np = exact_live_periods(w, now, periods);
     bool ok = exact_store_usable();
