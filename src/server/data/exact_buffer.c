@@ -96,14 +96,6 @@ bool xb_add_many(xs_buffer *b, const uint8_t *keys, size_t n)
 
 static int cmp_key(const void *a, const void *b) { return memcmp(a, b, XB_KEY); }
 
-uint8_t *xb_sorted(const xs_buffer *b)
-{
-    uint8_t *out = malloc(b->n ? b->n * XB_KEY : 1);
-    if (out)
-        xb_sorted_into(b, out);
-    return out;
-}
-
 void xb_sorted_into(const xs_buffer *b, uint8_t *out)
 {
     /* One counting pass on the first two bytes, then each bucket (a few

@@ -31,14 +31,12 @@ bool xb_reserve(xs_buffer *b, size_t cap);
 bool xb_add(xs_buffer *b, const uint8_t *key);
 /* Add n keys (16 bytes apart), their slots fetched ahead. */
 bool xb_add_many(xs_buffer *b, const uint8_t *keys, size_t n);
-/* A copy of b's keys, sorted ascending (malloc'd; NULL without the
- * memory): b stays as it is until it is written out. */
-uint8_t *xb_sorted(const xs_buffer *b);
 void xb_clear(xs_buffer *b);
 /* Empty it but keep its memory for the next keys: the index is zeroed in
  * place, where fresh memory would be zeroed by page faults. */
 void xb_recycle(xs_buffer *b);
-/* xb_sorted into out, which holds b->n keys. */
+/* A copy of b's keys, sorted ascending, into out, which holds b->n keys:
+ * b stays as it is until it is written out. */
 void xb_sorted_into(const xs_buffer *b, uint8_t *out);
 /* Bytes held. */
 size_t xb_bytes(const xs_buffer *b);
