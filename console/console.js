@@ -370,8 +370,10 @@ async function refresh() {
 }
 
 let sizingTimer = null;
+let sizingSeq = 0; // only the latest request's answer is shown: answers can come back out of order
 function updateSizing() {
   clearTimeout(sizingTimer);
+  const mine = ++sizingSeq;
   if (!$("f-capacity").value.trim() || !$("f-error").value.trim()) {
     // Nothing to size yet (a field being retyped): no request, no error.
     $("sizing").className = "sizing";
@@ -385,11 +387,13 @@ function updateSizing() {
     const out = $("sizing");
     try {
       const s = await api("/api/calc?" + q);
+      if (mine !== sizingSeq) return;
       out.className = "sizing";
       out.textContent = "Will allocate " + bytes(s.bytes) + " (" + s.bits_per_key.toFixed(2) +
         " bits per key, " + s.layout + " layout); expected FPR at capacity " +
         s.expected_fpr.toExponential(2) + ".";
     } catch (e) {
+      if (mine !== sizingSeq) return;
       out.className = "sizing error";
       out.textContent = e.message;
     }

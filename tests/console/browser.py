@@ -162,8 +162,15 @@ class Browser:
     def wait_text(self, selector, text, timeout=30):
         """Until the element matching selector shows text (a substring);
         returns its whole text."""
-        return self.wait(lambda: text in self.text(selector) and self.text(selector),
-                         "%r in %s" % (text, selector), timeout)
+        seen = []
+
+        def shows():
+            seen[:] = [self.text(selector)]
+            return text in seen[0] and seen[0]
+        try:
+            return self.wait(shows, "%r in %s" % (text, selector), timeout)
+        except AssertionError as e:
+            raise AssertionError("%s\n%s last showed: %r" % (e, selector, seen[:1])) from None
 
     def wait_gone(self, selector, timeout=30):
         """Until no displayed element matches selector."""

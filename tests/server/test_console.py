@@ -362,7 +362,10 @@ def test_console_in_chromium(start_server):
         row = lambda name: b.css('tr[data-name="%s"]' % name)  # noqa: E731
         b.wait(lambda: row("emails"), "the emails row")
         card = c.execute_command("BF.CARD", "emails")  # a few adds were false positives
-        assert b.text('tr[data-name="emails"] td.items') == "{:,}".format(card)
+        # Read by waits: the table is drawn again every 10 s, and a cell
+        # found just before that is stale when read.
+        b.wait(lambda: b.text('tr[data-name="emails"] td.items') == "{:,}".format(card),
+               "the emails row's item count")
         status = b.text("#status-list")
         assert "master" in status and "Uptime" in status
         b.wait_text("#filters-total", "124 filters")
@@ -374,7 +377,9 @@ def test_console_in_chromium(start_server):
             "return [...document.querySelectorAll('#filter-table tbody tr')]"
             ".map(r => r.getBoundingClientRect().height)")
         assert max(heights) == min(heights), heights
-        assert b.css('tr[data-name="%s"] td.name' % LONG)[0].get_attribute("title") == LONG
+        long_cell = 'tr[data-name="%s"] td.name' % LONG
+        b.wait(lambda: b.css(long_cell)[0].get_attribute("title") == LONG,
+               "the long name in its title")
         width = drv.execute_script("return document.documentElement.scrollWidth")
         assert width <= 1280, width
 
@@ -413,7 +418,26 @@ def test_console_in_chromium(start_server):
         b.click('th[data-sort="name"]')
         b.wait(lambda: first_rows()[0] == LONG, "name ascending")
 
-        # The sizing calculator answers before anything is created.
+        # The sizing calculator answers before anything is created, and only
+        # the latest question counts: the answers to the earlier ones are held
+        # back until the classic layout's has come, so they arrive after it.
+        drv.execute_script("""
+            const orig = window.fetch;
+            let release;
+            const classicAnswered = new Promise((r) => { release = r; });
+            window.heldCalcs = 0;
+            window.fetch = async (url, opts) => {
+              const u = String(url);
+              if (!u.includes("/api/calc")) return orig(url, opts);
+              if (u.includes("layout=classic")) {
+                const r = await orig(url, opts);
+                release();
+                return r;
+              }
+              window.heldCalcs++;
+              await classicAnswered;
+              return orig(url, opts);
+            };""")
         b.css("#f-name")[0].send_keys("signups")
         cap = b.css("#f-capacity")[0]
         cap.clear()
@@ -421,6 +445,7 @@ def test_console_in_chromium(start_server):
         err = b.css("#f-error")[0]
         err.clear()
         err.send_keys("0.001")
+        b.wait(lambda: drv.execute_script("return window.heldCalcs") > 0, "a question held back")
         Select(b.css("#f-layout")[0]).select_by_value("classic")
         b.css("#f-expiry")[0].send_keys("86400")
         q = urllib.parse.urlencode({"capacity": 2000000, "error_rate": 0.001,
