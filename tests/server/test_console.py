@@ -220,6 +220,17 @@ def test_no_answer_before_the_log_is_durable(faults, start_server):
     c.close()
 
 
+def replica_server(start_server, master):
+    """A replica of master, once it has loaded the master's data: its keys
+    are listed before the load ends, and until then it answers LOADING."""
+    replica = http_server(start_server, "--replicaof", "127.0.0.1 %d" % master.port)
+    rc = replica.client()
+    wait_for(lambda: rc.info("replication").get("master_link_status") == "up",
+             "the replica's link")
+    rc.close()
+    return replica
+
+
 def post_or_error(s, fields):
     try:
         return post(s, "/api/filters", fields)
@@ -550,8 +561,8 @@ def test_console_on_a_replica_offers_no_writes(start_server):
     c.execute_command("BF.RESERVE", "emails", 0.01, 1000)
     c.execute_command("BF.ADD", "emails", "a")
     c.expire("emails", 5000)
-    replica = http_server(start_server, "--replicaof", "127.0.0.1 %d" % s.port)
-    wait_for(lambda: filters(replica).get("emails"), "the filter on the replica")
+    replica = replica_server(start_server, s)
+    assert filters(replica).get("emails")
     try:
         b.get(replica.http + "/")
         b.wait_css('tr[data-name="emails"]')
@@ -799,8 +810,8 @@ def test_replica_offers_and_takes_no_writes(start_server):
     c.execute_command("BF.RESERVE", "bf", 0.01, 1000)
     c.execute_command("BF.ADD", "bf", "a")
     c.expire("bf", 5000)
-    replica = http_server(start_server, "--replicaof", "127.0.0.1 %d" % s.port)
-    wait_for(lambda: page(replica)["total"] == 1, "the filter on the replica")
+    replica = replica_server(start_server, s)
+    assert page(replica)["total"] == 1
     body = page(replica)
     assert body["role"] == "replica"
     assert not any(body["can"].values()), body["can"]

@@ -201,8 +201,9 @@ void persist_stop(void);
 extern _Atomic int persist_shutdown_save;
 /* From the server cron: the save schedule. */
 void persist_cron(void);
-/* INFO's Persistence section body. */
-void persist_info(char *out, size_t outlen);
+/* INFO's Persistence section body; loading: a replica loads its master's
+ * snapshot (loading:1, as Redis reports it). */
+void persist_info(char *out, size_t outlen, bool loading);
 
 /* A replica's full resync makes its data directory its master's snapshot
  * (repl/replica.c): begin waits for a running snapshot, pauses the save

@@ -100,7 +100,7 @@ void persist_cron(void)
     }
 }
 
-void persist_info(char *out, size_t outlen)
+void persist_info(char *out, size_t outlen, bool loading)
 {
     snapshot_stats st;
     wal_stats ws;
@@ -110,7 +110,7 @@ void persist_info(char *out, size_t outlen)
     long long policy = atomic_load(&cfg.appendfsync);
     int64_t now = now_ms();
     snprintf(out, outlen,
-             "loading:0\r\nasync_loading:0\r\nrdb_changes_since_last_save:%" PRIu64 "\r\n"
+             "loading:%d\r\nasync_loading:0\r\nrdb_changes_since_last_save:%" PRIu64 "\r\n"
              "rdb_bgsave_in_progress:%d\r\nrdb_last_save_time:%lld\r\n"
              "rdb_last_bgsave_status:%s\r\nrdb_last_bgsave_time_sec:%lld\r\n"
              "rdb_current_bgsave_time_sec:%lld\r\naof_enabled:%d\r\n"
@@ -129,8 +129,9 @@ void persist_info(char *out, size_t outlen)
              "bloomery_wal_written_lsn:%" PRIu64 "\r\n"
              "bloomery_wal_durable_lsn:%" PRIu64 "\r\nbloomery_wal_pending_bytes:%" PRIu64 "\r\n"
              "bloomery_wal_fsyncs:%" PRIu64 "\r\n",
-             atomic_load(&persist_dirty), st.in_progress, (long long)st.last_save_s,
-             st.last_ok ? "ok" : "err", (long long)(st.last_duration_ms + 500) / 1000,
+             loading ? 1 : 0, atomic_load(&persist_dirty), st.in_progress,
+             (long long)st.last_save_s, st.last_ok ? "ok" : "err",
+             (long long)(st.last_duration_ms + 500) / 1000,
              st.in_progress ? (long long)(now - st.current_start_ms) / 1000 : -1LL,
              wal_enabled() ? 1 : 0, st.in_progress, st.last_ok ? "ok" : "err",
              ws.write_ok ? "ok" : "err", policies[policy < 0 || policy > 2 ? 1 : policy], st.seq,

@@ -922,7 +922,7 @@ bool infoCommand(cmd_ctx *c)
     if (want_section(c, "persistence", true)) {
         SECTION("Persistence");
         char pbuf[4096];
-        persist_info(pbuf, sizeof(pbuf));
+        persist_info(pbuf, sizeof(pbuf), repl_loading());
         sb_printf(&b, "%s", pbuf);
     }
     /* Not in the default set: it asks the store for every period's size. */
