@@ -111,7 +111,9 @@ def get(url, ctx, headers=None, method="GET", body=None, timeout=30):
 
 def test_metrics_over_https(start_server, pki):
     s = https_server(start_server, pki)
-    assert "HTTPS (metrics, console) on 127.0.0.1:%d" % s.http_port in s.output()
+    # The line follows the listen: a client can connect before it is written.
+    line = "HTTPS (metrics, console) on 127.0.0.1:%d" % s.http_port
+    wait_for(lambda: line in s.output(), "the HTTPS listener's log line")
     st, hdrs, body = get(s.https + "/metrics", context(pki))
     assert st == 200 and b"bloomery_uptime_seconds" in body
     assert hdrs["Content-Type"].startswith("text/plain; version=0.0.4")
