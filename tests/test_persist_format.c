@@ -593,6 +593,41 @@ static uint8_t *make_chunk_file(size_t *len, chunk_hash *h)
     return buf;
 }
 
+/* One compressor over chunks of different sizes and contents gives the
+ * frames a compressor made per chunk gives, each decoding to its chunk. */
+static void test_chunk_compressor_reused(void **state)
+{
+    (void)state;
+    static uint8_t raw[3][70000];
+    const size_t lens[3] = {100, 70000, 30000}; /* the buffer grows on the second */
+    uint64_t st = 7;
+    for (size_t i = 0; i < sizeof(raw[0]); i++) {
+        raw[0][i] = (uint8_t)(i % 5);
+        raw[1][i] = (uint8_t)tu_next(&st);
+        raw[2][i] = i % 7 ? 0 : (uint8_t)tu_next(&st);
+    }
+    chunk_compressor zc = {0};
+    for (int round = 0; round < 2; round++) {
+        for (int k = 0; k < 3; k++) {
+            const uint8_t *frame;
+            size_t flen, olen;
+            uint8_t *once;
+            assert_true(chunk_compress_with(&zc, raw[k], lens[k], 1, &frame, &flen));
+            assert_true(chunk_compress(raw[k], lens[k], 1, &once, &olen));
+            assert_int_equal(flen, olen);
+            assert_memory_equal(frame, once, flen);
+            free(once);
+            uint8_t out[70000];
+            char err[128];
+            assert_true(chunk_frame_decode(frame, flen, (uint32_t)lens[k],
+                                           chunk_hash_of(raw[k], lens[k]), out, err, sizeof(err)));
+            assert_memory_equal(out, raw[k], lens[k]);
+        }
+    }
+    chunk_compressor_free(&zc);
+    chunk_compressor_free(&zc); /* a freed one is empty */
+}
+
 static void test_chunk_file(void **state)
 {
     (void)state;
@@ -641,6 +676,7 @@ int main(void)
         cmocka_unit_test(test_index_round_trip),
         cmocka_unit_test(test_index_every_flip_and_truncation),
         cmocka_unit_test(test_value_flags),
+        cmocka_unit_test(test_chunk_compressor_reused),
         cmocka_unit_test(test_chunk_file),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

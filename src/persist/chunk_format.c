@@ -56,19 +56,45 @@ bool chunk_hash_from_hex(const char *s, chunk_hash *h)
 
 bool chunk_compress(const void *raw, size_t len, int level, uint8_t **frame, size_t *flen)
 {
-    size_t cap = ZSTD_compressBound(len);
-    uint8_t *out = malloc(cap ? cap : 1);
-    if (out == NULL)
-        return false;
-    size_t n = ZSTD_compress(out, cap, raw, len, level);
-    if (ZSTD_isError(n)) {
-        free(out);
-        return false;
+    chunk_compressor c = {0};
+    const uint8_t *f;
+    bool ok = chunk_compress_with(&c, raw, len, level, &f, flen);
+    if (ok) {
+        *frame = malloc(*flen ? *flen : 1);
+        ok = *frame != NULL;
+        if (ok)
+            memcpy(*frame, f, *flen);
     }
-    uint8_t *shrunk = realloc(out, n ? n : 1);
-    *frame = shrunk ? shrunk : out;
+    chunk_compressor_free(&c);
+    return ok;
+}
+
+bool chunk_compress_with(chunk_compressor *c, const void *raw, size_t len, int level,
+                         const uint8_t **frame, size_t *flen)
+{
+    if (c->cctx == NULL && (c->cctx = ZSTD_createCCtx()) == NULL)
+        return false;
+    size_t cap = ZSTD_compressBound(len);
+    if (c->cap < cap) {
+        uint8_t *b = realloc(c->buf, cap);
+        if (b == NULL)
+            return false;
+        c->buf = b;
+        c->cap = cap;
+    }
+    size_t n = ZSTD_compressCCtx(c->cctx, c->buf, c->cap, raw, len, level);
+    if (ZSTD_isError(n))
+        return false;
+    *frame = c->buf;
     *flen = n;
     return true;
+}
+
+void chunk_compressor_free(chunk_compressor *c)
+{
+    ZSTD_freeCCtx(c->cctx);
+    free(c->buf);
+    *c = (chunk_compressor){0};
 }
 
 bool chunk_frame_decode(const uint8_t *frame, size_t flen, uint32_t raw_len, chunk_hash want,

@@ -46,6 +46,19 @@ bool chunk_hash_from_hex(const char *s, chunk_hash *h);
 /* One zstd frame of raw at the given level, malloc'd into *frame. */
 bool chunk_compress(const void *raw, size_t len, int level, uint8_t **frame, size_t *flen);
 
+/* The same with a context and an output buffer kept from one chunk to the
+ * next: a context made per call costs more than compressing a 1 MiB chunk
+ * of a filter (its tables are allocated and cleared each time). The frame
+ * is in the compressor's buffer, valid until the next call. */
+typedef struct chunk_compressor {
+    void *cctx; /* ZSTD_CCtx */
+    uint8_t *buf;
+    size_t cap;
+} chunk_compressor;
+bool chunk_compress_with(chunk_compressor *c, const void *raw, size_t len, int level,
+                         const uint8_t **frame, size_t *flen);
+void chunk_compressor_free(chunk_compressor *c);
+
 /* Decompress one frame that must hold exactly raw_len bytes hashing to
  * want, into out (raw_len bytes). */
 bool chunk_frame_decode(const uint8_t *frame, size_t flen, uint32_t raw_len, chunk_hash want,

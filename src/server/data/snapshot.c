@@ -609,6 +609,7 @@ typedef struct writer {
     chunk_hash last_inline; /* consecutive equal chunks (zeros) share one frame */
     uint8_t *last_frame;
     size_t last_flen;
+    chunk_compressor zc;
     int id;
 } writer;
 
@@ -700,15 +701,20 @@ static void write_chunk(writer *w, cap_key *k, uint64_t i)
         atomic_fetch_add(&s->chunks_reused, 1);
         return;
     }
-    uint8_t *frame;
+    const uint8_t *frame;
     size_t flen;
-    if (!chunk_compress(data, c->len, ZSTD_LEVEL, &frame, &flen)) {
+    if (!chunk_compress_with(&w->zc, data, c->len, ZSTD_LEVEL, &frame, &flen)) {
         fail(s, "compression failed");
         return;
     }
     if (flen <= INLINE_MAX) {
+        c->frame = malloc(flen ? flen : 1);
+        if (c->frame == NULL) {
+            fail(s, "out of memory");
+            return;
+        }
+        memcpy(c->frame, frame, flen);
         c->out.where = SNAP_CHUNK_INLINE;
-        c->frame = frame;
         c->out.flen = flen;
         atomic_fetch_add(&s->chunks_inline, 1);
         free(w->last_frame);
@@ -736,7 +742,6 @@ static void write_chunk(writer *w, cap_key *k, uint64_t i)
         atomic_fetch_add(&s->chunks_written, 1);
         atomic_fetch_add(&s->bytes_written, sizeof(hdr) + flen);
     }
-    free(frame);
 }
 
 static void *writer_main(void *arg)
@@ -751,6 +756,7 @@ static void *writer_main(void *arg)
     }
     free(w->buf);
     free(w->last_frame);
+    chunk_compressor_free(&w->zc);
     return NULL;
 }
 
