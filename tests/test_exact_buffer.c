@@ -88,12 +88,50 @@ static void test_sorted_copy(void **state)
     xb_clear(&b);
 }
 
+/* Keys that agree on long prefixes (all in one first-byte bucket, many
+ * sharing 12 bytes, a few differing in the last byte only): every depth of
+ * the radix sort and its short runs, checked against qsort. */
+static void test_sorted_copy_shared_prefixes(void **state)
+{
+    (void)state;
+    xs_buffer b = {0};
+    enum { N = 30000 };
+    uint8_t *want = malloc(16 * N);
+    assert_non_null(want);
+    for (uint64_t i = 0; i < N; i++) {
+        uint8_t *k = want + 16 * i;
+        key_of(i, k);
+        k[0] = 0x5a;
+        if (i % 3 == 0)
+            memset(k + 1, 0x11, 11); /* 12 shared bytes, 4 random */
+        if (i % 3 == 1 && i < 3 * 200) {
+            memset(k + 1, 0x22, 14); /* the last byte only */
+            k[15] = (uint8_t)(i / 3);
+        }
+        assert_true(xb_add(&b, k));
+    }
+    size_t n = b.n; /* a few collide in the shortened keys */
+    uint8_t *got = malloc(16 * n);
+    assert_non_null(got);
+    xb_sorted_into(&b, got);
+    uint8_t *sorted = malloc(16 * n);
+    assert_non_null(sorted);
+    memcpy(sorted, b.keys, 16 * n);
+    qsort(sorted, n, 16, cmp16);
+    assert_memory_equal(got, sorted, 16 * n);
+    free(sorted);
+    free(got);
+    free(want);
+    xb_clear(&b);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_membership_across_growth),
         cmocka_unit_test(test_same_tag_different_key),
         cmocka_unit_test(test_sorted_copy),
+        cmocka_unit_test(test_sorted_copy_shared_prefixes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

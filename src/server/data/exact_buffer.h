@@ -3,7 +3,7 @@
  * through an open-addressed index) that hands them out sorted to be
  * written as one table file. It replaces RocksDB's own write buffer: an
  * insert is one probe instead of a skip list's walk, and a flush is one
- * radix pass plus short sorts instead of a merge of the buffer's lists.
+ * radix sort instead of a merge of the buffer's lists.
  */
 #ifndef BLOOMERYD_EXACT_BUFFER_H
 #define BLOOMERYD_EXACT_BUFFER_H
