@@ -35,6 +35,14 @@ def cli(port, *args):
                           capture_output=True, check=True).stdout.decode().strip()
 
 
+def process_cpu_seconds(pid):
+    """utime+stime of pid from /proc/pid/stat: clock tick resolution, but it
+    keeps the time of threads that have exited (snapshot writers)."""
+    with open("/proc/%d/stat" % pid) as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / HZ
+
+
 def cpu_seconds(pid):
     """CPU time of every thread of pid: the scheduler's nanosecond count from
     /proc/pid/task/*/schedstat (utime+stime in /proc/pid/stat only has clock
@@ -46,9 +54,7 @@ def cpu_seconds(pid):
                 total += int(f.read().split()[0])
         return total / 1e9
     except OSError:
-        with open("/proc/%d/stat" % pid) as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / HZ
+        return process_cpu_seconds(pid)
 
 
 def user_sys_ticks(pid):
