@@ -790,6 +790,18 @@ def test_a_corrupted_store_file(start_server, tmp_path, which):
 MISCONF = "MISCONF Errors writing to the AOF file:"
 
 
+def everysec_with_items(f, start_server):
+    """A server under the fault shim (appendfsync everysec, table files of
+    100 keys) with exact key k holding 500 acknowledged items: (server,
+    client, items)."""
+    s = start_server("--appendfsync", "everysec", "--exact-buffer-keys", 100, **f.server_kw())
+    c = s.client()
+    c.execute_command("BF.RESERVE", "k", 0.5, 1000, "EXACT")
+    items = exact_items("a", 500)
+    assert c.execute_command("BF.MADD", "k", *items) == [1] * 500
+    return s, c, items
+
+
 @pytest.mark.parametrize("fault,match", [("enospc", ""), ("eio", "/log/")],
                          ids=["full-disk", "log-eio"])
 def test_log_write_fault_refuses_exact_adds(faults, start_server, fault, match):
@@ -798,11 +810,7 @@ def test_log_write_fault_refuses_exact_adds(faults, start_server, fault, match):
     with MISCONF, exact reads answer; once the disk is back the adds are
     accepted and a restart finds every acknowledged one."""
     f = faults
-    s = start_server("--appendfsync", "everysec", "--exact-buffer-keys", 100, **f.server_kw())
-    c = s.client()
-    c.execute_command("BF.RESERVE", "k", 0.5, 1000, "EXACT")
-    before = exact_items("a", 500)
-    assert c.execute_command("BF.MADD", "k", *before) == [1] * 500
+    s, c, before = everysec_with_items(f, start_server)
     c.execute_command("BF.ADD", "plain", "p")
     f.set(write=fault, match=match)
     first = raw_cmd(s, "BF.ADD", "k", "first")
@@ -837,6 +845,44 @@ def test_log_write_fault_refuses_exact_adds(faults, start_server, fault, match):
     assert c.execute_command("BF.MEXISTS", "k", *want) == [1] * len(want)
     assert c.execute_command("BF.MEXISTS", "k", "refused") == [0]
     assert c.execute_command("BF.EXISTS", "plain", "p") == 1
+    c.close()
+
+
+def test_store_flush_fails_then_the_disk_is_back(faults, start_server):
+    """Nothing buffered, so the only write a snapshot makes into the store
+    is RocksDB's own flush, and it fails on a full disk: RocksDB then holds
+    the database stopped. Adds right after the disk is back are taken or
+    refused with an error, never written into the stopped database (that
+    aborted the server); the store is opened again, and a restart finds
+    every acknowledged item."""
+    f = faults
+    s, c, acked = everysec_with_items(f, start_server)
+    assert c.execute_command("SAVE") is True
+    f.set(write="enospc")
+    print("SAVE during the fault: %s" % raw_cmd(s, "SAVE"))
+    f.set()
+    wait_for(lambda: c.info("persistence")["aof_last_write_status"] == "ok", "the log back")
+    refused = 0
+    for r in range(4):
+        items = exact_items("b%d" % r, 500)
+        got = raw_cmd(s, "BF.MADD", "k", *items)
+        if isinstance(got, list):
+            assert got == [1] * 500, got[:5]
+            acked += items
+        else:
+            assert str(got).startswith(ERR_EXACT), got
+            refused += 1
+    wait_for(lambda: exact_info(s)["exact_store_writing"] == "ok", "the store opened again")
+    items = exact_items("c", 500)
+    assert c.execute_command("BF.MADD", "k", *items) == [1] * 500
+    acked += items
+    print("MADD refused right after the fault: %d of 4" % refused)
+    wait_log_durable(c)
+    c.close()
+    s.kill()
+    s = start_server(**f.server_kw())
+    c = s.client()
+    assert c.execute_command("BF.MEXISTS", "k", *acked) == [1] * len(acked)
     c.close()
 
 

@@ -374,13 +374,14 @@ void exact_info(char *out, size_t outlen)
              "exact_store_keys:%" PRIu64 "\r\n"
              "exact_store_bytes:%" PRIu64 "\r\n"
              "exact_store_memtable_bytes:%" PRIu64 "\r\n"
+             "exact_store_index_filter_bytes:%" PRIu64 "\r\n"
              "exact_lookups:%" PRIu64 "\r\n"
              "exact_puts:%" PRIu64 "\r\n"
              "exact_store_applied_lsn:%" PRIu64 "\r\n"
              "exact_store_writing:%s\r\n",
              exact_store_usable() ? "ok" : "unavailable",
              exact_store_usable() ? "" : exact_store_error(), filters, s.periods, s.keys,
-             s.sst_bytes, s.memtable_bytes, s.gets, s.puts, xs_applied(),
+             s.sst_bytes, s.memtable_bytes, s.reader_bytes, s.gets, s.puts, xs_applied(),
              xs_write_failing() ? "failing" : "ok");
 }
 

@@ -73,6 +73,7 @@ void xs_compact(void);
 
 typedef struct xs_stats {
     uint64_t periods, filters, gets, puts, sst_bytes, memtable_bytes, keys;
+    uint64_t reader_bytes; /* table readers: indexes and filters */
 } xs_stats;
 void xs_get_stats(xs_stats *s);
 /* The approximate number of fingerprints a filter's periods hold. */
