@@ -176,14 +176,21 @@ static void window_answers(const win_t *w, const uint8_t *fps, size_t n, int64_t
     }
 }
 
-/* The store's answer for the items whose maybe[i] is set, in periods. */
-static bool confirm(exact_meta *m, const int64_t *periods, size_t np, work *k, size_t n, char *err,
-                    size_t errlen)
+/* The fingerprints whose maybe[i] is set, gathered into newfps; their count. */
+static size_t gather_positives(work *k, size_t n)
 {
     size_t q = 0;
     for (size_t i = 0; i < n; i++)
         if (k->maybe[i])
             memcpy(k->newfps + XS_FP_LEN * q++, k->fps + XS_FP_LEN * i, XS_FP_LEN);
+    return q;
+}
+
+/* The store's answer for the items whose maybe[i] is set, in periods. */
+static bool confirm(exact_meta *m, const int64_t *periods, size_t np, work *k, size_t n, char *err,
+                    size_t errlen)
+{
+    size_t q = gather_positives(k, n);
     uint8_t small[256];
     uint8_t *got = q <= sizeof(small) ? small : malloc(q);
     if (got == NULL) {
@@ -200,6 +207,26 @@ static bool confirm(exact_meta *m, const int64_t *periods, size_t np, work *k, s
     if (got != small)
         free(got);
     return ok;
+}
+
+/* The store's blocks for the filter's positives read in before the
+ * filter's lock is taken for the command: a lookup that misses RocksDB's
+ * caches waits on the disk, and under the lock every other command into
+ * the filter would wait with it. The answers that count are taken again
+ * under the lock (from memory by then). Only where other workers can run
+ * meanwhile. */
+static void warm(kv_obj *o, work *k, size_t n)
+{
+    if (atomic_load(&cfg.threads) < 2)
+        return;
+    win_t *w = o->v;
+    int64_t periods[WIN_MAX_SLICES + 1];
+    pthread_mutex_lock(&o->lock);
+    int64_t now = wal_window_clock_ms();
+    size_t np = exact_live_periods(w, now, periods);
+    pthread_mutex_unlock(&o->lock);
+    window_answers(w, k->fps, n, now, false, k->maybe);
+    xs_warm(o->exact->id, periods, np, k->newfps, gather_positives(k, n));
 }
 
 bool bfc_exact_add(cmd_ctx *c, const char *key, size_t klen, kv_obj *o, bool has_at, int64_t at,
@@ -221,6 +248,9 @@ bool bfc_exact_add(cmd_ctx *c, const char *key, size_t klen, kv_obj *o, bool has
     bool ok = true;
     win_t *w = o->v;
     exact_meta *m = o->exact;
+    fingerprints(w, items, lens, n, k.fps);
+    if (!has_at)
+        warm(o, &k, n);
     pthread_mutex_lock(&o->lock);
     int64_t now = wal_window_clock_ms();
     if (!advance(key, klen, o, now, err, sizeof(err))) {
@@ -228,7 +258,6 @@ bool bfc_exact_add(cmd_ctx *c, const char *key, size_t klen, kv_obj *o, bool has
         ok = false;
         goto out;
     }
-    fingerprints(w, items, lens, n, k.fps);
     int64_t periods[WIN_MAX_SLICES + 1];
     size_t np = exact_live_periods(w, now, periods);
     /* An item of an older time than the window holds goes to its own
@@ -297,9 +326,10 @@ void bfc_exact_check(cmd_ctx *c, kv_obj *o, const char **items, const size_t *le
     }
     char err[512] = "";
     win_t *w = o->v;
+    fingerprints(w, items, lens, n, k.fps);
+    warm(o, &k, n);
     pthread_mutex_lock(&o->lock);
     int64_t now = wal_window_clock_ms();
-    fingerprints(w, items, lens, n, k.fps);
     window_answers(w, k.fps, n, now, false, k.maybe);
     int64_t periods[WIN_MAX_SLICES + 1];
     size_t np = exact_live_periods(w, now, periods);

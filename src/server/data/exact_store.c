@@ -551,8 +551,8 @@ static bool unavailable(char *err, size_t errlen)
     return false;
 }
 
-bool xs_get(uint64_t id, const int64_t *periods, size_t np, const uint8_t *fps, size_t n,
-            uint8_t *found, char *err, size_t errlen)
+static bool lookup(uint64_t id, const int64_t *periods, size_t np, const uint8_t *fps, size_t n,
+                   uint8_t *found, bool count, char *err, size_t errlen)
 {
     memset(found, 0, n);
     if (n == 0)
@@ -615,13 +615,31 @@ bool xs_get(uint64_t id, const int64_t *periods, size_t np, const uint8_t *fps, 
         }
     }
     pthread_rwlock_unlock(&xs.lock);
-    atomic_fetch_add_explicit(&xs.gets, n, memory_order_relaxed);
+    if (count)
+        atomic_fetch_add_explicit(&xs.gets, n, memory_order_relaxed);
     free(keys);
     free(lens);
     free(idx);
     free(vals);
     free(errs);
     return ok;
+}
+
+bool xs_get(uint64_t id, const int64_t *periods, size_t np, const uint8_t *fps, size_t n,
+            uint8_t *found, char *err, size_t errlen)
+{
+    return lookup(id, periods, np, fps, n, found, true, err, errlen);
+}
+
+void xs_warm(uint64_t id, const int64_t *periods, size_t np, const uint8_t *fps, size_t n)
+{
+    uint8_t small[256];
+    uint8_t *found = n <= sizeof(small) ? small : malloc(n);
+    char err[sizeof(xs.error)];
+    if (found)
+        lookup(id, periods, np, fps, n, found, false, err, sizeof(err));
+    if (found != small)
+        free(found);
 }
 
 /* The handle of (id, period), created when missing; the lock is held
