@@ -4,7 +4,9 @@
  * Environment, read once at load:
  *   SYNCSHIM_DIR      only files under this directory are journaled or
  *                     faulted (the server's data directory);
- *   SYNCSHIM_JOURNAL  append-only journal of what reached the disk:
+ *   SYNCSHIM_JOURNAL  append-only journal of what reached the disk, one
+ *                     line per event, each opened by the CLOCK_MONOTONIC
+ *                     nanosecond at which it took effect (see below):
  *                       "<path> <size>"   a regular file synced (fsync,
  *                                         fdatasync; syncfs lists every file
  *                                         under SYNCSHIM_DIR);
@@ -26,14 +28,22 @@
  *                     once. Not seen under a sanitizer, whose runtime comes
  *                     first in the library list and answers realloc itself.
  *
- * A file's size is taken just before the real sync: the bytes written
- * before the call are what a successful sync guarantees (a write racing the
- * sync may or may not be covered, so it is not claimed). "skip" returns 0
- * without syncing or journaling: a build without that fsync; a syncfs leaves
- * the files it matches out of its journal lines too, as if they lived on
- * another file system (a store must not count on another's syncfs). The journal is
- * written with O_APPEND write(2): the page cache survives the SIGKILL that
- * ends the process, and the power cut is applied by the test afterwards.
+ * A file's size is taken when the sync is called, before any block or delay
+ * and before the real sync: the bytes written before the call are what a
+ * successful sync guarantees (a write racing the sync, or made while the
+ * disk is slow to answer, may or may not be covered, so it is not claimed).
+ * Its line can only be written once the sync succeeded, after lines of
+ * events that happened later (a syncfs that takes long, and an fsync of one
+ * of its files that came and went meanwhile): the time each line opens with
+ * is when its sizes were taken, or when a rename or unlink returned, and the
+ * journal is read in that order.
+ *
+ * "skip" returns 0 without syncing or journaling: a build without that
+ * fsync; a syncfs leaves the files it matches out of its journal lines too,
+ * as if they lived on another file system (a store must not count on
+ * another's syncfs). The journal is written with O_APPEND write(2): the page
+ * cache survives the SIGKILL that ends the process, and the power cut is
+ * applied by the test afterwards.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -167,17 +177,27 @@ static bool norm_path(int dirfd, const char *p, char *out, size_t outlen)
     return (size_t)snprintf(out, outlen, "%s/%s", strcmp(parent, "/") ? parent : "", base) < outlen;
 }
 
-static void journal(const char *fmt, ...)
+static unsigned long long now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (unsigned long long)ts.tv_sec * 1000000000ull + (unsigned long long)ts.tv_nsec;
+}
+
+/* One line, opened by the time the event took effect (0: now). */
+static void journal_at(unsigned long long stamp, const char *fmt, ...)
 {
     if (journal_fd < 0)
         return;
-    char line[3 * PATH_MAX];
+    char line[3 * PATH_MAX + 32];
+    int k = snprintf(line, sizeof(line), "%llu ", stamp ? stamp : now_ns());
     va_list ap;
     va_start(ap, fmt);
-    int n = vsnprintf(line, sizeof(line), fmt, ap);
+    int n = vsnprintf(line + k, sizeof(line) - (size_t)k, fmt, ap);
     va_end(ap);
-    if (n <= 0 || (size_t)n >= sizeof(line))
+    if (n <= 0 || (size_t)n >= sizeof(line) - (size_t)k)
         return;
+    n += k;
     /* One write per line: O_APPEND keeps concurrent lines whole. */
     ssize_t w;
     do
@@ -274,7 +294,7 @@ static int write_mode(int fd)
 
 /* Every regular file under path with its size, one journal line each,
  * appended to *buf; not those whose syncs are skipped. */
-static void walk(const char *path, char **buf, size_t *len, size_t *cap)
+static void walk(const char *path, unsigned long long stamp, char **buf, size_t *len, size_t *cap)
 {
     DIR *d = opendir(path);
     if (d == NULL)
@@ -290,9 +310,9 @@ static void walk(const char *path, char **buf, size_t *len, size_t *cap)
         if (lstat(sub, &st) != 0)
             continue;
         if (S_ISDIR(st.st_mode)) {
-            walk(sub, buf, len, cap);
+            walk(sub, stamp, buf, len, cap);
         } else if (S_ISREG(st.st_mode) && sync_mode(sub, NULL) != SKIP) {
-            size_t need = strlen(sub) + 32;
+            size_t need = strlen(sub) + 64;
             if (*len + need > *cap) {
                 size_t ncap = (*cap ? *cap * 2 : 4096) + need;
                 char *nb = realloc(*buf, ncap);
@@ -301,8 +321,8 @@ static void walk(const char *path, char **buf, size_t *len, size_t *cap)
                 *buf = nb;
                 *cap = ncap;
             }
-            *len +=
-                (size_t)snprintf(*buf + *len, *cap - *len, "%s %lld\n", sub, (long long)st.st_size);
+            *len += (size_t)snprintf(*buf + *len, *cap - *len, "%llu %s %lld\n", stamp, sub,
+                                     (long long)st.st_size);
         }
     }
     closedir(d);
@@ -319,31 +339,35 @@ static int do_sync(int fd, int kind)
     char path[PATH_MAX];
     if (dirlen == 0 || !fd_path(fd, path, sizeof(path)) || !under_dir(path))
         return real(fd);
-    long delay_ms;
-    int mode = sync_mode(path, &delay_ms);
-    if (mode == BLOCK) {
-        journal("BLOCKED %s\n", path);
-        struct timespec ts = {0, 2 * 1000 * 1000};
-        while ((mode = sync_mode(path, &delay_ms)) == BLOCK)
-            nanosleep(&ts, NULL);
-    }
-    if (mode == FAIL_EIO) {
-        errno = EIO;
-        return -1;
-    }
-    if (mode == SKIP)
-        return 0;
-    if (delay_ms > 0) {
-        struct timespec ts = {delay_ms / 1000, (delay_ms % 1000) * 1000 * 1000};
-        nanosleep(&ts, NULL);
-    }
+    /* What the sync covers: the sizes at the call, before a block or a
+     * delay (writes made while the disk is slow are not covered). */
+    unsigned long long stamp = now_ns();
     struct stat st;
     if (fstat(fd, &st) != 0)
         return real(fd);
     char *lines = NULL;
     size_t len = 0, cap = 0;
-    if (kind == SYNC_FS)
-        walk(dir, &lines, &len, &cap);
+    long delay_ms;
+    int mode = sync_mode(path, &delay_ms);
+    if (kind == SYNC_FS && mode != FAIL_EIO && mode != SKIP)
+        walk(dir, stamp, &lines, &len, &cap);
+    if (mode == BLOCK) {
+        journal_at(0, "BLOCKED %s\n", path);
+        struct timespec ts = {0, 2 * 1000 * 1000};
+        while ((mode = sync_mode(path, &delay_ms)) == BLOCK)
+            nanosleep(&ts, NULL);
+    }
+    if (mode == FAIL_EIO || mode == SKIP) {
+        free(lines);
+        if (mode == SKIP)
+            return 0;
+        errno = EIO;
+        return -1;
+    }
+    if (delay_ms > 0) {
+        struct timespec ts = {delay_ms / 1000, (delay_ms % 1000) * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
     int rc = real(fd);
     if (rc == 0) {
         if (kind == SYNC_FS) {
@@ -354,9 +378,9 @@ static int do_sync(int fd, int kind)
                 while (w < 0 && errno == EINTR);
             }
         } else if (S_ISREG(st.st_mode)) {
-            journal("%s %lld\n", path, (long long)st.st_size);
+            journal_at(stamp, "%s %lld\n", path, (long long)st.st_size);
         } else if (S_ISDIR(st.st_mode)) {
-            journal("DIRSYNC %s\n", path);
+            journal_at(stamp, "DIRSYNC %s\n", path);
         }
     }
     free(lines);
@@ -417,7 +441,7 @@ static void note_rename(const char *oldn, int newdirfd, const char *newp)
     if (!norm_path(newdirfd, newp, newn, sizeof(newn)))
         return;
     if (under_dir(oldn) || under_dir(newn))
-        journal("RENAME %s %s\n", oldn, newn);
+        journal_at(0, "RENAME %s %s\n", oldn, newn);
 }
 
 int rename(const char *oldp, const char *newp)
@@ -449,7 +473,7 @@ int unlink(const char *p)
     bool have = dirlen > 0 && norm_path(AT_FDCWD, p, n, sizeof(n));
     int rc = real_unlink(p);
     if (rc == 0 && have && under_dir(n))
-        journal("UNLINK %s\n", n);
+        journal_at(0, "UNLINK %s\n", n);
     return rc;
 }
 
@@ -460,7 +484,7 @@ int unlinkat(int dirfd, const char *p, int flags)
     bool have = dirlen > 0 && norm_path(dirfd, p, n, sizeof(n));
     int rc = real_unlinkat(dirfd, p, flags);
     if (rc == 0 && have && under_dir(n))
-        journal("UNLINK %s\n", n);
+        journal_at(0, "UNLINK %s\n", n);
     return rc;
 }
 

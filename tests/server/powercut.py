@@ -1,8 +1,8 @@
 """Power cuts and storage faults for bloomeryd, through tests/faults/syncshim.c.
 
 The shim (LD_PRELOAD) journals every successful fsync/fdatasync/syncfs of a
-file under the data directory with the file's size, and follows renames and
-unlinks. A power cut after SIGKILL is then simulated here: every regular
+file under the data directory with the file's size when the sync was called,
+and follows renames and unlinks, each event with the time it took effect. A power cut after SIGKILL is then simulated here: every regular
 file under the data directory is truncated to the last size the journal
 says was synced, and a file never synced is deleted (its data would not
 have survived). The page cache survives the SIGKILL itself, so without this
@@ -77,6 +77,11 @@ class Faults:
         os.rename(tmp, self.ctl)
 
     def lines(self):
+        """The journal's events (without their times), in the order they
+        took effect: a sync's line is written when the sync returns, which
+        can be after lines of later events (a long syncfs, and a log fsync
+        that came and went meanwhile), so lines are ordered by the time
+        each opens with, ties in the order they were written."""
         try:
             with open(self.journal) as f:
                 text = f.read()
@@ -85,8 +90,12 @@ class Faults:
         # A line is appended with one write, but a read racing that write
         # can see part of it: the fsync it records has not returned yet, so
         # nothing acknowledged rests on it.
-        lines = text.split("\n")
-        return lines[:-1]
+        events = []
+        for line in text.split("\n")[:-1]:
+            stamp, event = line.split(" ", 1)
+            events.append((int(stamp), event))
+        events.sort(key=lambda e: e[0])
+        return [event for _, event in events]
 
     def blocked_count(self):
         return sum(1 for line in self.lines() if line.startswith("BLOCKED "))

@@ -30,7 +30,7 @@ import time
 import pytest
 import redis
 
-from conftest import BLOOMERYD, RawClient
+from conftest import BLOOMERYD, RawClient, wait_for
 from powercut import exited, faults  # noqa: F401 (a fixture)
 
 MISCONF = "MISCONF Errors writing to the AOF file:"
@@ -125,6 +125,37 @@ def test_shim_journals_syncs_and_the_power_cut_keeps_them(faults, start_server):
     c.close()
     f.crash(s)
     assert os.path.getsize(log) == synced
+
+
+def test_power_cut_keeps_what_a_log_fsync_covered_during_a_long_syncfs(faults, start_server):
+    """A snapshot's syncfs takes the sizes of every file when it is called;
+    held there, the log's fsyncs come and go and adds are acknowledged. The
+    syncfs's lines, written when it returns, name the log at its older size:
+    the power cut must still keep what the log's own fsyncs covered."""
+    f = faults
+    s = start_server("--appendfsync", "always", **f.server_kw())
+    c = s.client()
+    c.execute_command("BF.RESERVE", "k", "0.01", "100000")
+    # Enough set bits that the snapshot writes a chunk file (a filter that
+    # compresses to a few KB goes into the index, with no syncfs).
+    before = ["before:%d" % i for i in range(20000)]
+    c.execute_command("BF.MADD", "k", *before)
+    seq = c.info("persistence")["bloomery_snapshot_seq"]
+    f.set(fsync="block", match="/chunks")
+    n = f.blocked_count()
+    assert c.execute_command("BGSAVE") is True
+    f.wait_blocked(n)
+    items = ["during:%d" % i for i in range(20)]
+    for it in items:
+        assert c.execute_command("BF.ADD", "k", it) == 1
+    f.set()
+    wait_for(lambda: c.info("persistence")["bloomery_snapshot_seq"] > seq and
+             c.info("persistence")["rdb_bgsave_in_progress"] == 0, "the BGSAVE to finish")
+    c.close()
+    f.crash(s)
+    s = start_server("--appendfsync", "always", **f.server_kw())
+    got = s.client().execute_command("BF.MEXISTS", "k", *before, *items)
+    assert got == [1] * (len(before) + len(items))
 
 
 # ---- appendfsync always ----
