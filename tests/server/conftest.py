@@ -95,6 +95,12 @@ def wait_for(cond, what="the condition", timeout=30, ignore=()):
         time.sleep(0.02)
 
 
+def snapshot_done(c, seq):
+    """A snapshot after seq finished, and none runs."""
+    p = c.info("persistence")
+    return p["bloomery_snapshot_seq"] > seq and p["rdb_bgsave_in_progress"] == 0
+
+
 def wait_log_durable(c):
     """Until every log record appended so far is fsynced (appendfsync
     everysec syncs about once a second)."""

@@ -2,11 +2,12 @@
 
 The shim (LD_PRELOAD) journals every successful fsync/fdatasync/syncfs of a
 file under the data directory with the file's size when the sync was called,
-and follows renames and unlinks, each event with the time it took effect. A power cut after SIGKILL is then simulated here: every regular
-file under the data directory is truncated to the last size the journal
-says was synced, and a file never synced is deleted (its data would not
-have survived). The page cache survives the SIGKILL itself, so without this
-step a kill -9 would keep every byte the server had write()n.
+and follows renames and unlinks, each event with the time it took effect. A
+power cut after SIGKILL is then simulated here: every regular file under the
+data directory is truncated to the last size the journal says was synced,
+and a file never synced is deleted (its data would not have survived). The
+page cache survives the SIGKILL itself, so without this step a kill -9
+would keep every byte the server had write()n.
 
 Not modelled: a rename or creation whose directory was never fsynced
 surviving or not (names follow the journal's renames at once), and part of

@@ -41,7 +41,8 @@ import time
 
 import pytest
 
-from conftest import BLOOMERYD, MODULE, QUICK, RespError, wait_for, wait_log_durable
+from conftest import (BLOOMERYD, MODULE, QUICK, RespError, snapshot_done, wait_for,
+                      wait_log_durable)
 from powercut import faults  # noqa: F401 (a fixture)
 
 pytestmark = pytest.mark.skipif(bool(MODULE), reason="EXACT is bloomeryd's (not the module's)")
@@ -254,12 +255,6 @@ def exact_info(s):
     "=" and "," in it into a dict)."""
     text = raw_cmd(s, "INFO", "exact").decode()
     return dict(line.split(":", 1) for line in text.splitlines() if ":" in line)
-
-
-def snapshot_done(c, seq):
-    """A snapshot after seq finished, and none runs."""
-    p = c.info("persistence")
-    return p["bloomery_snapshot_seq"] > seq and p["rdb_bgsave_in_progress"] == 0
 
 
 def raw_cmd(s, *args):

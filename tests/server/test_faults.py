@@ -30,7 +30,7 @@ import time
 import pytest
 import redis
 
-from conftest import BLOOMERYD, RawClient, wait_for
+from conftest import BLOOMERYD, RawClient, snapshot_done, wait_for
 from powercut import exited, faults  # noqa: F401 (a fixture)
 
 MISCONF = "MISCONF Errors writing to the AOF file:"
@@ -149,8 +149,7 @@ def test_power_cut_keeps_what_a_log_fsync_covered_during_a_long_syncfs(faults, s
     for it in items:
         assert c.execute_command("BF.ADD", "k", it) == 1
     f.set()
-    wait_for(lambda: c.info("persistence")["bloomery_snapshot_seq"] > seq and
-             c.info("persistence")["rdb_bgsave_in_progress"] == 0, "the BGSAVE to finish")
+    wait_for(lambda: snapshot_done(c, seq), "the BGSAVE to finish")
     c.close()
     f.crash(s)
     s = start_server("--appendfsync", "always", **f.server_kw())

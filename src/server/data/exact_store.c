@@ -701,8 +701,6 @@ static rocksdb_column_family_handle_t *open_period(uint64_t id, int64_t period, 
     return xs.cfs[at].h;
 }
 
-/* Write keys as one table file and move it into the period's column
- * family. */
 /* RocksDB's table-file writer drops what it wrote from the page cache
  * (fadvise DONTNEED). Read back ahead of its ingest, the file is then read
  * from the disk in large requests, where otherwise each lookup of the
@@ -727,6 +725,8 @@ static void cache_table(const char *path)
     close(fd);
 }
 
+/* Write keys as one table file and move it into the period's column
+ * family. */
 static bool write_table(const xs_cf *cf, const xs_buffer *b, char *err, size_t errlen)
 {
     if (b->n == 0)
