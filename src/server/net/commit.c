@@ -21,13 +21,7 @@
  * after each fsync, wakes every worker that has parked clients (uv_async),
  * and the worker writes out the replies of those now covered. One fsync
  * thus releases every client of every worker whose records it covered, and
- * a worker's loop never waits for the disk. Instead of blocking its worker
- * on the fsync, the worker parks the client on its own list and goes on
- * serving other connections; the log thread, after each fsync, wakes every
- * worker that has parked clients (uv_async), and the worker writes out the
- * replies of those now covered. One fsync thus releases every client of
- * every worker whose records it covered, and a worker's loop never waits
- * for the disk.
+ * a worker's loop never waits for the disk.
  *
  * The parked flag also holds back writes started elsewhere (the end of a
  * previous write): client_flush() does nothing while it is set.
