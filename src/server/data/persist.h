@@ -55,6 +55,11 @@ void wal_release(size_t held);
  * Nothing in between may wait or take another lock. */
 pbuf *wal_record_open(void);
 uint64_t wal_record_close(uint8_t type);
+/* Between these two (nestable) a thread's records wake the log thread once,
+ * at wal_wake_deferred, instead of once each: a worker wraps a read's worth
+ * of commands in them. Under always each record still wakes it at once. */
+void wal_defer_wakes(void);
+void wal_wake_deferred(void);
 /* The LSN of the last record appended. */
 uint64_t wal_assigned_lsn(void);
 /* False after a write or fsync error not yet repaired (everysec, no):

@@ -7,6 +7,9 @@
  * the durable LSN. While it writes and syncs, the next batch collects in
  * the other buffer: that is the group commit, one fsync for every record
  * that arrived during the previous one, whichever worker appended it.
+ * Under everysec and no a worker wakes the thread once for a read's worth
+ * of commands (wal_defer_wakes), not for each record: a wake costs a
+ * context switch on both sides, and the thread then writes them at once.
  * everysec syncs at most once a second from the same thread (a timed
  * wait); no never syncs. Appending never waits: commands wait for room
  * (wal_reserve) before they take any key lock.
@@ -61,6 +64,10 @@
 /* A buffer larger than this is freed after a batch that used little of it,
  * so a burst does not keep its memory. */
 #define KEEP_BUFFER (1u << 20)
+/* A deferred wake (wal_defer_wakes) is not deferred past this much
+ * pending: the thread starts writing a long run of commands before it
+ * ends. */
+#define WAKE_BYTES (256u << 10)
 
 static struct {
     pthread_mutex_t lock;
@@ -550,6 +557,34 @@ pbuf *wal_record_open(void)
     return &W.cur;
 }
 
+/* Nesting depth of wal_defer_wakes on this thread, and whether a record
+ * closed meanwhile has not woken the log thread yet. */
+static _Thread_local unsigned defer_depth;
+static _Thread_local bool defer_pending;
+
+void wal_defer_wakes(void) { defer_depth++; }
+
+void wal_wake_deferred(void)
+{
+    if (--defer_depth > 0 || !defer_pending)
+        return;
+    defer_pending = false;
+    /* The records were appended under the lock, which the thread holds
+     * while it looks for them before it waits: no lock needed to signal. */
+    pthread_cond_signal(&W.work);
+}
+
+/* Wake the log thread for a record just appended (W.lock held). Under
+ * always a reply waits for its fsync: wake at once. */
+static void wake_for_record(void)
+{
+    if (defer_depth > 0 && W.cur.len < WAKE_BYTES && policy_now() != FSYNC_ALWAYS) {
+        defer_pending = true;
+        return;
+    }
+    pthread_cond_signal(&W.work);
+}
+
 uint64_t wal_record_close(uint8_t type)
 {
     if (!pbuf_reserve(&W.cur, WAL_TRAILER)) {
@@ -568,7 +603,7 @@ uint64_t wal_record_close(uint8_t type)
     W.cur.len += WAL_TRAILER;
     W.cur_last = lsn;
     atomic_store(&W.assigned_lsn, lsn);
-    pthread_cond_signal(&W.work);
+    wake_for_record();
     pthread_mutex_unlock(&W.lock);
     return lsn;
 }

@@ -517,7 +517,9 @@ void client_input(client *c, size_t nread)
         drop_query_over_limit(c);
         return;
     }
+    wal_defer_wakes();
     process_input(c);
+    wal_wake_deferred();
     after_input(c);
 }
 
@@ -542,7 +544,9 @@ static void after_input(client *c)
 void client_resume(client *c)
 {
     c->blocked = false;
+    wal_defer_wakes();
     process_input(c);
+    wal_wake_deferred();
     after_input(c);
 }
 
