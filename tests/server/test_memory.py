@@ -3,8 +3,9 @@ memory (physical memory, or a lower cgroup limit), client-query-buffer-limit
 closes a client whose pending input passes it, proto-max-bulk-len as Redis.
 
 Filters are allocated lazily, so the multi-gigabyte reservations below cost
-address space, not memory; the servers run without persistence so nothing
-reads those pages back.
+address space, not memory; the servers run without persistence, except in
+the last test, which checks that a snapshot reads such pages without making
+the kernel allocate them.
 """
 import os
 import shutil
@@ -423,4 +424,48 @@ def test_default_limit_refuses_1200_mb_request(start_server):
     # The gigabyte of query buffer is given back.
     wait_for(lambda: c.info("memory")["used_memory_rss"] < 256 * MB)
     assert c.ping()
+    c.close()
+
+
+def thp_in_use():
+    try:
+        with open("/sys/kernel/mm/transparent_hugepage/enabled") as f:
+            return "[never]" not in f.read()
+    except OSError:
+        return False
+
+
+@pytest.mark.skipif(not thp_in_use(),
+                    reason="without transparent huge pages a read of unwritten "
+                           "memory maps the shared zero page and costs nothing")
+@pytest.mark.parametrize("reserve", [
+    # copy-on-write at a snapshot, and read live (docs/PERSISTENCE.md)
+    ("BF.RESERVE", "k", "0.01", "1000000000"),
+    ("BF.RESERVE", "k", "0.01", "1000000000", "WINDOW", "3600", "SLICES", "8"),
+], ids=["bloom", "window"])
+def test_snapshot_leaves_unwritten_memory_unallocated(start_server, reserve):
+    """A snapshot reads every chunk of a value; the chunks of a reserved
+    filter nobody wrote yet must come out as zeros without the kernel
+    allocating them (with transparent huge pages a read of unwritten memory
+    allocates and clears 2 MiB), or the first BGSAVE makes every reserved
+    filter cost its full size."""
+    s = start_server()
+    c = s.client()
+    c.execute_command(*reserve)
+    size = int(dict(zip(*[iter(c.execute_command("BF.INFO", "k"))] * 2))[b"Size"])
+    assert size > 1000 * MB
+    c.execute_command("BF.ADD", "k", "one")
+    before = c.info("memory")["used_memory_rss"]
+    seq = c.info("persistence")["bloomery_snapshot_seq"]
+    c.bgsave()
+    wait_for(lambda: conftest.snapshot_done(c, seq), "the snapshot")
+    after = c.info("memory")["used_memory_rss"]
+    assert after - before < 64 * MB, (before, after, size)
+    c.close()
+    s.stop()
+    s = start_server(datadir=s.datadir)
+    c = s.client()
+    assert c.execute_command("BF.EXISTS", "k", "one") == 1
+    assert c.execute_command("BF.EXISTS", "k", "two") == 0
+    assert c.info("memory")["used_memory_rss"] < 64 * MB
     c.close()

@@ -60,6 +60,7 @@
 #include "config.h"
 #include "exact.h"
 #include "log.h"
+#include "page_map.h"
 #include "snapshot.h"
 #include "util.h"
 
@@ -297,18 +298,23 @@ static void cow_before_write(void *ctx, uint32_t r, uint64_t off, uint64_t len)
 }
 
 /* Chunk i as at L0 into buf: live pages not changed since, saved ones for
- * the others. Writers of the value wait meanwhile (one memcpy of a chunk);
- * from then on they change the chunk freely. */
-static void cow_read(cow *w, uint64_t i, uint8_t *buf)
+ * the others, zeros for pages never written (pm: the writer's map). Writers
+ * of the value wait meanwhile (one memcpy of a chunk); from then on they
+ * change the chunk freely. */
+static void cow_read(cow *w, uint64_t i, uint8_t *buf, page_map *pm)
 {
     size_t len;
     pthread_mutex_lock(&w->lock);
     const uint8_t *live = bloomery_image_chunk(w->img, i, &len);
+    /* Under the lock: a page written since L0 was saved first. */
+    page_map_load(pm, live, len);
     uint64_t freed = 0;
     for (uint64_t p = w->first_page[i], off = 0; p < w->first_page[i + 1]; p++, off += COW_PAGE) {
         size_t plen = len - off < COW_PAGE ? len - off : COW_PAGE;
         uint8_t *saved = w->saved[p];
-        if (saved == NULL) {
+        if (saved == NULL && page_map_untouched(pm, live + off, plen)) {
+            memset(buf + off, 0, plen);
+        } else if (saved == NULL) {
             memcpy(buf + off, live + off, plen);
         } else if (saved == COW_ZERO) {
             memset(buf + off, 0, plen);
@@ -610,6 +616,7 @@ typedef struct writer {
     uint8_t *last_frame;
     size_t last_flen;
     chunk_compressor zc;
+    page_map pm; /* of the chunk being read */
     int id;
 } writer;
 
@@ -621,7 +628,7 @@ typedef struct writer {
 /* Writers OR bits into the live lanes meanwhile (relaxed atomics): read
  * them the same way, eight bytes at a time, so the race the monotone
  * property makes harmless is also a declared one. */
-static void copy_live(uint8_t *dst, const uint8_t *src, size_t n)
+static void copy_words(uint8_t *dst, const uint8_t *src, size_t n)
 {
     size_t i = 0;
     if (((uintptr_t)src & 7) == 0)
@@ -634,13 +641,39 @@ static void copy_live(uint8_t *dst, const uint8_t *src, size_t n)
         dst[i] = __atomic_load_n(src + i, __ATOMIC_RELAXED);
 }
 
-static chunk_hash copy_and_hash(uint8_t *buf, const uint8_t *live, size_t len)
+/* A page never written before pm was loaded had no bit set at the capture
+ * (which came first): zeros, without reading it. Per page, as a chunk need
+ * not start on a huge page: a present neighbour must not make the rest of
+ * the chunk count as written. */
+static void copy_live(uint8_t *dst, const uint8_t *src, size_t n, const page_map *pm)
+{
+    if (!pm->known) {
+        copy_words(dst, src, n);
+        return;
+    }
+    size_t page = (size_t)1 << pm->shift;
+    while (n > 0) {
+        size_t run = page - (size_t)((uintptr_t)src & (page - 1));
+        if (run > n)
+            run = n;
+        if (page_map_untouched(pm, src, run))
+            memset(dst, 0, run);
+        else
+            copy_words(dst, src, run);
+        dst += run;
+        src += run;
+        n -= run;
+    }
+}
+
+static chunk_hash copy_and_hash(uint8_t *buf, const uint8_t *live, size_t len, page_map *pm)
 {
     XXH3_state_t st;
     XXH3_128bits_reset(&st);
+    page_map_load(pm, live, len);
     for (size_t off = 0; off < len; off += SLICE) {
         size_t n = len - off < SLICE ? len - off : SLICE;
-        copy_live(buf + off, live + off, n);
+        copy_live(buf + off, live + off, n, pm);
         XXH3_128bits_update(&st, buf + off, n);
     }
     XXH128_hash_t h = XXH3_128bits_digest(&st);
@@ -667,10 +700,10 @@ static void write_chunk(writer *w, cap_key *k, uint64_t i)
         /* Copy first: the hash and the checksum must describe the same
          * bytes, and writers may change them meanwhile. */
         if (k->cow) {
-            cow_read(k->cow, i, w->buf);
+            cow_read(k->cow, i, w->buf, &w->pm);
             c->out.hash = chunk_hash_of(w->buf, len);
         } else {
-            c->out.hash = copy_and_hash(w->buf, live, len);
+            c->out.hash = copy_and_hash(w->buf, live, len, &w->pm);
         }
         data = w->buf;
         c->out.checksum = bloomery_image_chunk_checksum(k->img, i, data, len);
@@ -757,6 +790,7 @@ static void *writer_main(void *arg)
     free(w->buf);
     free(w->last_frame);
     chunk_compressor_free(&w->zc);
+    page_map_free(&w->pm);
     return NULL;
 }
 
