@@ -62,6 +62,7 @@
 #include "log.h"
 #include "page_map.h"
 #include "snapshot.h"
+#include "test_gate.h"
 #include "util.h"
 
 #define INLINE_MAX 4096
@@ -1003,28 +1004,10 @@ static void write_all(snapshot *s)
     finish(s, t0);
 }
 
-/* Tests only (see the top of the file): wait until the FIFO named by
- * BLOOMERYD_TEST_SNAPSHOT_GATE is opened, written and closed. */
-static void test_gate(void)
-{
-    const char *path = getenv("BLOOMERYD_TEST_SNAPSHOT_GATE");
-    if (path == NULL || *path == '\0')
-        return;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return;
-    char b[64];
-    for (;;) {
-        ssize_t n = read(fd, b, sizeof(b));
-        if (n == 0 || (n < 0 && errno != EINTR))
-            break;
-    }
-    close(fd);
-}
-
 static void *bg_main(void *arg)
 {
-    test_gate();
+    /* Tests only: see the top of the file. */
+    test_gate("BLOOMERYD_TEST_SNAPSHOT_GATE");
     write_all(arg);
     return NULL;
 }
