@@ -40,10 +40,7 @@ bool xs_get(uint64_t id, const int64_t *periods, size_t np, const uint8_t *fps, 
     return refuse(err, errlen);
 }
 
-void xs_warm(uint64_t id, const int64_t *periods, size_t np, const uint8_t *fps, size_t n)
-{
-    (void)id, (void)periods, (void)np, (void)fps, (void)n;
-}
+uint64_t xs_epoch(void) { return 0; }
 
 bool xs_put(uint64_t id, int64_t period, const uint8_t *fps, size_t n, char *err, size_t errlen)
 {

@@ -33,6 +33,7 @@ import functools
 import glob
 import os
 import random
+import select
 import shutil
 import socket
 import subprocess
@@ -576,6 +577,67 @@ def test_racing_adders_one_new_each(server, r):
              if sorted(res[i] for res in results) != [0] * (clients - 1) + [1]]
     assert not wrong, "%d items not new exactly once, e.g. %s" % (len(wrong), wrong[:5])
     assert r.execute_command("BF.MEXISTS", "race", *items) == [1] * n
+
+
+def test_an_early_answer_is_asked_again_after_its_period_is_dropped(start_server, tmp_path,
+                                                                    monkeypatch):
+    """A check looks the filter's positives up in the store before it takes
+    the filter's lock, and under the lock keeps what that lookup found
+    unless something left the store meanwhile. Held between the two
+    (BLOOMERYD_TEST_EXACT_GATE) while an add on another worker passes the
+    old items' period end, which rotates the window and drops the period,
+    the check must answer 0 for them, though the window (overfull, error
+    rate 0.5) says "maybe"."""
+    gate = str(tmp_path / "gate")
+    os.mkfifo(gate)
+    monkeypatch.setenv("BLOOMERYD_TEST_EXACT_GATE", gate)
+    s = start_server()
+    c = s.client()
+    window_s, slices = 400, 4
+    period = window_s * 1000 // slices
+    c.execute_command("BF.RESERVE", "k", 0.5, 40, "WINDOW", window_s, "SLICES", slices, "EXACT",
+                      "RETAIN", window_s + window_s // slices)
+    s0 = bf_info(c, "k")["Current slice start"]
+    old = ["old:%d" % i for i in range(40)]
+    assert at_least(c, s0, ("BF.MADD", "k", *old)) == [[1] * len(old)]
+    for k in range(1, slices + 1):
+        young = ["young:%d:%d" % (k, i) for i in range(400)]
+        assert at_least(c, s0 + k * period, ("BF.MADD", "k", *young)) == [[1] * len(young)]
+    end = s0 + (slices + 1) * period    # when old's period ends
+    # Half a period before: nothing for the cron to rotate meanwhile.
+    at_least(c, end - period // 2)
+    held = s.client(single_connection_client=True)
+    held.ping()
+    lookups = bf_info(c, "k")["Store lookups"]
+    got = []
+    t = threading.Thread(target=lambda: got.append(held.execute_command("BF.MEXISTS", "k", *old)))
+    t.start()
+    with open(gate, "w") as g:          # returns once the check waits at the gate
+        # Of two new connections, one is on the other worker: the one that
+        # answers while the gate is shut.
+        pair = [s.client(single_connection_client=True) for _ in range(2)]
+        for p in pair:
+            p.connection.send_command("PING")
+        ready, _, _ = select.select([p.connection._sock for p in pair], [], [], 60)
+        other = pair[[p.connection._sock for p in pair].index(ready[0])]
+        assert other.connection.read_response() == b"PONG"
+        # An add rotates the window past old's period and drops it from
+        # the store (the cron would wait for the check's key lock).
+        assert at_least(other, end + 1000, ("BF.ADD", "k", "new")) == [1]
+        g.write("go")
+    t.join()
+    assert got == [[0] * len(old)]
+    i = bf_info(c, "k")
+    assert i["Current slice start"] == end and i["Store periods"] == slices + 1, i
+    # The window said "maybe" to (nearly all of) them: the 0s are the
+    # store's answers.
+    assert bf_info(c, "k")["Store lookups"] - lookups >= len(old) // 2
+    for p in pair:
+        if p is not other:
+            assert p.connection.read_response() == b"PONG"
+        p.close()
+    held.close()
+    c.close()
 
 
 # ---- replication ----

@@ -21,6 +21,7 @@
 #include "le.h"
 #include "log.h"
 #include "persist.h"
+#include "test_gate.h"
 
 #define STORE_ERR "ERR EXACT store unavailable: "
 
@@ -120,6 +121,13 @@ typedef struct work {
     uint8_t *found; /* the store's */
     int *res;
     uint8_t *newfps;
+    /* The store's answers read before the lock (early), for these periods
+     * in this epoch of the store (xs_epoch). */
+    uint8_t *early;
+    bool have_early;
+    uint64_t early_epoch;
+    size_t early_np;
+    int64_t early_periods[WIN_MAX_SLICES + 1];
 } work;
 
 static void work_free(work *k)
@@ -129,6 +137,7 @@ static void work_free(work *k)
     free(k->found);
     free(k->res);
     free(k->newfps);
+    free(k->early);
 }
 
 static bool work_init(work *k, size_t n)
@@ -139,7 +148,9 @@ static bool work_init(work *k, size_t n)
     k->found = malloc(m);
     k->res = malloc(m * sizeof(int));
     k->newfps = malloc(XS_FP_LEN * m);
-    if (k->fps && k->maybe && k->found && k->res && k->newfps)
+    k->early = malloc(m);
+    k->have_early = false;
+    if (k->fps && k->maybe && k->found && k->res && k->newfps && k->early)
         return true;
     work_free(k);
     return false;
@@ -176,57 +187,104 @@ static void window_answers(const win_t *w, const uint8_t *fps, size_t n, int64_t
     }
 }
 
-/* The fingerprints whose maybe[i] is set, gathered into newfps; their count. */
-static size_t gather_positives(work *k, size_t n)
+/* Whether item i needs the store under the lock: a positive of the filter
+ * that the lookup before the lock did not find (usable: that lookup's
+ * answers still hold). */
+static bool ask(const work *k, size_t i, bool usable)
+{
+    return k->maybe[i] && !(usable && k->early[i]);
+}
+
+/* The fingerprints ask() picks, gathered into newfps; their count. */
+static size_t gather(work *k, size_t n, bool usable)
 {
     size_t q = 0;
     for (size_t i = 0; i < n; i++)
-        if (k->maybe[i])
+        if (ask(k, i, usable))
             memcpy(k->newfps + XS_FP_LEN * q++, k->fps + XS_FP_LEN * i, XS_FP_LEN);
     return q;
 }
 
-/* The store's answer for the items whose maybe[i] is set, in periods. */
+/* The store's answers for the q gathered fingerprints into got (n bytes):
+ * false with err. */
+static bool store_answers(uint64_t id, const int64_t *periods, size_t np, work *k, size_t q,
+                          uint8_t *got, char *err, size_t errlen)
+{
+    return q == 0 || xs_get(id, periods, np, k->newfps, q, got, err, errlen);
+}
+
+/* The store's answer for the items whose maybe[i] is set, in periods: from
+ * the lookup before the lock where it found the item (nothing left the
+ * store since: same periods, same epoch), else asked now. */
 static bool confirm(exact_meta *m, const int64_t *periods, size_t np, work *k, size_t n, char *err,
                     size_t errlen)
 {
-    size_t q = gather_positives(k, n);
+    bool usable = k->have_early && k->early_epoch == xs_epoch() && k->early_np == np &&
+                  memcmp(k->early_periods, periods, np * sizeof(*periods)) == 0;
+    size_t q = gather(k, n, usable), positives = 0;
     uint8_t small[256];
     uint8_t *got = q <= sizeof(small) ? small : malloc(q);
     if (got == NULL) {
         snprintf(err, errlen, "out of memory");
         return false;
     }
-    bool ok = xs_get(m->id, periods, np, k->newfps, q, got, err, errlen);
-    atomic_fetch_add_explicit(&m->lookups, q, memory_order_relaxed);
+    bool ok = store_answers(m->id, periods, np, k, q, got, err, errlen);
     for (size_t i = 0, j = 0; ok && i < n; i++) {
-        k->found[i] = k->maybe[i] ? got[j++] : 0;
+        positives += k->maybe[i];
+        k->found[i] = ask(k, i, usable) ? got[j++] : k->maybe[i];
         if (k->found[i])
             atomic_fetch_add_explicit(&m->confirmed, 1, memory_order_relaxed);
     }
+    atomic_fetch_add_explicit(&m->lookups, positives, memory_order_relaxed);
     if (got != small)
         free(got);
     return ok;
 }
 
-/* The store's blocks for the filter's positives read in before the
- * filter's lock is taken for the command: a lookup that misses RocksDB's
- * caches waits on the disk, and under the lock every other command into
- * the filter would wait with it. The answers that count are taken again
- * under the lock (from memory by then). Only where other workers can run
- * meanwhile. */
-static void warm(kv_obj *o, work *k, size_t n)
+/* Tests only: with BLOOMERYD_TEST_EXACT_GATE naming a FIFO, the first
+ * command whose early lookup found an item waits there (test_gate.h)
+ * before its lock, so a test can drop a period meanwhile. Later commands
+ * pass. */
+static void early_gate(void)
+{
+    static _Atomic bool passed;
+    if (atomic_load_explicit(&passed, memory_order_relaxed) || atomic_exchange(&passed, true))
+        return;
+    test_gate("BLOOMERYD_TEST_EXACT_GATE");
+}
+
+/* The filter's positives looked up in the store before the filter's lock
+ * is taken for the command: a lookup that misses RocksDB's caches waits on
+ * the disk, and under the lock every other command into the filter would
+ * wait with it. What it found stays found while no period left the store
+ * (confirm checks), so under the lock only the positives it did not find
+ * are asked again: the false positives, and items other commands added
+ * meanwhile. Only where other workers can run meanwhile. */
+static void look_early(kv_obj *o, work *k, size_t n)
 {
     if (atomic_load(&cfg.threads) < 2)
         return;
     win_t *w = o->v;
-    int64_t periods[WIN_MAX_SLICES + 1];
     pthread_mutex_lock(&o->lock);
     int64_t now = wal_window_clock_ms();
-    size_t np = exact_live_periods(w, now, periods);
+    k->early_np = exact_live_periods(w, now, k->early_periods);
     pthread_mutex_unlock(&o->lock);
+    /* Read before the lookup: a drop after it changes it. */
+    k->early_epoch = xs_epoch();
     window_answers(w, k->fps, n, now, false, k->maybe);
-    xs_warm(o->exact->id, periods, np, k->newfps, gather_positives(k, n));
+    size_t q = gather(k, n, false);
+    char err[8];
+    if (!store_answers(o->exact->id, k->early_periods, k->early_np, k, q, k->found, err,
+                       sizeof(err)))
+        return;
+    bool any = false;
+    for (size_t i = 0, j = 0; i < n; i++) {
+        k->early[i] = k->maybe[i] ? k->found[j++] : 0;
+        any = any || k->early[i];
+    }
+    k->have_early = true;
+    if (any)
+        early_gate();
 }
 
 bool bfc_exact_add(cmd_ctx *c, const char *key, size_t klen, kv_obj *o, bool has_at, int64_t at,
@@ -250,7 +308,7 @@ bool bfc_exact_add(cmd_ctx *c, const char *key, size_t klen, kv_obj *o, bool has
     exact_meta *m = o->exact;
     fingerprints(w, items, lens, n, k.fps);
     if (!has_at)
-        warm(o, &k, n);
+        look_early(o, &k, n);
     pthread_mutex_lock(&o->lock);
     int64_t now = wal_window_clock_ms();
     if (!advance(key, klen, o, now, err, sizeof(err))) {
@@ -327,7 +385,7 @@ void bfc_exact_check(cmd_ctx *c, kv_obj *o, const char **items, const size_t *le
     char err[512] = "";
     win_t *w = o->v;
     fingerprints(w, items, lens, n, k.fps);
-    warm(o, &k, n);
+    look_early(o, &k, n);
     pthread_mutex_lock(&o->lock);
     int64_t now = wal_window_clock_ms();
     window_answers(w, k.fps, n, now, false, k.maybe);

@@ -86,6 +86,7 @@ static struct {
     char error[8192];
     _Atomic bool ok;
     _Atomic uint64_t applied, gets, puts;
+    _Atomic uint64_t epoch; /* xs_epoch */
 } xs = {.lock = PTHREAD_RWLOCK_INITIALIZER,
         .wmu = PTHREAD_MUTEX_INITIALIZER,
         .error = "the exact store is not open"};
@@ -526,6 +527,7 @@ bool xs_reopen(const char *dir, char *err, size_t errlen)
 void xs_close(void)
 {
     atomic_store(&xs.ok, false);
+    atomic_fetch_add(&xs.epoch, 1);
     flusher_stop();
     pthread_rwlock_wrlock(&xs.lock);
     for (size_t i = 0; i < xs.n; i++) {
@@ -562,8 +564,8 @@ static bool unavailable(char *err, size_t errlen)
     return false;
 }
 
-static bool lookup(uint64_t id, const int64_t *periods, size_t np, const uint8_t *fps, size_t n,
-                   uint8_t *found, bool count, char *err, size_t errlen)
+bool xs_get(uint64_t id, const int64_t *periods, size_t np, const uint8_t *fps, size_t n,
+            uint8_t *found, char *err, size_t errlen)
 {
     memset(found, 0, n);
     if (n == 0)
@@ -626,8 +628,7 @@ static bool lookup(uint64_t id, const int64_t *periods, size_t np, const uint8_t
         }
     }
     pthread_rwlock_unlock(&xs.lock);
-    if (count)
-        atomic_fetch_add_explicit(&xs.gets, n, memory_order_relaxed);
+    atomic_fetch_add_explicit(&xs.gets, n, memory_order_relaxed);
     free(keys);
     free(lens);
     free(idx);
@@ -636,22 +637,7 @@ static bool lookup(uint64_t id, const int64_t *periods, size_t np, const uint8_t
     return ok;
 }
 
-bool xs_get(uint64_t id, const int64_t *periods, size_t np, const uint8_t *fps, size_t n,
-            uint8_t *found, char *err, size_t errlen)
-{
-    return lookup(id, periods, np, fps, n, found, true, err, errlen);
-}
-
-void xs_warm(uint64_t id, const int64_t *periods, size_t np, const uint8_t *fps, size_t n)
-{
-    uint8_t small[256];
-    uint8_t *found = n <= sizeof(small) ? small : malloc(n);
-    char err[sizeof(xs.error)];
-    if (found)
-        lookup(id, periods, np, fps, n, found, false, err, sizeof(err));
-    if (found != small)
-        free(found);
-}
+uint64_t xs_epoch(void) { return atomic_load(&xs.epoch); }
 
 /* The handle of (id, period), created when missing; the lock is held
  * shared on return (true), released on failure. */
@@ -956,6 +942,7 @@ bool xs_put(uint64_t id, int64_t period, const uint8_t *fps, size_t n, char *err
 static bool drop_at(size_t at, char *err, size_t errlen)
 {
     char *rerr = NULL;
+    atomic_fetch_add(&xs.epoch, 1);
     if (!write_begin(err, errlen))
         return false;
     rocksdb_drop_column_family(xs.db, xs.cfs[at].h, &rerr);

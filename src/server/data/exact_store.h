@@ -44,9 +44,10 @@ const char *xs_error(void);
  * nothing). False with err on a read error. */
 bool xs_get(uint64_t id, const int64_t *periods, size_t np, const uint8_t *fps, size_t n,
             uint8_t *found, char *err, size_t errlen);
-/* The same lookups, answers dropped: reads the blocks they need into
- * RocksDB's cache (and the page cache) ahead of an xs_get under a lock. */
-void xs_warm(uint64_t id, const int64_t *periods, size_t np, const uint8_t *fps, size_t n);
+/* Changes whenever something may leave the store (a period dropped, the
+ * store closed): an xs_get answer of "present" holds while it stays the
+ * same. */
+uint64_t xs_epoch(void);
 /* Add n fingerprints to a period (created when missing). */
 /* After a table file could not be written, a period's buffer grows up to
  * XS_FAILED_FACTOR times its size (kept for the next try), then puts are
