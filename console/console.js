@@ -341,7 +341,9 @@ async function refresh() {
   $("status").classList.toggle("hidden", name !== null);
   $("filter-view").classList.toggle("hidden", name === null);
   if (name === null) viewed = null;
-  $("create").classList.add("hidden");
+  // On the list it keeps its state until the list answers: hidden at each
+  // periodic refresh, it took the focus from whoever was filling it in.
+  if (name !== null) $("create").classList.add("hidden");
   try {
     // A user who may not run INFO still sees the filters.
     try { renderStatus(await api("/api/status")); } catch (e) {
