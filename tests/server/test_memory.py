@@ -467,5 +467,7 @@ def test_snapshot_leaves_unwritten_memory_unallocated(start_server, reserve):
     c = s.client()
     assert c.execute_command("BF.EXISTS", "k", "one") == 1
     assert c.execute_command("BF.EXISTS", "k", "two") == 0
-    assert c.info("memory")["used_memory_rss"] < 64 * MB
+    # A load writes no zero page either (sanitizer builds start larger:
+    # measured against the first server's start).
+    assert c.info("memory")["used_memory_rss"] - before < 64 * MB
     c.close()
