@@ -205,14 +205,6 @@ static size_t gather(work *k, size_t n, bool usable)
     return q;
 }
 
-/* The store's answers for the q gathered fingerprints into got (n bytes):
- * false with err. */
-static bool store_answers(uint64_t id, const int64_t *periods, size_t np, work *k, size_t q,
-                          uint8_t *got, char *err, size_t errlen)
-{
-    return q == 0 || xs_get(id, periods, np, k->newfps, q, got, err, errlen);
-}
-
 /* The store's answer for the items whose maybe[i] is set, in periods: from
  * the lookup before the lock where it found the item (nothing left the
  * store since: same periods, same epoch), else asked now. */
@@ -228,7 +220,7 @@ static bool confirm(exact_meta *m, const int64_t *periods, size_t np, work *k, s
         snprintf(err, errlen, "out of memory");
         return false;
     }
-    bool ok = store_answers(m->id, periods, np, k, q, got, err, errlen);
+    bool ok = xs_get(m->id, periods, np, k->newfps, q, got, err, errlen);
     for (size_t i = 0, j = 0; ok && i < n; i++) {
         positives += k->maybe[i];
         k->found[i] = ask(k, i, usable) ? got[j++] : k->maybe[i];
@@ -274,8 +266,8 @@ static void look_early(kv_obj *o, work *k, size_t n)
     window_answers(w, k->fps, n, now, false, k->maybe);
     size_t q = gather(k, n, false);
     char err[8];
-    if (!store_answers(o->exact->id, k->early_periods, k->early_np, k, q, k->found, err,
-                       sizeof(err)))
+    if (!xs_get(o->exact->id, k->early_periods, k->early_np, k->newfps, q, k->found, err,
+                sizeof(err)))
         return;
     bool any = false;
     for (size_t i = 0, j = 0; i < n; i++) {
